@@ -1,0 +1,18 @@
+# Benchmarking and profiling study of a Transformer language model.
+#   snakemake --cores 1 --resources gpu=1                      (the full study)
+#   snakemake --cores 1 --resources gpu=1 --config preset=quick
+#   snakemake --cores 1 --config preset=smoke                  (CPU only)
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/timing.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        REPORT_FILES,
+    default_target: True

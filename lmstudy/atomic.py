@@ -1,0 +1,43 @@
+"""Write result files whole or not at all: write beside, then rename."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path next to `path`; rename it over `path` on success.
+
+    A job killed half-way leaves only a hidden temporary file, never a
+    truncated result that a later run would take as done.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path: str | os.PathLike, data) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_csv(path: str | os.PathLike, frame) -> None:
+    """Write a pandas DataFrame as CSV, atomically."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)

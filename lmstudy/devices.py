@@ -1,0 +1,47 @@
+"""Pick the device a job measures on, and refuse a GPU preset without one."""
+
+from __future__ import annotations
+
+import torch
+
+
+class UserError(Exception):
+    """A mistake the user can fix; its message is one sentence naming the fix."""
+
+
+def resolve_device(name: str, tf32: bool = False) -> torch.device:
+    """Return the torch device for `name` ('cuda' or 'cpu') and set TF32.
+
+    TF32 is set explicitly either way, so that a result never depends on a
+    library default that changed between PyTorch releases.
+    """
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError(
+            "CUDA is not available on this machine, so this GPU preset cannot run here: "
+            "run the CPU preset instead with `snakemake --cores 1 --config preset=smoke`."
+        )
+    if name not in ("cuda", "cpu"):
+        raise UserError(f"device must be 'cuda' or 'cpu', not {name!r}: fix `device` in config.yaml.")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    return torch.device(name)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for a CUDA out-of-memory error or a failed CPU allocation."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and (
+        "out of memory" in text
+        or "DefaultCPUAllocator: can't allocate memory" in text
+        or "DefaultCPUAllocator: not enough memory" in text
+    )
+
+
+def free_memory(device: torch.device) -> None:
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

@@ -1,0 +1,68 @@
+"""Provenance recorded with every result: where and how it was measured."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_commit() -> str:
+    """The checkout's commit, with '-dirty' when tracked files have changed."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{commit}-dirty" if dirty else commit
+
+
+def _driver_version() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.strip().splitlines()[0] if out.strip() else ""
+
+
+def describe(device: torch.device) -> dict[str, str | bool]:
+    """The environment of a measurement, as flat columns for a result row."""
+    if device.type == "cuda":
+        gpu = torch.cuda.get_device_name(device)
+        driver = _driver_version()
+        cuda = torch.version.cuda or ""
+    else:
+        gpu, driver, cuda = f"cpu ({platform.processor() or platform.machine()})", "", ""
+    return {
+        "gpu": gpu,
+        "driver": driver,
+        "cuda": cuda,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host": socket.gethostname(),
+        "commit": git_commit(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+    }
+
+
+ENVIRONMENT_COLUMNS = (
+    "gpu", "driver", "cuda", "torch", "python", "host", "commit", "date",
+    "tf32_matmul", "tf32_cudnn",
+)

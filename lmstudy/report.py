@@ -1,0 +1,140 @@
+"""Render the report (HTML and Markdown) from the sections' blocks."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup, escape
+
+from lmstudy.atomic import write_text
+
+MISSING = "n/a"
+
+
+@dataclasses.dataclass
+class Table:
+    caption: str
+    frame: pd.DataFrame
+    note: str = ""
+
+
+@dataclasses.dataclass
+class Figure:
+    path: Path  # an existing PNG; copied next to the report
+    caption: str
+
+
+@dataclasses.dataclass
+class Text:
+    text: str
+
+
+@dataclasses.dataclass
+class Findings:
+    items: list[str]
+
+
+@dataclasses.dataclass
+class Section:
+    key: str
+    title: str
+    blocks: list = dataclasses.field(default_factory=list)
+
+    def add(self, block) -> Section:
+        self.blocks.append(block)
+        return self
+
+
+def format_cell(value) -> str:
+    """Show a value as a reader wants it: missing as n/a, floats rounded."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        magnitude = abs(value)
+        if magnitude >= 1000:
+            return f"{value:,.0f}"
+        if magnitude >= 10:
+            return f"{value:.1f}"
+        if magnitude >= 0.01:
+            return f"{value:.3g}"
+        return f"{value:.2e}"
+    return str(value)
+
+
+def _display(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.reset_index() if not isinstance(frame.index, pd.RangeIndex) else frame
+    if isinstance(frame.columns, pd.MultiIndex):
+        frame.columns = [" ".join(str(c) for c in col if str(c)) for col in frame.columns]
+    return frame.astype(object).map(format_cell)
+
+
+def table_markdown(frame: pd.DataFrame) -> str:
+    frame = _display(frame)
+    cells = lambda row: "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"  # noqa: E731
+    lines = [cells(frame.columns), "|" + "|".join("---" for _ in frame.columns) + "|"]
+    lines += [cells(row) for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def table_html(frame: pd.DataFrame) -> Markup:
+    # pandas escapes cell text, so kernel names like `void f<int>` stay text.
+    return Markup(_display(frame).to_html(index=False, escape=True, border=0, classes="data"))
+
+
+def _environment_of(results: Path) -> dict[str, str]:
+    path = results / "environment.csv"
+    if not path.exists():
+        return {}
+    frame = pd.read_csv(path, dtype=str).fillna("")
+    return {col: ", ".join(sorted(set(frame[col]) - {""})) or MISSING for col in frame.columns}
+
+
+def build_sections(names: list[str], results: Path, figures: Path) -> list[Section]:
+    sections = []
+    for name in names:
+        module = importlib.import_module(f"lmstudy.sections.{name}")
+        sections.append(module.build(results, figures))
+    return sections
+
+
+def render(
+    sections: list[Section],
+    environment: dict[str, str],
+    templates: Path,
+    out_dir: Path,
+    title: str,
+    run: str,
+) -> None:
+    """Write out_dir/index.html and out_dir/report.md, figures beside them."""
+    figure_dir = out_dir / "figures"
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    for section in sections:
+        for block in section.blocks:
+            if isinstance(block, Figure):
+                target = figure_dir / block.path.name
+                target.write_bytes(block.path.read_bytes())
+    for fmt, name in (("html", "index.html"), ("md", "report.md")):
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(templates),
+            autoescape=(fmt == "html"),
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        env.filters["table"] = table_html if fmt == "html" else table_markdown
+        env.tests["table"] = lambda b: isinstance(b, Table)
+        env.tests["figure"] = lambda b: isinstance(b, Figure)
+        env.tests["text"] = lambda b: isinstance(b, Text)
+        env.tests["findings"] = lambda b: isinstance(b, Findings)
+        text = env.get_template(f"report.{fmt}.j2").render(
+            title=title, run=run, environment=environment, sections=sections,
+            escape=escape,
+        )
+        write_text(out_dir / name, text)

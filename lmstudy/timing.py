@@ -1,0 +1,252 @@
+"""End-to-end timing of one model configuration (section 1).
+
+A job measures one (size, context length, precision, variant) for every
+pass and warm-up count. Warm-up 0 is the cold start, so it is measured in a
+fresh process of its own for each pass; warm-ups above 0 reuse one process
+and one model, which keeps process start-up a small share of the study.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from lmstudy import environment, flops, hardware
+from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
+from lmstudy.model import ModelConfig, count_parameters
+from lmstudy.stats import summarize_ms
+from lmstudy.steps import PASSES, build_workload, make_step, synchronize
+
+VARIANTS = ("naive", "sdpa", "naive-compile", "sdpa-compile")
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingSpec:
+    size: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    context_length: int
+    batch_size: int
+    vocab_size: int
+    precision: str
+    variant: str = "naive"
+    passes: tuple[str, ...] = PASSES
+    warmup_steps: tuple[int, ...] = (0, 1, 5)
+    timed_steps: int = 10
+    device: str = "cuda"
+    tf32: bool = False
+    memory_cap_gb: float | None = None
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, not {self.variant!r}")
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            vocab_size=self.vocab_size,
+            context_length=self.context_length,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            attention=self.variant.split("-")[0],
+        )
+
+    @property
+    def compiled(self) -> bool:
+        return self.variant.endswith("-compile")
+
+    @property
+    def dims(self) -> dict[str, int]:
+        return {
+            "vocab_size": self.vocab_size, "d_model": self.d_model, "d_ff": self.d_ff,
+            "num_layers": self.num_layers, "num_heads": self.num_heads,
+        }
+
+
+def time_steps(step: Callable[[], None], device: torch.device, warmup: int, steps: int) -> list[float]:
+    """Seconds per step: `warmup` untimed steps, then `steps` timed ones.
+
+    The device is synchronized before the clock starts and after every step,
+    so each time covers the step's GPU work and nothing else.
+    """
+    for _ in range(warmup):
+        step()
+    synchronize(device)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _apply_memory_cap(spec: TimingSpec, device: torch.device) -> None:
+    if spec.memory_cap_gb and device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.memory_cap_gb * 2**30 / total), device)
+
+
+def _base_row(spec: TimingSpec, pass_name: str, warmup: int) -> dict:
+    row = {
+        "size": spec.size, **spec.dims, "context_length": spec.context_length,
+        "batch_size": spec.batch_size, "pass": pass_name, "precision": spec.precision,
+        "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
+        "process": "fresh" if warmup == 0 else "shared",
+    }
+    row["params"] = count_parameters_of(spec)
+    row["flops_per_step"] = flops.flops_per_step(
+        pass_name, spec.batch_size, spec.context_length, **spec.dims
+    )
+    return row
+
+
+def count_parameters_of(spec: TimingSpec) -> int:
+    with torch.device("meta"):
+        from lmstudy.model import TransformerLM
+
+        return count_parameters(TransformerLM(spec.model_config))
+
+
+def _measured_row(row: dict, times: list[float], spec: TimingSpec, device: torch.device) -> dict:
+    row.update(status="ok", **summarize_ms(times))
+    row["step_times_ms"] = json.dumps([round(t * 1e3, 4) for t in times])
+    row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
+    row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
+    on_gpu = device.type == "cuda"
+    # The CPU has no caching allocator to ask; its peak stays empty.
+    row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None
+    row["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device) if on_gpu else None
+    return row
+
+
+def _finish(row: dict, device: torch.device, spec: TimingSpec, env: dict) -> dict:
+    gpu = env["gpu"]
+    peak = hardware.peak_tflops(gpu, spec.precision, spec.tf32) if device.type == "cuda" else None
+    row["peak_tflops"] = peak
+    ok = row.get("status") == "ok"
+    row["mfu"] = row["achieved_tflops"] / peak if peak and ok else None
+    row.update(env)
+    return row
+
+
+def _build(spec: TimingSpec, device: torch.device):
+    with torch.device(device):
+        work = build_workload(spec.model_config, spec.batch_size, spec.precision, device)
+    if spec.compiled:
+        work.model = torch.compile(work.model)
+    return work
+
+
+def measure_in_process(spec: TimingSpec, warmups: list[int]) -> list[dict]:
+    """Rows for every pass x warm-up in `warmups`, sharing one model build."""
+    device = resolve_device(spec.device, spec.tf32)
+    _apply_memory_cap(spec, device)
+    env = environment.describe(device)
+    rows = []
+    work, build_error = None, None
+    build_start = time.perf_counter()
+    try:
+        work = _build(spec, device)
+        synchronize(device)
+    except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
+        if not is_out_of_memory(error):
+            raise
+        build_error = error
+        free_memory(device)
+    build_s = time.perf_counter() - build_start
+    for pass_name in spec.passes:
+        for warmup in warmups:
+            row = _base_row(spec, pass_name, warmup)
+            row["build_s"] = build_s
+            if build_error is not None:
+                row.update(status="OOM", error=str(build_error).splitlines()[0][:300])
+                rows.append(_finish(row, device, spec, env))
+                continue
+            start = time.perf_counter()
+            try:
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(device)
+                step = make_step(work, pass_name)
+                times = time_steps(step, device, warmup, spec.timed_steps)
+                _measured_row(row, times, spec, device)
+            except Exception as error:  # noqa: BLE001
+                if not is_out_of_memory(error):
+                    raise
+                row.update(status="OOM", error=str(error).splitlines()[0][:300])
+                step = None
+                work.model.zero_grad(set_to_none=True)
+                if work.optimizer is not None:
+                    work.optimizer.state.clear()
+                free_memory(device)
+            row["measure_s"] = time.perf_counter() - start
+            rows.append(_finish(row, device, spec, env))
+    return rows
+
+
+def measure_cold(spec: TimingSpec, pass_name: str) -> dict:
+    """Warm-up 0 for one pass, in a fresh Python process.
+
+    The child reports its row as JSON on the last line of its stdout; its
+    whole wall time, interpreter start and imports included, is `process_s`.
+    """
+    payload = json.dumps({**dataclasses.asdict(spec), "passes": [pass_name]})
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "lmstudy.timing", payload],
+        capture_output=True, text=True,
+    )
+    process_s = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"the cold-start measurement of {spec.size} ctx {spec.context_length} "
+            f"{spec.precision} {pass_name} failed (exit {done.returncode}):\n{done.stderr[-4000:]}"
+        )
+    sys.stderr.write(done.stderr)
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    row["process_s"] = process_s
+    return row
+
+
+def run_job(spec: TimingSpec) -> list[dict]:
+    """All rows of one job: cold starts first, each in a fresh process, then
+    the warm measurements in this one (which has not touched the GPU before,
+    so the children had the device to themselves)."""
+    job_start = time.perf_counter()
+    rows = []
+    if 0 in spec.warmup_steps:
+        rows += [measure_cold(spec, p) for p in spec.passes]
+    warm = sorted(w for w in spec.warmup_steps if w > 0)
+    if warm:
+        rows += measure_in_process(spec, warm)
+    job_s = time.perf_counter() - job_start
+    for row in rows:
+        row["job_s"] = job_s
+    return rows
+
+
+def spec_from_json(payload: str) -> TimingSpec:
+    data = json.loads(payload)
+    for key in ("passes", "warmup_steps"):
+        data[key] = tuple(data[key])
+    return TimingSpec(**data)
+
+
+def _cold_main(payload: str) -> None:
+    spec = spec_from_json(payload)
+    (row,) = measure_in_process(spec, [0])
+    print(json.dumps(row, default=str))
+
+
+if __name__ == "__main__":
+    _cold_main(sys.argv[1])

@@ -1,0 +1,59 @@
+# Section 1: end-to-end timing. One job per size x context length x
+# precision x variant; it measures every pass and warm-up count.
+TIMING = config["timing"]
+TIMING_RAW = (
+    RESULTS + "/timing/raw/{size}_ctx{ctx}_{precision}_{variant}.csv"
+)
+
+
+def timing_jobs():
+    return expand(
+        TIMING_RAW,
+        size=TIMING["sizes"],
+        ctx=TIMING["context_lengths"],
+        precision=TIMING["precisions"],
+        variant=TIMING["variants"],
+    )
+
+
+rule time_model:
+    output:
+        TIMING_RAW,
+    params:
+        dims=lambda w: size_dims(w.size),
+        batch_size=config["batch_size"],
+        vocab_size=config["vocab_size"],
+        passes=TIMING["passes"],
+        warmup_steps=TIMING["warmup_steps"],
+        timed_steps=TIMING["timed_steps"],
+        device=config["device"],
+        tf32="--tf32" if config["tf32"] else "",
+        memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
+    resources:
+        gpu=1,
+    log:
+        LOGS + "/timing/{size}_ctx{ctx}_{precision}_{variant}.log",
+    shell:
+        "{PYTHON} scripts/time_model.py --out {output} --size {wildcards.size}"
+        " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
+        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
+        " --context-length {wildcards.ctx} --precision {wildcards.precision}"
+        " --variant {wildcards.variant} --batch-size {params.batch_size}"
+        " --vocab-size {params.vocab_size} --passes {params.passes}"
+        " --warmup-steps {params.warmup_steps} --timed-steps {params.timed_steps}"
+        " --device {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
+
+
+rule aggregate_timing:
+    input:
+        timing_jobs(),
+    output:
+        RESULTS + "/timing/timing.csv",
+    log:
+        LOGS + "/timing/aggregate.log",
+    shell:
+        "{PYTHON} scripts/aggregate.py --out {output} {input} > {log} 2>&1"
+
+
+if TIMING["enabled"]:
+    SECTION_TABLES["timing"] = [RESULTS + "/timing/timing.csv"]
