@@ -1,0 +1,137 @@
+"""The profiled program: warm up outside the capture, then profile N steps.
+
+Under Nsight Systems (backend "nsys") the capture is the cudaProfilerApi
+range: nsys runs with ``--capture-range=cudaProfilerApi`` and records only
+between cudaProfilerStart and cudaProfilerStop, which this program calls
+after the warm-up. Under torch.profiler (backend "torch") the profiler is
+entered after the warm-up and its Chrome trace written at the end. Either
+way the steps are the timing section's (lmstudy.steps), synchronized after
+each one, with the same NVTX / record_function ranges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from pathlib import Path
+
+import torch
+
+from lmstudy import environment
+from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
+from lmstudy.model import ModelConfig
+from lmstudy.steps import build_workload, make_step, synchronize
+
+BACKENDS = ("nsys", "torch")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileSpec:
+    size: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    context_length: int
+    pass_name: str
+    precision: str
+    batch_size: int = 4
+    vocab_size: int = 10000
+    warmup_steps: int = 2
+    profiled_steps: int = 2
+    device: str = "cuda"
+    tf32: bool = False
+    backend: str = "nsys"
+    memory_cap_gb: float | None = None
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            vocab_size=self.vocab_size, context_length=self.context_length, d_model=self.d_model,
+            d_ff=self.d_ff, num_layers=self.num_layers, num_heads=self.num_heads,
+        )
+
+    def columns(self) -> dict:
+        """The configuration as result columns."""
+        return {
+            "size": self.size, "context_length": self.context_length, "pass": self.pass_name,
+            "precision": self.precision, "batch_size": self.batch_size, "backend": self.backend,
+            "warmup_steps": self.warmup_steps, "profiled_steps": self.profiled_steps,
+            "d_model": self.d_model, "d_ff": self.d_ff, "num_layers": self.num_layers,
+            "num_heads": self.num_heads, "vocab_size": self.vocab_size,
+        }
+
+
+@contextlib.contextmanager
+def cuda_profiler_range(device: torch.device):
+    """cudaProfilerStart/Stop: the capture range of `nsys --capture-range=cudaProfilerApi`."""
+    if device.type != "cuda":
+        yield
+        return
+    torch.cuda.cudart().cudaProfilerStart()
+    try:
+        yield
+    finally:
+        torch.cuda.cudart().cudaProfilerStop()
+
+
+def _torch_profiler(device: torch.device, trace: Path):
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+
+    @contextlib.contextmanager
+    def capture():
+        with torch.profiler.profile(activities=activities) as prof:
+            yield
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace))
+
+    return capture()
+
+
+def run_profile(spec: ProfileSpec, trace: Path | None = None) -> dict:
+    """Warm up, capture `profiled_steps` steps; return the run's record.
+
+    `trace` is where the torch backend writes its Chrome trace (.json or
+    .json.gz). Out-of-memory, in the build, the warm-up or the capture, is a
+    record with status OOM.
+    """
+    if spec.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {spec.backend!r}")
+    device = resolve_device(spec.device, spec.tf32)
+    if spec.memory_cap_gb and device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.memory_cap_gb * 2**30 / total), device)
+    record = {**spec.columns(), **environment.describe(device), "status": "ok", "error": ""}
+    step_ms: list[float] = []
+    try:
+        with torch.device(device):
+            work = build_workload(
+                spec.model_config, spec.batch_size, spec.precision, device,
+                with_optimizer=spec.pass_name == "train_step",
+            )
+        step = make_step(work, spec.pass_name)
+        for _ in range(spec.warmup_steps):
+            step()
+        synchronize(device)
+        if spec.backend == "nsys":
+            capture = cuda_profiler_range(device)
+        else:
+            if trace is None:
+                raise ValueError("the torch backend needs a trace path")
+            capture = _torch_profiler(device, Path(trace))
+        with capture:
+            for _ in range(spec.profiled_steps):
+                start = time.perf_counter()
+                step()
+                synchronize(device)
+                step_ms.append((time.perf_counter() - start) * 1e3)
+    except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
+        if not is_out_of_memory(error):
+            raise
+        record.update(status="OOM", error=str(error).splitlines()[0][:300])
+        free_memory(device)
+    record["captured_step_ms"] = step_ms
+    return record

@@ -1,0 +1,138 @@
+"""One profiling job: profile a configuration, keep the report, write its tables.
+
+Files in the job's directory:
+- ``kernels.csv``: the tidy kernel table (lmstudy.nsys.events), one row per
+  (range, kernel), with the configuration and the environment on every row;
+- ``ranges.csv``: per range, host time and the GPU work it encloses;
+- ``run.json``: the run's record: status (ok or OOM), configuration,
+  environment, backend, nsys version, and the profile files kept;
+- the profile itself: ``profile.nsys-rep`` and ``profile.sqlite`` (nsys), or
+  ``trace.json.gz`` (torch.profiler). An OOM run has none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.atomic import write_csv, write_json
+from lmstudy.environment import REPO_ROOT
+from lmstudy.nsys import events as ev
+from lmstudy.nsys.capture import ProfileSpec
+from lmstudy.nsys.executable import nsys_version
+
+PROGRAM = REPO_ROOT / "scripts" / "profile_model.py"
+NSYS_TRACE = "cuda,nvtx"
+
+
+def program_args(spec: ProfileSpec) -> list[str]:
+    """The command-line of scripts/profile_model.py for `spec`."""
+    args = [
+        "--size", spec.size, "--d-model", str(spec.d_model), "--d-ff", str(spec.d_ff),
+        "--num-layers", str(spec.num_layers), "--num-heads", str(spec.num_heads),
+        "--context-length", str(spec.context_length), "--pass", spec.pass_name,
+        "--precision", spec.precision, "--batch-size", str(spec.batch_size),
+        "--vocab-size", str(spec.vocab_size), "--warmup-steps", str(spec.warmup_steps),
+        "--profiled-steps", str(spec.profiled_steps), "--device", spec.device,
+        "--backend", spec.backend,
+    ]
+    if spec.tf32:
+        args.append("--tf32")
+    if spec.memory_cap_gb:
+        args += ["--memory-cap-gb", str(spec.memory_cap_gb)]
+    return args
+
+
+def nsys_command(nsys: str, spec: ProfileSpec, report: Path, record: Path) -> list[str]:
+    """`nsys profile` of the program, capturing only its cudaProfilerApi range."""
+    return [
+        nsys, "profile", "-t", NSYS_TRACE, "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop", "--force-overwrite=true", "-o", str(report),
+        sys.executable, str(PROGRAM), *program_args(spec), "--record", str(record),
+    ]
+
+
+def _tables(events: ev.Events, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    constant = {k: v for k, v in record.items() if k not in ("captured_step_ms", "error", "files")}
+    kernels = ev.kernel_table(events)
+    ranges = ev.range_table(events)
+    for frame in (kernels, ranges):
+        for key, value in constant.items():
+            frame[key] = value
+    return kernels, ranges
+
+
+def _write(out_dir: Path, record: dict, kernels: pd.DataFrame, ranges: pd.DataFrame) -> None:
+    write_csv(out_dir / "kernels.csv", kernels)
+    write_csv(out_dir / "ranges.csv", ranges)
+    write_json(out_dir / "run.json", record)
+
+
+def run_torch(spec: ProfileSpec, out_dir: Path) -> dict:
+    from lmstudy.nsys import torch_trace
+    from lmstudy.nsys.capture import run_profile
+
+    trace = out_dir / "trace.json.gz"
+    trace.unlink(missing_ok=True)
+    record = run_profile(spec, trace=trace)
+    record.update(nsys_version="", files=[])
+    if record["status"] == "ok":
+        record["files"] = [trace.name]
+        kernels, ranges = _tables(torch_trace.read_events(trace), record)
+    else:
+        kernels, ranges = _tables(_no_events(), record)
+    _write(out_dir, record, kernels, ranges)
+    return record
+
+
+def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str) -> dict:
+    from lmstudy.nsys import sqlite
+
+    version = nsys_version(nsys)
+    report = out_dir / "profile.nsys-rep"
+    export = out_dir / "profile.sqlite"
+    record_path = out_dir / "program.json"
+    for path in (report, export, record_path):
+        path.unlink(missing_ok=True)
+    command = nsys_command(nsys, spec, out_dir / "profile", record_path)
+    print("+", " ".join(command), flush=True)
+    done = subprocess.run(command)
+    if not record_path.exists():
+        raise RuntimeError(f"the profiled program failed (nsys exit {done.returncode}); see the log above")
+    record = json.loads(record_path.read_text())
+    record_path.unlink()
+    record.update(nsys_version=version, files=[])
+    if record["status"] == "ok":
+        if not report.exists():
+            raise RuntimeError(f"nsys wrote no report {report} (exit {done.returncode}); see the log above")
+        sqlite.export_sqlite(report, nsys, export)
+        record["files"] = [report.name, export.name]
+        kernels, ranges = _tables(sqlite.read_events(export), record)
+    else:
+        kernels, ranges = _tables(_no_events(), record)
+    _write(out_dir, record, kernels, ranges)
+    return record
+
+
+def _no_events() -> ev.Events:
+    return ev.Events(
+        pd.DataFrame(columns=ev.RANGE_COLUMNS), pd.DataFrame(columns=ev.LAUNCH_COLUMNS),
+        pd.DataFrame(columns=ev.ACTIVITY_COLUMNS),
+    )
+
+
+def run_job(spec: ProfileSpec, out_dir: Path, nsys: str = "nsys") -> dict:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if spec.backend == "nsys":
+        return run_nsys(spec, out_dir, nsys)
+    return run_torch(spec, out_dir)
+
+
+def spec_dict(spec: ProfileSpec) -> dict:
+    return dataclasses.asdict(spec)

@@ -1,0 +1,30 @@
+"""Open any profile the section reads: .nsys-rep, its .sqlite, or a torch.profiler trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmstudy.devices import UserError
+from lmstudy.markers import NVTX_DOMAIN
+from lmstudy.nsys.events import Events
+
+
+def read_profile(path: Path, nsys: str = "nsys", domain: str | None = NVTX_DOMAIN) -> Events:
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path} does not exist: give the path of an .nsys-rep, .sqlite or trace .json(.gz).")
+    name = path.name
+    if name.endswith((".json", ".json.gz")):
+        from lmstudy.nsys import torch_trace
+
+        return torch_trace.read_events(path)
+    from lmstudy.nsys import sqlite
+
+    if name.endswith(".nsys-rep"):
+        export = path.with_suffix(".sqlite")
+        if not export.exists() or export.stat().st_mtime < path.stat().st_mtime:
+            sqlite.export_sqlite(path, nsys, export)
+        path = export
+    elif not name.endswith((".sqlite", ".db")):
+        raise UserError(f"{path}: give an .nsys-rep, its .sqlite export, or a torch.profiler .json(.gz) trace.")
+    return sqlite.read_events(path, domain=domain)

@@ -1,0 +1,50 @@
+#!/usr/bin/env python
+"""Turn one profile into the tidy kernel table (section 2).
+
+    python scripts/nsys_kernels.py REPORT --out kernels.csv [--ranges ranges.csv]
+
+REPORT is an Nsight Systems report (.nsys-rep, exported to .sqlite beside it
+with `nsys export`), its .sqlite export, or a torch.profiler Chrome trace
+(.json or .json.gz). One row per (innermost enclosing range, kernel):
+range, path, phase, kernel, kind, category, instances, total_ns,
+adopted_instances, adopted_ns, min_ns, max_ns. A kernel belongs to the range
+around the CUDA call that launched it; kernels that autograd's thread
+launches, outside every range of that thread, are adopted by the range open
+on the main thread at that moment (`backward`), and counted in adopted_*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("report", type=Path, help=".nsys-rep, .sqlite or torch trace .json(.gz)")
+    p.add_argument("--out", type=Path, required=True, help="the kernel table (CSV)")
+    p.add_argument("--ranges", type=Path, help="also write the per-range table (CSV)")
+    p.add_argument("--nsys", default="nsys", help="nsys program, to export an .nsys-rep")
+    p.add_argument("--domain", default="lmstudy", help="NVTX domain of the program's ranges")
+    p.add_argument("--all-domains", action="store_true", help="read ranges of every NVTX domain")
+    args = p.parse_args(argv)
+    from lmstudy.atomic import write_csv
+    from lmstudy.nsys.events import kernel_table, range_table
+    from lmstudy.nsys.report_file import read_profile
+
+    events = read_profile(args.report, args.nsys, None if args.all_domains else args.domain)
+    table = kernel_table(events)
+    write_csv(args.out, table)
+    if args.ranges:
+        write_csv(args.ranges, range_table(events))
+    print(f"{len(table)} rows, {int(table['instances'].sum())} GPU activities, "
+          f"{table['total_ns'].sum() / 1e6:.3f} ms -> {args.out}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,46 @@
+#!/usr/bin/env python
+"""Profile one configuration (section 2) and write its tables.
+
+With --backend nsys it runs scripts/profile_model.py under `nsys profile`
+(capture range: cudaProfilerApi, so warm-up is left out), exports the report
+to SQLite and writes OUT_DIR/kernels.csv, ranges.csv and run.json, keeping
+profile.nsys-rep and profile.sqlite. With --backend torch it profiles with
+torch.profiler instead (trace.json.gz). Example:
+
+    python scripts/profile_job.py --out-dir results/default/nsys/raw/small_ctx256_train_step_fp32 \
+        --size small --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 \
+        --context-length 256 --pass train_step --nsys nsys
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+from profile_model import add_workload_args, spec_from_args  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_workload_args(p)
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--nsys", default="nsys", help="the nsys program (config: nsys.executable)")
+    args = p.parse_args(argv)
+    from lmstudy.nsys.executable import NsysMissing
+    from lmstudy.nsys.job import run_job
+    from lmstudy.devices import UserError
+
+    try:
+        record = run_job(spec_from_args(args), args.out_dir, nsys=args.nsys)
+    except NsysMissing as error:
+        raise UserError(str(error)) from None
+    print(record["status"], record.get("error", ""), "files:", record["files"])
+
+
+if __name__ == "__main__":
+    run_main(main)
