@@ -9,6 +9,7 @@ configfile: "config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/timing.smk"
+include: "workflow/rules/nsys.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,0 +1,86 @@
+# Section 2: Nsight Systems. One job per size x context length x pass runs the
+# profiled program under `nsys profile` (or torch.profiler), keeps the report
+# and its SQLite export, and writes the tidy kernel and range tables.
+from lmstudy.nsys import executable as nsys_executable  # noqa: E402
+
+NSYS = config["nsys"]
+NSYS_RAW = RESULTS + "/nsys/raw/{size}_ctx{ctx}_{nsys_pass}_{precision}"
+NSYS_TABLES = [
+    RESULTS + "/nsys/kernels.csv",
+    RESULTS + "/nsys/ranges.csv",
+    RESULTS + "/nsys/runs.csv",
+]
+# 'auto' is settled here, once: nsys where it is on hand, else torch.profiler.
+NSYS_BACKEND = nsys_executable.resolve_backend(NSYS["backend"], NSYS["executable"])
+
+if NSYS["enabled"] and NSYS_BACKEND == "nsys":
+    # Stop at start, not hours in, when nsys is missing or does not run.
+    try:
+        NSYS_VERSION = nsys_executable.nsys_version(NSYS["executable"])
+    except nsys_executable.NsysMissing as error:
+        raise WorkflowError(str(error)) from None
+
+
+def nsys_jobs(name):
+    return expand(
+        NSYS_RAW + "/" + name,
+        size=NSYS["sizes"],
+        ctx=NSYS["context_lengths"],
+        nsys_pass=NSYS["passes"],
+        precision=[NSYS["precision"]],
+    )
+
+
+rule profile_model:
+    output:
+        kernels=NSYS_RAW + "/kernels.csv",
+        ranges=NSYS_RAW + "/ranges.csv",
+        record=NSYS_RAW + "/run.json",
+    log:
+        LOGS + "/nsys/{size}_ctx{ctx}_{nsys_pass}_{precision}.log",
+    wildcard_constraints:
+        nsys_pass="forward|train_step",
+    resources:
+        gpu=1,
+    params:
+        out_dir=lambda w, output: str(Path(output.record).parent),
+        dims=lambda w: size_dims(w.size),
+        batch_size=config["batch_size"],
+        vocab_size=config["vocab_size"],
+        warmup_steps=NSYS["warmup_steps"],
+        profiled_steps=NSYS["profiled_steps"],
+        device=config["device"],
+        tf32="--tf32" if config["tf32"] else "",
+        memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        backend=NSYS_BACKEND,
+        nsys=NSYS["executable"],
+    shell:
+        "{PYTHON} {SCRIPTS}/profile_job.py --out-dir {params.out_dir}"
+        " --size {wildcards.size} --d-model {params.dims[d_model]}"
+        " --d-ff {params.dims[d_ff]} --num-layers {params.dims[num_layers]}"
+        " --num-heads {params.dims[num_heads]} --context-length {wildcards.ctx}"
+        " --pass {wildcards.nsys_pass} --precision {wildcards.precision}"
+        " --batch-size {params.batch_size} --vocab-size {params.vocab_size}"
+        " --warmup-steps {params.warmup_steps} --profiled-steps {params.profiled_steps}"
+        " --device {params.device} {params.tf32} {params.memory_cap}"
+        " --backend {params.backend} --nsys {params.nsys:q} > {log} 2>&1"
+
+
+rule aggregate_nsys:
+    input:
+        kernels=nsys_jobs("kernels.csv"),
+        ranges=nsys_jobs("ranges.csv"),
+        records=nsys_jobs("run.json"),
+    output:
+        kernels=NSYS_TABLES[0],
+        ranges=NSYS_TABLES[1],
+        runs=NSYS_TABLES[2],
+    log:
+        LOGS + "/nsys/aggregate.log",
+    shell:
+        "{PYTHON} {SCRIPTS}/aggregate_nsys.py --out-dir $(dirname {output.kernels})"
+        " --records {input.records} > {log} 2>&1"
+
+
+if NSYS["enabled"]:
+    SECTION_TABLES["nsys"] = NSYS_TABLES
