@@ -42,8 +42,10 @@ def main(argv=None) -> None:
     write_csv(args.out, table)
     if args.ranges:
         write_csv(args.ranges, range_table(events))
-    print(f"{len(table)} rows, {int(table['instances'].sum())} GPU activities, "
-          f"{table['total_ns'].sum() / 1e6:.3f} ms -> {args.out}")
+    print(
+        f"{len(table)} rows, {int(table['instances'].sum())} GPU activities, "
+        f"{table['total_ns'].sum() / 1e6:.3f} ms -> {args.out}"
+    )
 
 
 if __name__ == "__main__":

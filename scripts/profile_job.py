@@ -21,8 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lmstudy.cli import run_main  # noqa: E402
 from profile_model import add_workload_args, spec_from_args  # noqa: E402
+
+from lmstudy.cli import run_main  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -31,9 +32,9 @@ def main(argv=None) -> None:
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--nsys", default="nsys", help="the nsys program (config: nsys.executable)")
     args = p.parse_args(argv)
+    from lmstudy.devices import UserError
     from lmstudy.nsys.executable import NsysMissing
     from lmstudy.nsys.job import run_job
-    from lmstudy.devices import UserError
 
     try:
         record = run_job(spec_from_args(args), args.out_dir, nsys=args.nsys)

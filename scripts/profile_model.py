@@ -47,11 +47,22 @@ def spec_from_args(args):
     from lmstudy.nsys.capture import ProfileSpec
 
     return ProfileSpec(
-        size=args.size, d_model=args.d_model, d_ff=args.d_ff, num_layers=args.num_layers,
-        num_heads=args.num_heads, context_length=args.context_length, pass_name=args.pass_name,
-        precision=args.precision, batch_size=args.batch_size, vocab_size=args.vocab_size,
-        warmup_steps=args.warmup_steps, profiled_steps=args.profiled_steps, device=args.device,
-        tf32=args.tf32, backend=args.backend, memory_cap_gb=args.memory_cap_gb,
+        size=args.size,
+        d_model=args.d_model,
+        d_ff=args.d_ff,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        context_length=args.context_length,
+        pass_name=args.pass_name,
+        precision=args.precision,
+        batch_size=args.batch_size,
+        vocab_size=args.vocab_size,
+        warmup_steps=args.warmup_steps,
+        profiled_steps=args.profiled_steps,
+        device=args.device,
+        tf32=args.tf32,
+        backend=args.backend,
+        memory_cap_gb=args.memory_cap_gb,
     )
 
 

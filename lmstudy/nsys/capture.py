@@ -48,18 +48,30 @@ class ProfileSpec:
     @property
     def model_config(self) -> ModelConfig:
         return ModelConfig(
-            vocab_size=self.vocab_size, context_length=self.context_length, d_model=self.d_model,
-            d_ff=self.d_ff, num_layers=self.num_layers, num_heads=self.num_heads,
+            vocab_size=self.vocab_size,
+            context_length=self.context_length,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
         )
 
     def columns(self) -> dict:
         """The configuration as result columns."""
         return {
-            "size": self.size, "context_length": self.context_length, "pass": self.pass_name,
-            "precision": self.precision, "batch_size": self.batch_size, "backend": self.backend,
-            "warmup_steps": self.warmup_steps, "profiled_steps": self.profiled_steps,
-            "d_model": self.d_model, "d_ff": self.d_ff, "num_layers": self.num_layers,
-            "num_heads": self.num_heads, "vocab_size": self.vocab_size,
+            "size": self.size,
+            "context_length": self.context_length,
+            "pass": self.pass_name,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "backend": self.backend,
+            "warmup_steps": self.warmup_steps,
+            "profiled_steps": self.profiled_steps,
+            "d_model": self.d_model,
+            "d_ff": self.d_ff,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "vocab_size": self.vocab_size,
         }
 
 
@@ -109,7 +121,10 @@ def run_profile(spec: ProfileSpec, trace: Path | None = None) -> dict:
     try:
         with torch.device(device):
             work = build_workload(
-                spec.model_config, spec.batch_size, spec.precision, device,
+                spec.model_config,
+                spec.batch_size,
+                spec.precision,
+                device,
                 with_optimizer=spec.pass_name == "train_step",
             )
         step = make_step(work, spec.pass_name)

@@ -26,19 +26,31 @@ RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
     (category, re.compile(pattern, re.IGNORECASE))
     for category, pattern in (
         # Memory first: copy and fill kernels are "elementwise" by template only.
-        ("memory copy/set", r"^\[CUDA mem|^Memcpy|^Memset|copy_kernel|FillFunctor|"
-                            r"^aten::(copy_|fill_|zero_|zeros_like|clone|contiguous|_to_copy|"
-                            r"cat|stack|empty_like)$"),
+        (
+            "memory copy/set",
+            r"^\[CUDA mem|^Memcpy|^Memset|copy_kernel|FillFunctor|"
+            r"^aten::(copy_|fill_|zero_|zeros_like|clone|contiguous|_to_copy|"
+            r"cat|stack|empty_like)$",
+        ),
         # Fused attention does matmuls and a softmax in one kernel.
         ("other", r"flash|fmha|_sdpa_|sdpa_sm\d+|scaled_dot_product|compute_dot_do_o|convert_dq"),
         ("optimizer", r"multi_tensor_apply|adam|_foreach_|fused_sgd|optimizer"),
-        ("GEMM", r"gemm|xmma|cutlass|nvjet|cublas|splitKreduce|^aten::(mm|bmm|addmm|baddbmm|"
-                 r"matmul|linear|_scaled_mm)$"),
+        (
+            "GEMM",
+            r"gemm|xmma|cutlass|nvjet|cublas|splitKreduce|^aten::(mm|bmm|addmm|baddbmm|"
+            r"matmul|linear|_scaled_mm)$",
+        ),
         ("softmax", r"softmax"),
-        ("reduction", r"reduce_kernel|reduce_cuda|nll_loss|reduction|^aten::(sum|mean|amax|max|"
-                      r"min|norm|nll_loss\w*|argmax|var|std|logsumexp)$"),
-        ("elementwise", r"elementwise|gather|scatter|index|triu_tril|unrolled|"
-                        rf"^aten::({_POINTWISE_OPS})_?$"),
+        (
+            "reduction",
+            r"reduce_kernel|reduce_cuda|nll_loss|reduction|^aten::(sum|mean|amax|max|"
+            r"min|norm|nll_loss\w*|argmax|var|std|logsumexp)$",
+        ),
+        (
+            "elementwise",
+            r"elementwise|gather|scatter|index|triu_tril|unrolled|"
+            rf"^aten::({_POINTWISE_OPS})_?$",
+        ),
     )
 )
 

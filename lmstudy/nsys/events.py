@@ -38,11 +38,27 @@ LAUNCH_COLUMNS = ["thread", "start", "end", "correlation"]
 ACTIVITY_COLUMNS = ["correlation", "name", "kind", "start", "end"]
 
 KERNEL_TABLE_COLUMNS = [
-    "range", "path", "phase", "kernel", "kind", "category", "instances", "total_ns",
-    "adopted_instances", "adopted_ns", "min_ns", "max_ns",
+    "range",
+    "path",
+    "phase",
+    "kernel",
+    "kind",
+    "category",
+    "instances",
+    "total_ns",
+    "adopted_instances",
+    "adopted_ns",
+    "min_ns",
+    "max_ns",
 ]
 RANGE_TABLE_COLUMNS = [
-    "range", "path", "instances", "cpu_ns", "gpu_ns", "gpu_span_ns", "kernels",
+    "range",
+    "path",
+    "instances",
+    "cpu_ns",
+    "gpu_ns",
+    "gpu_span_ns",
+    "kernels",
 ]
 PATH_SEPARATOR = "/"
 PHASES = ("forward", "backward", "optimizer")
@@ -83,7 +99,7 @@ def _timeline(ranges: pd.DataFrame) -> _Timeline:
     t does.
     """
     points = []
-    for idx, start, end in zip(ranges.index, ranges["start"], ranges["end"]):
+    for idx, start, end in zip(ranges.index, ranges["start"], ranges["end"], strict=False):
         points.append((start, 1, idx))
         points.append((end, 0, idx))
     points.sort(key=lambda p: (p[0], p[1]))
@@ -110,7 +126,7 @@ def _parents(ranges: pd.DataFrame) -> np.ndarray:
     for _, group in ranges.groupby("thread"):
         order = group.sort_values(["start", "end"], ascending=[True, False])
         stack: list[int] = []
-        for idx, start, end in zip(order.index, order["start"], order["end"]):
+        for idx, end in zip(order.index, order["end"], strict=False):
             while stack and ranges.at[stack[-1], "end"] < end:
                 stack.pop()
             parents[idx] = stack[-1] if stack else -1
@@ -158,9 +174,7 @@ def attribute(events: Events) -> Attribution:
     for thread, group in ranges.groupby("thread"):
         mask = (launches["thread"] == thread).to_numpy()
         if mask.any():
-            launches.loc[mask, "owner"] = _timeline(group).at(
-                launches.loc[mask, "start"].to_numpy()
-            )
+            launches.loc[mask, "owner"] = _timeline(group).at(launches.loc[mask, "start"].to_numpy())
     launches["adopted"] = False
     orphans = (launches["owner"] < 0).to_numpy()
     range_threads = set(ranges["thread"])
@@ -171,14 +185,17 @@ def attribute(events: Events) -> Attribution:
         best = np.full(len(times), -1)
         for _, group in ranges.groupby("thread"):
             found = _timeline(group).at(times)
-            better = (found >= 0) & ((best < 0) | (depth[np.clip(found, 0, None)] > depth[np.clip(best, 0, None)]))
+            better = (found >= 0) & (
+                (best < 0) | (depth[np.clip(found, 0, None)] > depth[np.clip(best, 0, None)])
+            )
             best = np.where(better, found, best)
         launches.loc[orphans, "owner"] = best
         launches.loc[orphans, "adopted"] = best >= 0
 
     acts = events.activities.merge(
         launches[["correlation", "owner", "adopted"]].drop_duplicates("correlation"),
-        on="correlation", how="left",
+        on="correlation",
+        how="left",
     )
     acts["owner"] = acts["owner"].fillna(-1).astype(int)
     acts["adopted"] = acts["adopted"].fillna(False).astype(bool)
@@ -212,15 +229,18 @@ def kernel_table(events: Events) -> pd.DataFrame:
     table = (
         acts.groupby(["range", "path", "name", "kind"], sort=False)
         .agg(
-            instances=("duration", "size"), total_ns=("duration", "sum"),
-            adopted_instances=("adopted", "sum"), adopted_ns=("adopted_duration", "sum"),
-            min_ns=("duration", "min"), max_ns=("duration", "max"),
+            instances=("duration", "size"),
+            total_ns=("duration", "sum"),
+            adopted_instances=("adopted", "sum"),
+            adopted_ns=("adopted_duration", "sum"),
+            min_ns=("duration", "min"),
+            max_ns=("duration", "max"),
         )
         .reset_index()
         .rename(columns={"name": "kernel"})
     )
     table["phase"] = table["path"].map(phase_of)
-    table["category"] = [categorize(k, kind) for k, kind in zip(table["kernel"], table["kind"])]
+    table["category"] = [categorize(k, kind) for k, kind in zip(table["kernel"], table["kind"], strict=False)]
     table = table.sort_values(["path", "total_ns"], ascending=[True, False], kind="stable")
     return table[KERNEL_TABLE_COLUMNS].reset_index(drop=True)
 
@@ -243,15 +263,22 @@ def range_table(events: Events) -> pd.DataFrame:
     level = owner.copy()
     while (level >= 0).any():
         keep = level >= 0
-        rows.append(pd.DataFrame({
-            "instance": level[keep], "start": acts["start"].to_numpy()[keep],
-            "end": acts["end"].to_numpy()[keep],
-        }))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "instance": level[keep],
+                    "start": acts["start"].to_numpy()[keep],
+                    "end": acts["end"].to_numpy()[keep],
+                }
+            )
+        )
         level = np.where(keep, parents[np.clip(level, 0, None)], -1)
     inclusive = pd.concat(rows) if rows else pd.DataFrame(columns=["instance", "start", "end"])
     inclusive["duration"] = inclusive["end"] - inclusive["start"]
     per_instance = inclusive.groupby("instance").agg(
-        gpu_ns=("duration", "sum"), first=("start", "min"), last=("end", "max"),
+        gpu_ns=("duration", "sum"),
+        first=("start", "min"),
+        last=("end", "max"),
         kernels=("duration", "size"),
     )
     per_instance["gpu_span_ns"] = per_instance["last"] - per_instance["first"]
@@ -261,8 +288,13 @@ def range_table(events: Events) -> pd.DataFrame:
     frame[["gpu_ns", "gpu_span_ns", "kernels"]] = frame[["gpu_ns", "gpu_span_ns", "kernels"]].fillna(0)
     table = (
         frame.groupby(["name", "path"], sort=False)
-        .agg(instances=("cpu_ns", "size"), cpu_ns=("cpu_ns", "sum"), gpu_ns=("gpu_ns", "sum"),
-             gpu_span_ns=("gpu_span_ns", "sum"), kernels=("kernels", "sum"))
+        .agg(
+            instances=("cpu_ns", "size"),
+            cpu_ns=("cpu_ns", "sum"),
+            gpu_ns=("gpu_ns", "sum"),
+            gpu_span_ns=("gpu_span_ns", "sum"),
+            kernels=("kernels", "sum"),
+        )
         .reset_index()
         .rename(columns={"name": "range"})
     )

@@ -33,13 +33,34 @@ NSYS_TRACE = "cuda,nvtx"
 def program_args(spec: ProfileSpec) -> list[str]:
     """The command-line of scripts/profile_model.py for `spec`."""
     args = [
-        "--size", spec.size, "--d-model", str(spec.d_model), "--d-ff", str(spec.d_ff),
-        "--num-layers", str(spec.num_layers), "--num-heads", str(spec.num_heads),
-        "--context-length", str(spec.context_length), "--pass", spec.pass_name,
-        "--precision", spec.precision, "--batch-size", str(spec.batch_size),
-        "--vocab-size", str(spec.vocab_size), "--warmup-steps", str(spec.warmup_steps),
-        "--profiled-steps", str(spec.profiled_steps), "--device", spec.device,
-        "--backend", spec.backend,
+        "--size",
+        spec.size,
+        "--d-model",
+        str(spec.d_model),
+        "--d-ff",
+        str(spec.d_ff),
+        "--num-layers",
+        str(spec.num_layers),
+        "--num-heads",
+        str(spec.num_heads),
+        "--context-length",
+        str(spec.context_length),
+        "--pass",
+        spec.pass_name,
+        "--precision",
+        spec.precision,
+        "--batch-size",
+        str(spec.batch_size),
+        "--vocab-size",
+        str(spec.vocab_size),
+        "--warmup-steps",
+        str(spec.warmup_steps),
+        "--profiled-steps",
+        str(spec.profiled_steps),
+        "--device",
+        spec.device,
+        "--backend",
+        spec.backend,
     ]
     if spec.tf32:
         args.append("--tf32")
@@ -51,9 +72,20 @@ def program_args(spec: ProfileSpec) -> list[str]:
 def nsys_command(nsys: str, spec: ProfileSpec, report: Path, record: Path) -> list[str]:
     """`nsys profile` of the program, capturing only its cudaProfilerApi range."""
     return [
-        nsys, "profile", "-t", NSYS_TRACE, "--capture-range=cudaProfilerApi",
-        "--capture-range-end=stop", "--force-overwrite=true", "-o", str(report),
-        sys.executable, str(PROGRAM), *program_args(spec), "--record", str(record),
+        nsys,
+        "profile",
+        "-t",
+        NSYS_TRACE,
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        "--force-overwrite=true",
+        "-o",
+        str(report),
+        sys.executable,
+        str(PROGRAM),
+        *program_args(spec),
+        "--record",
+        str(record),
     ]
 
 
@@ -121,7 +153,8 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str) -> dict:
 
 def _no_events() -> ev.Events:
     return ev.Events(
-        pd.DataFrame(columns=ev.RANGE_COLUMNS), pd.DataFrame(columns=ev.LAUNCH_COLUMNS),
+        pd.DataFrame(columns=ev.RANGE_COLUMNS),
+        pd.DataFrame(columns=ev.LAUNCH_COLUMNS),
         pd.DataFrame(columns=ev.ACTIVITY_COLUMNS),
     )
 

@@ -26,5 +26,7 @@ def read_profile(path: Path, nsys: str = "nsys", domain: str | None = NVTX_DOMAI
             sqlite.export_sqlite(path, nsys, export)
         path = export
     elif not name.endswith((".sqlite", ".db")):
-        raise UserError(f"{path}: give an .nsys-rep, its .sqlite export, or a torch.profiler .json(.gz) trace.")
+        raise UserError(
+            f"{path}: give an .nsys-rep, its .sqlite export, or a torch.profiler .json(.gz) trace."
+        )
     return sqlite.read_events(path, domain=domain)

@@ -15,8 +15,12 @@ from lmstudy.nsys.events import Events
 NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
 _NEEDED = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "StringIds")
 _MEMCPY_KIND = {
-    0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 8: "Device-to-Device",
-    9: "Host-to-Host", 10: "Peer-to-Peer",
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
 }
 
 
@@ -55,7 +59,9 @@ def read_events(path: Path, domain: str | None = NVTX_DOMAIN) -> Events:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         tables = _tables(con)
     except sqlite3.DatabaseError as error:
-        raise UserError(f"{path} is not an nsys SQLite export ({error}); export it with `nsys export --type sqlite`.") from None
+        raise UserError(
+            f"{path} is not an nsys SQLite export ({error}); export it with `nsys export --type sqlite`."
+        ) from None
     missing = [t for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds") if t not in tables]
     if missing:
         raise UserError(
@@ -66,7 +72,8 @@ def read_events(path: Path, domain: str | None = NVTX_DOMAIN) -> Events:
         ranges = _ranges(con, tables, domain)
         launches = pd.read_sql_query(
             "SELECT globalTid AS thread, start, end, correlationId AS correlation "
-            "FROM CUPTI_ACTIVITY_KIND_RUNTIME", con,
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+            con,
         )
         activities = _activities(con, tables)
     con.close()

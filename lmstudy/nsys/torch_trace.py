@@ -30,8 +30,11 @@ from lmstudy.nsys.events import Events
 TORCH_INTERNAL_RANGES = re.compile(r"^(Optimizer\.|ProfilerStep#|enumerate\(DataLoader\)|## )")
 _GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 _MEMCPY_NAMES = {
-    "HtoD": "Host-to-Device", "DtoH": "Device-to-Host", "DtoD": "Device-to-Device",
-    "HtoH": "Host-to-Host", "PtoP": "Peer-to-Peer",
+    "HtoD": "Host-to-Device",
+    "DtoH": "Device-to-Host",
+    "DtoD": "Device-to-Device",
+    "HtoH": "Host-to-Host",
+    "PtoP": "Peer-to-Peer",
 }
 
 
@@ -56,8 +59,11 @@ def _ns(values) -> np.ndarray:
 def _frame(events: list[dict], categories: tuple[str, ...]) -> pd.DataFrame:
     rows = [
         {
-            "cat": e["cat"], "name": e.get("name", ""), "thread": e.get("tid"),
-            "ts": e["ts"], "dur": e.get("dur", 0),
+            "cat": e["cat"],
+            "name": e.get("name", ""),
+            "thread": e.get("tid"),
+            "ts": e["ts"],
+            "dur": e.get("dur", 0),
             "correlation": (e.get("args") or {}).get("correlation"),
         }
         for e in events
@@ -88,7 +94,7 @@ def _self_times(ops: pd.DataFrame) -> pd.DataFrame:
     for _, group in ops.groupby("thread"):
         order = group.sort_values(["start", "end"], ascending=[True, False])
         stack: list[tuple[int, int]] = []  # (position, end)
-        for idx, start, end in zip(order.index, order["start"], order["end"]):
+        for idx, start, end in zip(order.index, order["start"], order["end"], strict=False):
             while stack and stack[-1][1] <= start:
                 stack.pop()
             if stack:
@@ -110,7 +116,7 @@ def read_events(path: Path) -> Events:
         gpu["kind"] = gpu["cat"].map({"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"})
         copies = gpu["kind"] != "kernel"
         gpu.loc[copies, "name"] = [
-            _memcpy_name(n, c) for n, c in zip(gpu.loc[copies, "name"], gpu.loc[copies, "cat"])
+            _memcpy_name(n, c) for n, c in zip(gpu.loc[copies, "name"], gpu.loc[copies, "cat"], strict=False)
         ]
         activities = gpu
     else:

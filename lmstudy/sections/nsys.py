@@ -1,0 +1,207 @@
+"""Section 2, Nsight Systems: kernel tables, category shares and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lmstudy.nsys import tables as T  # noqa: E402
+from lmstudy.nsys.categories import CATEGORIES  # noqa: E402
+from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+
+PASS_LABELS = {"forward": "forward", "train_step": "training step"}
+SHARES_FIGURE = "category_shares.png"
+
+
+def _read(path: Path) -> pd.DataFrame:
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def load(results: Path) -> dict[str, pd.DataFrame]:
+    base = results / "nsys"
+    data = {name: _read(base / f"{name}.csv") for name in ("kernels", "ranges", "runs")}
+    data["timing"] = _read(results / "timing" / "timing.csv")
+    for frame in (data["kernels"], data["ranges"]):
+        if not frame.empty:
+            frame["range"] = frame["range"].fillna("")
+            frame["path"] = frame["path"].fillna("")
+            if "phase" in frame:
+                frame["phase"] = frame["phase"].fillna("")
+    return data
+
+
+def _size_order(runs: pd.DataFrame) -> list[str]:
+    if runs.empty:
+        return []
+    params = runs.assign(n=runs["d_model"] * runs["num_layers"] * (runs["d_model"] + runs["d_ff"]))
+    return list(params.groupby("size")["n"].first().sort_values().index)
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    data = load(results)
+    shares = T.category_shares(data["kernels"])
+    fig_path = out_dir / SHARES_FIGURE
+    passes = [p for p in PASS_LABELS if p in set(shares.get("pass", []))]
+    fig, axes = plt.subplots(1, max(1, len(passes)), figsize=(5 * max(1, len(passes)), 4), squeeze=False)
+    order = {s: i for i, s in enumerate(_size_order(data["runs"]))}
+    colors = plt.get_cmap("tab10").colors
+    for ax, pass_name in zip(axes[0], passes, strict=False):
+        part = shares[shares["pass"] == pass_name].copy()
+        part["order"] = part["size"].map(order)
+        part = part.sort_values(["order", "context_length"])
+        labels = [f"{s}\nctx {c}" for s, c in zip(part["size"], part["context_length"], strict=False)]
+        bottom = pd.Series(0.0, index=part.index)
+        for color, category in zip(colors, CATEGORIES, strict=False):
+            ax.bar(labels, part[category], bottom=bottom, label=category, color=color)
+            bottom += part[category]
+        ax.set_title(PASS_LABELS[pass_name])
+        ax.set_ylabel("share of GPU time (%)")
+        ax.set_ylim(0, 100)
+        ax.tick_params(axis="x", labelsize=7)
+    if not passes:
+        axes[0][0].text(0.5, 0.5, "no profiles", ha="center", va="center")
+    handles, names = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="upper center", ncol=len(CATEGORIES), fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    fig.savefig(fig_path, dpi=120)
+    plt.close(fig)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1f}%"
+
+
+def _span(low: float, high: float, fmt: str = ".0f") -> str:
+    return f"{low:{fmt}}" if f"{low:{fmt}}" == f"{high:{fmt}}" else f"{low:{fmt}}–{high:{fmt}}"
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
+
+
+def findings(data: dict[str, pd.DataFrame]) -> list[str]:
+    kernels, runs = data["kernels"], data["runs"]
+    items = []
+    failed = runs[runs["status"] != "ok"] if not runs.empty else runs
+    if len(failed):
+        names = ", ".join(f"{r['size']} ctx {r['context_length']} {r['pass']}" for _, r in failed.iterrows())
+        items.append(f"{len(failed)} of {len(runs)} configurations ran out of memory ({names}).")
+    a = T.forward_time_table(data["ranges"], runs, data["timing"])
+    if not a.empty and a["nsys step / timer"].notna().any():
+        ratio = a["nsys step / timer"].dropna()
+        worst = a.loc[(ratio - 1).abs().idxmax()]
+        items.append(
+            f"nsys's per-step GPU time is {ratio.min():.2f}× to {ratio.max():.2f}× the Python timer's "
+            f"median over {len(ratio)} configurations; the largest gap is {worst['size']} ctx "
+            f"{worst['context_length']} {worst['pass']} ({worst['nsys step ms']:.3g} ms vs "
+            f"{worst['timer step ms']:.3g} ms)."
+        )
+    b = T.top_kernels(kernels)
+    for phase in T.PHASES:
+        part = b[b["phase"] == phase] if not b.empty else b
+        if len(part):
+            common = part["category"].value_counts()
+            items.append(
+                f"The top {phase} kernel is {_a(common.index[0])} kernel in {common.iloc[0]} of "
+                f"{len(part)} configurations, taking "
+                f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}% "
+                f"of {phase} GPU time."
+            )
+    d = T.gemm_share(kernels)
+    if {"inference GEMM %", "training GEMM %"} <= set(d.columns):
+        both = d.dropna(subset=["inference GEMM %", "training GEMM %"])
+        if len(both):
+            items.append(
+                f"GEMMs take {_pct(both['inference GEMM %'].mean())} of GPU time in inference and "
+                f"{_pct(both['training GEMM %'].mean())} in a training step (mean over {len(both)} "
+                "size × context configurations)."
+            )
+    e = T.attention_table(kernels)
+    if not e.empty and e["time ratio / FLOP ratio"].notna().any():
+        top = e.loc[e["time ratio / FLOP ratio"].idxmax()]
+        items.append(
+            f"Inside attention, softmax takes "
+            f"{_span(e['time softmax/matmul'].min(), e['time softmax/matmul'].max(), '.2f')}× the "
+            "matmul time while doing "
+            f"{_span(e['FLOPs softmax/matmul'].min(), e['FLOPs softmax/matmul'].max(), '.3f')}× their "
+            f"FLOPs: per FLOP it is up to {top['time ratio / FLOP ratio']:.0f}× slower "
+            f"({top['size']} ctx {top['context_length']})."
+        )
+    adopted = T.adopted_share(kernels)
+    if not adopted.empty and adopted["adopted_ns"].sum() > 0:
+        items.append(
+            "Autograd's own thread launched "
+            f"{_span(adopted['adopted % of backward'].min(), adopted['adopted % of backward'].max())}% "
+            "of the backward pass's GPU time; "
+            "those kernels are attributed to the backward range."
+        )
+    return items
+
+
+def _with_status(table: pd.DataFrame) -> pd.DataFrame:
+    """Show OOM or a missing timer number as such, not as an empty cell."""
+    table = table.copy()
+    for col in ("nsys forward ms", "nsys forward kernels ms", "nsys step ms"):
+        table[col] = table[col].astype(object).where(table["status"] == "ok", table["status"])
+    table["timer step ms"] = (
+        table["timer step ms"].astype(object).where(table["timer step ms"].notna(), "not measured")
+    )
+    return table.rename(columns={"context_length": "context"})
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("nsys", "2. Nsight Systems profiles")
+    data = load(results)
+    runs = data["runs"]
+    if runs.empty:
+        return section.add(Text("No profiles: the section is switched off or produced no runs."))
+    first = runs.iloc[0]
+    backends = ", ".join(sorted(set(runs["backend"])))
+    versions = ", ".join(sorted({str(v) for v in runs.get("nsys_version", pd.Series()).dropna() if str(v)}))
+    section.add(
+        Text(
+            f"Backend: {backends}" + (f" ({versions})" if versions else "") + f". Each configuration ran "
+            f"{int(first['warmup_steps'])} warm-up steps outside the capture, then "
+            f"{int(first['profiled_steps'])} profiled steps, batch {int(first['batch_size'])}, "
+            f"{first['precision']}. A kernel belongs to the innermost NVTX range around the CUDA call that "
+            "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
+            "`backward` range open on the main thread at that moment. Times are per step. "
+            + ("On a CPU the operators stand in for kernels." if str(first["gpu"]).startswith("cpu") else "")
+        )
+    )
+    section.add(Findings(findings(data)))
+    a = T.forward_time_table(data["ranges"], runs, data["timing"])
+    section.add(
+        Table("(a) Time per step: nsys (GPU projection of the ranges) vs the Python timer", _with_status(a))
+    )
+    kernels = data["kernels"]
+    if kernels.empty:
+        return section.add(Text("No kernels were captured."))
+    section.add(Table("(b) Top kernel of forward, backward and optimizer", T.top_kernels(kernels)))
+    c = T.top_non_gemm_forward(kernels)
+    if not c.empty:
+        section.add(Table("(c) Top non-GEMM kernels of the forward pass (inference)", c))
+    section.add(Table("(d) GEMM share of GPU time, inference vs training step (%)", T.gemm_share(kernels)))
+    e = T.attention_table(kernels)
+    if not e.empty:
+        section.add(
+            Table(
+                "(e) Attention: softmax vs matmul time per step, next to their FLOP ratio",
+                e,
+                note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax.",
+            )
+        )
+    section.add(Table("Share of GPU time by kernel category (%)", T.category_shares(kernels)))
+    section.add(Figure(figures / SHARES_FIGURE, "Share of GPU time by kernel category, per size and pass."))
+    return section
