@@ -10,6 +10,8 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/timing.smk"
 include: "workflow/rules/nsys.smk"
+include: "workflow/rules/precision.smk"
+include: "workflow/rules/memory.smk"
 include: "workflow/rules/report.smk"
 
 

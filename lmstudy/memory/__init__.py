@@ -1,0 +1,12 @@
+"""Section 4: CUDA memory snapshots and their analysis.
+
+- ``snapshot``: read a ``torch.cuda.memory._dump_snapshot`` pickle and rebuild
+  every allocation, those made before recording began included, and the
+  allocated-bytes timeline;
+- ``phases``: the forward/backward/optimizer ranges recorded in the snapshot;
+- ``kinds``: what each live allocation is (parameters, gradients, ...);
+- ``sources``: the user-code lines that made the largest allocations;
+- ``summary``: one snapshot's summary files, and the section's table;
+- ``capture``: the GPU job that records a snapshot (the only module here
+  that imports torch).
+"""

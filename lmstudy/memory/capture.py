@@ -1,0 +1,163 @@
+"""The snapshot job: one step of one configuration, recorded on a GPU.
+
+Build the model, run the warm-up steps, note where the parameters, optimizer
+state, gradients and inputs live, reset the allocator's peak, then record
+one step with ``_record_memory_history(stacks="python")`` and dump the
+snapshot. The step functions mark forward, backward and optimizer
+(lmstudy.markers), and the allocator records those marks in the snapshot.
+Beside the snapshot the job writes its metadata: the configuration,
+``torch.cuda.max_memory_allocated()`` over the recorded step, the tensors'
+addresses, the dtype of the residual stream as observed, and provenance.
+
+Out of memory (building, warming up or in the recorded step) is a result:
+the snapshot is dumped as it stands (with the trace up to the failure when
+recording had begun) and the metadata says status OOM and at which stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from lmstudy import environment
+from lmstudy.atomic import atomic_path
+from lmstudy.devices import UserError, free_memory, is_out_of_memory, resolve_device
+from lmstudy.model import ModelConfig, count_parameters
+from lmstudy.steps import build_workload, make_step, synchronize
+
+PASSES = ("forward", "train_step")
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotSpec:
+    size: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    context_length: int
+    batch_size: int
+    vocab_size: int
+    pass_name: str
+    precision: str
+    warmup_steps: int = 2
+    max_entries: int = 1_000_000
+    device: str = "cuda"
+    tf32: bool = False
+    memory_cap_gb: float | None = None
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            vocab_size=self.vocab_size,
+            context_length=self.context_length,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+        )
+
+    def describe(self) -> dict:
+        row = dataclasses.asdict(self)
+        row["pass"] = row.pop("pass_name")
+        return row
+
+
+def _pointers(tensors) -> list[int]:
+    return [t.data_ptr() for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda]
+
+
+def _optimizer_tensors(optimizer) -> list[torch.Tensor]:
+    if optimizer is None:
+        return []
+    return [v for state in optimizer.state.values() for v in state.values()]
+
+
+def _grads(model) -> list[torch.Tensor]:
+    return [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def _observe_residual_dtype(model, step) -> str:
+    """Run `step` once, noting the dtype of the first block's output."""
+    seen = []
+    handle = model.layers[0].register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+    try:
+        step()
+    finally:
+        handle.remove()
+    return str(seen[0]).removeprefix("torch.") if seen else ""
+
+
+def _apply_memory_cap(cap_gb: float | None, device: torch.device) -> None:
+    if cap_gb:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_gb * 2**30 / total), device)
+
+
+def capture(spec: SnapshotSpec, snapshot_path: str | Path) -> dict:
+    """Record the snapshot into `snapshot_path`; return the metadata."""
+    if spec.pass_name not in PASSES:
+        raise UserError(f"pass must be one of {PASSES} for a memory snapshot, not {spec.pass_name!r}.")
+    if spec.device != "cuda":
+        raise UserError(
+            "memory snapshots need a CUDA GPU (the caching allocator records them): "
+            "run this job with --device cuda on a GPU machine."
+        )
+    device = resolve_device(spec.device, spec.tf32)
+    _apply_memory_cap(spec.memory_cap_gb, device)
+    meta = {**spec.describe(), **environment.describe(device)}
+    meta["device_index"] = torch.cuda.current_device()
+    with torch.device("meta"):
+        from lmstudy.model import TransformerLM
+
+        meta["params"] = count_parameters(TransformerLM(spec.model_config))
+    stage, recording, work, step = "build", False, None, None
+    try:
+        with torch.device(device):
+            work = build_workload(
+                spec.model_config,
+                spec.batch_size,
+                spec.precision,
+                device,
+                with_optimizer=spec.pass_name == "train_step",
+            )
+        step = make_step(work, spec.pass_name)
+        stage = "warm-up"
+        meta["residual_dtype"] = _observe_residual_dtype(work.model, step)
+        for _ in range(spec.warmup_steps - 1):
+            step()
+        synchronize(device)
+        meta["tensors"] = {
+            "parameters": _pointers(work.model.parameters()),
+            "optimizer_state": _pointers(_optimizer_tensors(work.optimizer)),
+            "gradients_before": _pointers(_grads(work.model)),
+            "inputs": _pointers([work.inputs, work.targets]),
+        }
+        torch.cuda.reset_peak_memory_stats(device)
+        meta["memory_allocated_before"] = torch.cuda.memory_allocated(device)
+        stage = "recorded step"
+        torch.cuda.memory._record_memory_history(max_entries=spec.max_entries, stacks="python")
+        recording = True
+        step()
+        synchronize(device)
+        meta["tensors"]["gradients_after"] = _pointers(_grads(work.model))
+        meta["tensors"]["optimizer_state_after"] = _pointers(_optimizer_tensors(work.optimizer))
+        meta.update(status="ok", stage="done", error="")
+    except Exception as error:  # noqa: BLE001 - OOM is a result, anything else re-raised
+        if not is_out_of_memory(error):
+            raise
+        meta.update(status="OOM", stage=stage, error=str(error).splitlines()[0][:300])
+    finally:
+        if recording or meta.get("status") == "OOM":
+            with atomic_path(snapshot_path) as tmp:
+                torch.cuda.memory._dump_snapshot(str(tmp))
+        if recording:
+            torch.cuda.memory._record_memory_history(enabled=None)
+    meta["max_memory_allocated"] = torch.cuda.max_memory_allocated(device)
+    meta["memory_allocated_after"] = torch.cuda.memory_allocated(device)
+    meta["recorded"] = recording
+    del work, step
+    free_memory(device)
+    return meta

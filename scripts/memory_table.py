@@ -1,0 +1,53 @@
+#!/usr/bin/env python
+"""Gather the memory snapshots' summaries into the section's table (section 4).
+
+One row per configured size x context length x pass x precision; a
+configuration with no summary (snapshots need a GPU) is a `skipped` row
+carrying --skipped-reason.
+
+    python scripts/memory_table.py --out results/default/memory/memory.csv \
+        --results results/default --sizes 2.7B --context-lengths 128 256 512 \
+        --passes forward train_step --precisions fp32 bf16 \
+        --summaries results/default/memory/summary/*/summary.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--results", type=Path, required=True, help="results/<run>; paths are kept relative to it")
+    p.add_argument("--sizes", nargs="+", required=True)
+    p.add_argument("--context-lengths", type=int, nargs="+", required=True)
+    p.add_argument("--passes", nargs="+", required=True)
+    p.add_argument("--precisions", nargs="+", required=True)
+    p.add_argument("--summaries", type=Path, nargs="*", default=[])
+    p.add_argument("--skipped-reason", default="", help="why configurations have no summary")
+    args = p.parse_args(argv)
+    from lmstudy.atomic import write_csv
+    from lmstudy.memory import table
+
+    frame = table.build(
+        args.sizes,
+        args.context_lengths,
+        args.passes,
+        args.precisions,
+        args.summaries,
+        args.results,
+        args.skipped_reason,
+    )
+    write_csv(args.out, frame)
+    print(frame["status"].value_counts().to_string())
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,50 @@
+#!/usr/bin/env python
+"""Run the mixed-precision experiments (section 3) and write two tables.
+
+- accumulation: 0.01 added a thousand times, fp32 into fp32, fp16 into fp16,
+  fp16 into an fp32 accumulator, fp16 upcast then added; result and error;
+- toy-model dtypes: a toy model under fp16 and bf16 autocast, the dtype of
+  every parameter, layer output, the logits, the loss and the gradients, as
+  observed at run time ("not run" where the device lacks the autocast dtype).
+
+    python scripts/precision_experiments.py --device cpu \
+        --accumulation accumulation.csv --dtypes toy_dtypes.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--accumulation", type=Path, required=True, help="CSV of the accumulation rows")
+    p.add_argument("--dtypes", type=Path, required=True, help="CSV of the toy model's dtypes")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
+    args = p.parse_args(argv)
+    import pandas as pd
+
+    from lmstudy import environment, precision
+    from lmstudy.atomic import write_csv
+    from lmstudy.devices import resolve_device
+
+    device = resolve_device(args.device, args.tf32)
+    accumulation, dtypes = precision.run_all(device)
+    env = environment.describe(device)
+    write_csv(
+        args.accumulation, pd.DataFrame([{**row, "device": device.type, **env} for row in accumulation])
+    )
+    write_csv(args.dtypes, pd.DataFrame([{**row, "device": device.type, **env} for row in dtypes]))
+    for row in accumulation:
+        print(f"{row['method']}: {row['result']:.6f} (error {row['abs_error']:.2e})")
+
+
+if __name__ == "__main__":
+    run_main(main)

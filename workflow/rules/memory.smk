@@ -1,0 +1,103 @@
+# Section 4: memory. One GPU job per size x context length x pass x
+# precision records a CUDA memory snapshot of one step after warm-up; a
+# CPU job summarizes each snapshot; the table gathers the summaries. On a
+# CPU there is no caching allocator to record, so no snapshot job runs and
+# the table says why.
+MEMORY = config["memory"]
+MEMORY_CFG = "{size}_ctx{ctx}_{mempass}_{precision}"
+MEMORY_RAW = RESULTS + "/memory/raw/" + MEMORY_CFG
+MEMORY_SUMMARY = RESULTS + "/memory/summary/" + MEMORY_CFG
+MEMORY_ON_GPU = config["device"] == "cuda"
+MEMORY_SKIPPED = (
+    ""
+    if MEMORY_ON_GPU
+    else "device is cpu: CUDA memory snapshots record the GPU's caching allocator, "
+    "so they run only on a GPU (the analyzer's tests use snapshots captured on one)"
+)
+
+
+def memory_summaries():
+    if not MEMORY_ON_GPU:
+        return []
+    return expand(
+        MEMORY_SUMMARY + "/summary.json",
+        size=MEMORY["sizes"],
+        ctx=MEMORY["context_lengths"],
+        mempass=MEMORY["passes"],
+        precision=MEMORY["precisions"],
+    )
+
+
+rule memory_snapshot:
+    output:
+        snapshot=MEMORY_RAW + ".pickle",
+        meta=MEMORY_RAW + ".json",
+    log:
+        LOGS + "/memory/" + MEMORY_CFG + ".log",
+    wildcard_constraints:
+        mempass="forward|train_step",
+    resources:
+        gpu=1,
+    params:
+        dims=lambda w: size_dims(w.size),
+        batch_size=config["batch_size"],
+        vocab_size=config["vocab_size"],
+        warmup_steps=MEMORY["warmup_steps"],
+        max_entries=MEMORY["max_entries"],
+        device=config["device"],
+        tf32="--tf32" if config["tf32"] else "",
+        memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
+    shell:
+        "{PYTHON} {SCRIPTS}/memory_snapshot.py --out {output.snapshot} --meta {output.meta}"
+        " --size {wildcards.size} --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
+        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
+        " --context-length {wildcards.ctx} --pass {wildcards.mempass}"
+        " --precision {wildcards.precision} --batch-size {params.batch_size}"
+        " --vocab-size {params.vocab_size} --warmup-steps {params.warmup_steps}"
+        " --max-entries {params.max_entries} --device {params.device}"
+        " {params.tf32} {params.memory_cap} > {log} 2>&1"
+
+
+rule memory_summary:
+    input:
+        snapshot=MEMORY_RAW + ".pickle",
+        meta=MEMORY_RAW + ".json",
+    output:
+        summary=MEMORY_SUMMARY + "/summary.json",
+        timeline=MEMORY_SUMMARY + "/timeline.csv",
+        largest=MEMORY_SUMMARY + "/largest_allocations.csv",
+        kinds=MEMORY_SUMMARY + "/kinds.csv",
+    log:
+        LOGS + "/memory/summary_" + MEMORY_CFG + ".log",
+    wildcard_constraints:
+        mempass="forward|train_step",
+    params:
+        out=MEMORY_SUMMARY,
+        top=MEMORY["top_allocations"],
+    shell:
+        "{PYTHON} {SCRIPTS}/memory_summary.py {input.snapshot} --meta {input.meta}"
+        " --out {params.out} --top {params.top} > {log} 2>&1"
+
+
+rule memory_table:
+    input:
+        memory_summaries(),
+    output:
+        RESULTS + "/memory/memory.csv",
+    log:
+        LOGS + "/memory/table.log",
+    params:
+        sizes=MEMORY["sizes"],
+        context_lengths=MEMORY["context_lengths"],
+        passes=MEMORY["passes"],
+        precisions=MEMORY["precisions"],
+        skipped=MEMORY_SKIPPED,
+    shell:
+        "{PYTHON} {SCRIPTS}/memory_table.py --out {output} --results {RESULTS}"
+        " --sizes {params.sizes} --context-lengths {params.context_lengths}"
+        " --passes {params.passes} --precisions {params.precisions}"
+        " --summaries {input} --skipped-reason {params.skipped:q} > {log} 2>&1"
+
+
+if MEMORY["enabled"]:
+    SECTION_TABLES["memory"] = [RESULTS + "/memory/memory.csv"]

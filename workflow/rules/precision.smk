@@ -1,0 +1,27 @@
+# Section 3: mixed precision. One job runs the accumulation experiment and
+# the toy model under fp16 and bf16 autocast on the study's device; the
+# bf16 vs fp32 speed-ups come from the timing section's table.
+PRECISION = config["precision"]
+
+
+rule precision_experiments:
+    output:
+        accumulation=RESULTS + "/precision/accumulation.csv",
+        dtypes=RESULTS + "/precision/toy_dtypes.csv",
+    log:
+        LOGS + "/precision/experiments.log",
+    resources:
+        gpu=1,
+    params:
+        device=config["device"],
+        tf32="--tf32" if config["tf32"] else "",
+    shell:
+        "{PYTHON} {SCRIPTS}/precision_experiments.py --device {params.device} {params.tf32}"
+        " --accumulation {output.accumulation} --dtypes {output.dtypes} > {log} 2>&1"
+
+
+if PRECISION["enabled"]:
+    SECTION_TABLES["precision"] = [
+        RESULTS + "/precision/accumulation.csv",
+        RESULTS + "/precision/toy_dtypes.csv",
+    ] + ([RESULTS + "/timing/timing.csv"] if config["timing"]["enabled"] else [])
