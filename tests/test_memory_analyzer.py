@@ -1,0 +1,195 @@
+"""The snapshot analyzer on real snapshots captured on an H200 (tests/fixtures/gpu)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from lmstudy.devices import UserError
+from lmstudy.memory import kinds, phases, snapshot, sources, summary
+from lmstudy.model import ModelConfig, TransformerLM, count_parameters
+
+from .conftest import FIXTURES, REPO
+
+GPU = FIXTURES / "gpu"
+RECORDS = json.loads((GPU / "snapshots.json").read_text())
+NAMES = sorted(RECORDS)
+TRAIN = [n for n in NAMES if "train_step" in n]
+
+
+def n_params(name: str) -> int:
+    with torch.device("meta"):
+        return count_parameters(TransformerLM(ModelConfig(**RECORDS[name]["model"])))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_peak_agrees_with_max_memory_allocated(name):
+    snap = snapshot.load(GPU / name)
+    peak, _ = snap.peak()
+    allocator = RECORDS[name]["max_memory_allocated"]
+    assert abs(peak / allocator - 1) < 0.01
+    # The blocks live at dump time are exactly what the allocator held after the step.
+    assert snap.allocated_at_end == RECORDS[name]["memory_allocated_after"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_peak_counts_memory_allocated_before_recording(name):
+    snap = snapshot.load(GPU / name)
+    trace_only = snap.timeline() - snap.allocated_at_start
+    # The weights alone (fp32) were allocated before recording: without them the peak is far off.
+    assert snap.allocated_at_start >= 4 * n_params(name)
+    assert trace_only.max() < 0.5 * RECORDS[name]["max_memory_allocated"]
+
+
+def test_rebuild_walks_events_back_from_the_live_blocks():
+    snap = snapshot.load(GPU / "snapshot_train_step_fp32.pickle")
+    trace = snap.trace
+    # Every free in the trace closes exactly one allocation, made before it or before recording.
+    frees = [i for i, e in enumerate(trace) if e["action"] == "free_requested"]
+    closed = sorted(a.free_index for a in snap.allocations if a.free_index is not None)
+    assert closed == frees
+    for a in snap.allocations:
+        if a.alloc_index is not None and a.free_index is not None:
+            assert a.alloc_index < a.free_index
+            assert trace[a.alloc_index]["addr"] == trace[a.free_index]["addr"] == a.addr
+    # The previous step's gradients were allocated before recording and freed by zero_grad.
+    freed_early = [a for a in snap.allocations if a.before_recording and not a.live_at_end]
+    assert sum(a.size for a in freed_early) == 4 * n_params("snapshot_train_step_fp32.pickle")
+
+
+def test_block_size_rounds_like_the_caching_allocator():
+    assert snapshot.block_size(1) == 512
+    assert snapshot.block_size(4) == 512
+    assert snapshot.block_size(512) == 512
+    assert snapshot.block_size(513) == 1024
+
+
+@pytest.mark.parametrize("name", TRAIN)
+def test_phases_come_from_the_step_markers(name):
+    snap = snapshot.load(GPU / name)
+    labels = phases.label_events(snap.trace, snap.annotations)
+    order = [s["phase"] for s in phases.spans(labels)]
+    # zero_grad (inside the step), then forward, backward, optimizer, each once, in order.
+    marked = [p for p in order if p in phases.PHASES]
+    assert marked == ["forward", "backward", "optimizer"]
+    assert order.index("step") < order.index("forward")
+    for event, label in zip(snap.trace, labels, strict=True):
+        files = " ".join(f["filename"] for f in event["frames"])
+        names = {f["name"] for f in event["frames"]}
+        if "/torch/optim/" in files:
+            assert label == "optimizer"
+        if "zero_grad" in names:
+            assert label == "step"
+        if "cross_entropy" in names:
+            assert label == "forward"
+
+
+@pytest.mark.parametrize("name", TRAIN)
+def test_kinds_at_peak_from_the_snapshot_alone(name):
+    snap = snapshot.load(GPU / name)
+    labels = phases.label_events(snap.trace, snap.annotations)
+    kind_of = kinds.classify(snap, labels)
+    peak, index = snap.peak()
+    at_peak = kinds.bytes_by_kind(snap.live_at(index), kind_of)
+    assert sum(at_peak.values()) == peak
+    # Gradients: exactly one fp32 value per parameter (AdamW under autocast keeps fp32 grads).
+    at_end = kinds.bytes_by_kind([a for a in snap.allocations if a.live_at_end], kind_of)
+    assert at_end[kinds.GRADIENTS] == 4 * n_params(name)
+    # Parameters and AdamW's two moments were all allocated before recording.
+    assert at_end[kinds.BEFORE_RECORDING] >= 3 * 4 * n_params(name)
+    assert at_end[kinds.ACTIVATIONS] + at_end[kinds.TEMPORARIES] < 0.05 * peak
+
+
+def test_kinds_by_address_take_precedence():
+    snap = snapshot.load(GPU / "snapshot_train_step_fp32.pickle")
+    labels = phases.label_events(snap.trace, snap.annotations)
+    before = sorted(
+        (a for a in snap.allocations if a.before_recording and a.live_at_end), key=lambda a: -a.size
+    )
+    # Point at the inside of two blocks, as a tensor view's data_ptr would.
+    tensors = {"parameters": [before[0].addr + 8], "optimizer_state": [before[1].addr]}
+    kind_of = kinds.classify(snap, labels, tensors)
+    assert kind_of[id(before[0])] == kinds.PARAMETERS
+    assert kind_of[id(before[1])] == kinds.OPTIMIZER_STATE
+    assert kind_of[id(before[2])] == kinds.OTHER
+
+
+def test_largest_allocations_name_user_code():
+    snap = snapshot.load(GPU / "snapshot_forward_fp32.pickle")
+    labels = phases.label_events(snap.trace, snap.annotations)
+    rows = sources.largest(snap.allocations, labels, kinds.classify(snap, labels), top=5)
+    assert len(rows) == 5
+    assert [r["size_bytes"] for r in rows] == sorted((r["size_bytes"] for r in rows), reverse=True)
+    for row in rows:
+        assert row["source"].startswith("lmstudy/")
+        assert "site-packages" not in row["stack"] and "/torch/" not in row["stack"]
+    # Attention scores: batch 2 x 4 heads x 128 x 128 fp32, once per layer.
+    scores = [r for r in rows if "scaled_dot_product_attention" in r["source"]]
+    assert any(r["size_bytes"] == 2 * 4 * 128 * 128 * 4 and r["count"] >= 2 for r in scores)
+
+
+def test_short_path_keeps_the_project_relative_part():
+    assert sources.short_path("/home/u/checkout/lmstudy/model.py") == "lmstudy/model.py"
+    assert sources.short_path("/x/y/run.py") == "run.py"
+    assert not sources.is_user_frame({"filename": "/opt/venv/lib/python3.12/site-packages/torch/nn/x.py"})
+
+
+def test_summary_cli_writes_the_files(tmp_path):
+    name = "snapshot_train_step_bf16.pickle"
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"max_memory_allocated": RECORDS[name]["max_memory_allocated"]}))
+    out = tmp_path / "summary"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts/memory_summary.py"),
+            str(GPU / name),
+            "--out",
+            str(out),
+            "--meta",
+            str(meta),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads((out / "summary.json").read_text())
+    assert abs(result["peak_vs_allocator"]) < 0.01
+    assert result["peak_bytes"] == max(pd.read_csv(out / "timeline.csv")["allocated_bytes"])
+    assert result["peak_phase"] in phases.PHASES
+    timeline = pd.read_csv(out / "timeline.csv")
+    assert timeline["allocated_bytes"].iloc[0] == result["allocated_at_start_bytes"]
+    assert set(timeline["phase"]) >= {"forward", "backward", "optimizer"}
+    assert len(pd.read_csv(out / "largest_allocations.csv")) == 10
+    assert pd.read_csv(out / "kinds.csv")["bytes"].sum() == result["peak_bytes"]
+
+
+def test_summary_cli_names_a_bad_file(tmp_path):
+    bad = tmp_path / "x.pickle"
+    bad.write_bytes(pickle.dumps({"not": "a snapshot"}))
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts/memory_summary.py"), str(bad), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "is not a CUDA memory snapshot" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_missing_meta_is_no_error(tmp_path):
+    assert summary.read_meta(tmp_path / "absent.json") == {}
+    with pytest.raises(UserError):
+        (tmp_path / "bad.json").write_text("{")
+        summary.read_meta(tmp_path / "bad.json")
+
+
+def test_residual_stream_size():
+    # 2.7B at context 512, batch 4, fp32: 4 x 512 x 2560 x 4 bytes = 20 MiB.
+    assert summary.residual_stream_bytes(4, 512, 2560, "float32") == 20 * 2**20
+    assert summary.residual_stream_bytes(4, 512, 2560, "bfloat16") == 10 * 2**20
