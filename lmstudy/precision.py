@@ -49,6 +49,8 @@ def accumulation(device: torch.device, increment: float = INCREMENT, steps: int 
         rows.append(
             {
                 "method": name,
+                "increment": increment,
+                "steps": steps,
                 "accumulator_dtype": _dtype_name(total.dtype),
                 "increment_dtype": _dtype_name(inc_dtype),
                 "increment_as_stored": stored,

@@ -1,0 +1,114 @@
+"""Mixed-precision experiments (section 3), run for real on this machine's CPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from lmstudy import precision
+from lmstudy.sections import precision as section
+
+from .conftest import REPO
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def accumulation():
+    return {row["method"]: row for row in precision.accumulation(CPU)}
+
+
+def test_accumulation_results(accumulation):
+    fp32 = accumulation["fp32 into fp32"]
+    fp16 = accumulation["fp16 into fp16"]
+    mixed = accumulation["fp16 into an fp32 accumulator"]
+    upcast = accumulation["fp16 upcast to fp32, then added"]
+    assert fp32["accumulator_dtype"] == "float32" and fp16["accumulator_dtype"] == "float16"
+    # fp16 loses the small increments once the sum grows: the largest error by far.
+    assert fp16["abs_error"] > 10 * mixed["abs_error"] > 10 * fp32["abs_error"]
+    assert fp16["result"] < 10
+    # Adding fp16 to fp32 promotes it: the same as upcasting first.
+    assert mixed["result"] == upcast["result"]
+    # ... and that error is the fp16 representation of 0.01, times a thousand.
+    assert mixed["result"] == pytest.approx(1000 * mixed["increment_as_stored"], rel=1e-5)
+
+
+def test_toy_model_dtypes_are_observed():
+    rows = precision.toy_model_dtypes(CPU, "bf16")
+    dtypes = {row["tensor"]: row["dtype"] for row in rows}
+    assert dtypes["parameter fc1.weight"] == "float32"
+    assert dtypes["output of fc1 (Linear)"] == "bfloat16"
+    assert dtypes["logits"] == "bfloat16"
+    assert dtypes["loss"] == "float32"
+    assert all(dtypes[f"gradient of {n}"] == "float32" for n in ("fc1.weight", "fc2.weight", "ln.weight"))
+    # Every layer's output was seen by a hook, in call order.
+    outputs = [row["tensor"] for row in rows if row["tensor"].startswith("output of")]
+    assert outputs == [
+        "output of fc1 (Linear)",
+        "output of relu (ReLU)",
+        "output of ln (LayerNorm)",
+        "output of fc2 (Linear)",
+    ]
+
+
+def test_unsupported_autocast_is_not_run():
+    # CPU autocast has no float64 policy: torch disables it, and the rows say so.
+    reason = precision._autocast_support(CPU, torch.float64)
+    assert reason
+    precision.AUTOCAST_DTYPES["fp64-test"] = torch.float64
+    try:
+        rows = precision.toy_model_dtypes(CPU, "fp64-test")
+    finally:
+        del precision.AUTOCAST_DTYPES["fp64-test"]
+    assert rows == [{"precision": "fp64-test", "tensor": "(all)", "dtype": "not run", "note": reason}]
+
+
+def test_script_and_section(tmp_path):
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts/precision_experiments.py"),
+            "--device",
+            "cpu",
+            "--accumulation",
+            str(results / "precision/accumulation.csv"),
+            "--dtypes",
+            str(results / "precision/toy_dtypes.csv"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    accumulation = pd.read_csv(results / "precision/accumulation.csv")
+    assert {"gpu", "torch", "commit"} <= set(accumulation.columns)
+    built = section.build(results, tmp_path / "figures")
+    text = " ".join(
+        " ".join(b.items) if hasattr(b, "items") else getattr(b, "text", "") for b in built.blocks
+    )
+    worst = accumulation.loc[accumulation["abs_error"].idxmax()]
+    assert worst["method"] == "fp16 into fp16"
+    assert f"{worst['result']:.4f}" in text
+    assert "the loss is float32" in text
+    # Without timing results the speed-up part says why it is absent.
+    assert "No bf16 vs fp32 speed-ups" in text
+    tables = [b for b in built.blocks if hasattr(b, "frame")]
+    dtypes = tables[1].frame.set_index("tensor")
+    assert dtypes.loc["loss", "bf16 autocast"] == "float32"
+
+
+def test_dtype_table_shows_not_run():
+    frame = pd.DataFrame(
+        [
+            {"precision": "fp16", "tensor": "(all)", "dtype": "not run", "note": "no fp16 here"},
+            {"precision": "bf16", "tensor": "logits", "dtype": "bfloat16", "note": ""},
+        ]
+    )
+    table = section.dtype_table(frame).set_index("tensor")
+    assert table.loc["logits", "fp16 autocast"] == "not run: no fp16 here"
+    assert table.loc["logits", "bf16 autocast"] == "bfloat16"
+    assert any("not run here" in f for f in section.dtype_findings(frame))
