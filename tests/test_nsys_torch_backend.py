@@ -87,3 +87,19 @@ def test_nsys_command_captures_only_the_profiler_range(tmp_path):
     assert "--capture-range=cudaProfilerApi" in command
     assert "cuda,nvtx" in command
     assert command[command.index("--pass") + 1] == "train_step"
+
+
+def test_backend_comparison_flags_a_range_that_differs():
+    from pathlib import Path
+
+    from lmstudy.nsys.compare import compare_ranges
+    from lmstudy.nsys.sqlite import read_events
+
+    export = Path(__file__).parent / "fixtures" / "gpu" / "nsys_train_fp32.sqlite"
+    ranges = range_table(read_events(export)).assign(profiled_steps=2)
+    other = ranges.copy()
+    other.loc[other["range"] == "optimizer", "gpu_ns"] *= 1.10
+    table = compare_ranges(ranges, other).set_index("path")
+    assert not table.loc["step/optimizer", "within_tolerance"]
+    assert table.drop(index="step/optimizer")["within_tolerance"].all()
+    assert table.loc["step/optimizer", "relative_difference"] == pytest.approx(0.10)

@@ -1,0 +1,59 @@
+#!/usr/bin/env python
+"""Profile one configuration with both backends and compare per-range GPU totals.
+
+Runs the section-2 job twice, under Nsight Systems and under torch.profiler,
+into OUT_DIR/nsys and OUT_DIR/torch, and writes OUT_DIR/comparison.csv (per
+range: GPU ns per step by each backend, relative difference, within 5%?).
+
+    python scripts/compare_backends.py --out-dir results/compare --nsys nsys --size small \
+        --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 --context-length 256 \
+        --pass train_step
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from profile_model import add_workload_args, spec_from_args  # noqa: E402
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_workload_args(p)
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--nsys", default="nsys", help="the nsys program")
+    args = p.parse_args(argv)
+    import pandas as pd
+
+    from lmstudy.atomic import write_csv
+    from lmstudy.devices import UserError
+    from lmstudy.nsys.compare import compare_ranges
+    from lmstudy.nsys.executable import NsysMissing
+    from lmstudy.nsys.job import run_job
+
+    spec = spec_from_args(args)
+    try:
+        for backend in ("nsys", "torch"):
+            record = run_job(dataclasses.replace(spec, backend=backend), args.out_dir / backend, args.nsys)
+            if record["status"] != "ok":
+                raise UserError(f"the {backend} run ended {record['status']}: pick a smaller configuration.")
+    except NsysMissing as error:
+        raise UserError(str(error)) from None
+    table = compare_ranges(
+        pd.read_csv(args.out_dir / "nsys" / "ranges.csv"), pd.read_csv(args.out_dir / "torch" / "ranges.csv")
+    )
+    write_csv(args.out_dir / "comparison.csv", table)
+    print(table.to_string(index=False))
+    print("all ranges within 5%:", bool(table["within_tolerance"].all()))
+
+
+if __name__ == "__main__":
+    run_main(main)
