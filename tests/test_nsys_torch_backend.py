@@ -97,7 +97,7 @@ def test_backend_comparison_flags_a_range_that_differs():
 
     export = Path(__file__).parent / "fixtures" / "gpu" / "nsys_train_fp32.sqlite"
     ranges = range_table(read_events(export)).assign(profiled_steps=2)
-    other = ranges.copy()
+    other = ranges.astype({"gpu_ns": float})
     other.loc[other["range"] == "optimizer", "gpu_ns"] *= 1.10
     table = compare_ranges(ranges, other).set_index("path")
     assert not table.loc["step/optimizer", "within_tolerance"]
