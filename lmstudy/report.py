@@ -25,8 +25,9 @@ class Table:
 
 @dataclasses.dataclass
 class Figure:
-    path: Path  # an existing PNG; copied next to the report
+    path: Path  # a PNG the section drew; copied next to the report
     caption: str
+    src: str = ""  # its path relative to the report, set when rendering; "" if missing
 
 
 @dataclasses.dataclass
@@ -88,19 +89,11 @@ def table_html(frame: pd.DataFrame) -> Markup:
     return Markup(_display(frame).to_html(index=False, escape=True, border=0, classes="data"))
 
 
-def _environment_of(results: Path) -> dict[str, str]:
-    path = results / "environment.csv"
-    if not path.exists():
-        return {}
-    frame = pd.read_csv(path, dtype=str).fillna("")
-    return {col: ", ".join(sorted(set(frame[col]) - {""})) or MISSING for col in frame.columns}
-
-
 def build_sections(names: list[str], results: Path, figures: Path) -> list[Section]:
     sections = []
     for name in names:
         module = importlib.import_module(f"lmstudy.sections.{name}")
-        sections.append(module.build(results, figures))
+        sections.append(module.build(results, figures / name))
     return sections
 
 
@@ -117,9 +110,9 @@ def render(
     figure_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:
         for block in section.blocks:
-            if isinstance(block, Figure):
-                target = figure_dir / block.path.name
-                target.write_bytes(block.path.read_bytes())
+            if isinstance(block, Figure) and block.path.exists():
+                block.src = f"figures/{section.key}_{block.path.name}"
+                (out_dir / block.src).write_bytes(block.path.read_bytes())
     for fmt, name in (("html", "index.html"), ("md", "report.md")):
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(templates),
@@ -138,3 +131,20 @@ def render(
             escape=escape,
         )
         write_text(out_dir / name, text)
+
+
+def render_study(
+    results: Path, run: str, section_names: list[str], templates: Path, out_dir: Path, title: str
+) -> None:
+    """Build every section from results/<run> and render the report into out_dir."""
+    from lmstudy.tables import environment_of, read_result
+
+    sections = build_sections(section_names, results, results / "figures")
+    frames = [read_result(p) for p in sorted(results.glob("*/*.csv"))]
+    render(sections, environment_of(frames), templates, out_dir, title, run)
+    tables_dir = out_dir / "tables"
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    for section in sections:
+        tables = [b for b in section.blocks if isinstance(b, Table)]
+        for number, table in enumerate(tables, start=1):
+            write_text(tables_dir / f"{section.key}_{number}.csv", table.frame.to_csv(index=False))

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -201,10 +203,15 @@ def measure_cold(spec: TimingSpec, pass_name: str) -> dict:
     whole wall time, interpreter start and imports included, is `process_s`.
     """
     payload = json.dumps({**dataclasses.asdict(spec), "passes": [pass_name]})
+    # The child imports this package from wherever this process found it.
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p
+    )}
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "lmstudy.timing", payload],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env=env,
     )
     process_s = time.perf_counter() - start
     if done.returncode != 0:

@@ -16,6 +16,9 @@ except study_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 PYTHON = sys.executable
+# Absolute, so the workflow also runs with --directory elsewhere (the tests do).
+BASE = Path(workflow.basedir)
+SCRIPTS = BASE / "scripts"
 RUN = config["run"]
 RESULTS = f"results/{RUN}"
 LOGS = f"logs/{RUN}"

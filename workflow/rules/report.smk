@@ -6,8 +6,8 @@
 # is included:  SECTION_TABLES["<section>"] = [paths]. The section's library
 # module lmstudy/sections/<section>.py draws its figures and builds its part
 # of the report from them.
-FIGURE_STYLE = "workflow/report/figures.mplstyle"
-TEMPLATES = sorted(str(p) for p in Path("workflow/templates").glob("*.j2"))
+FIGURE_STYLE = str(BASE / "workflow/report/figures.mplstyle")
+TEMPLATES = sorted(str(p) for p in (BASE / "workflow/templates").glob("*.j2"))
 REPORT_FILES = ["report/index.html", "report/report.md"]
 
 
@@ -20,7 +20,7 @@ rule figures:
     log:
         LOGS + "/figures/{section}.log",
     shell:
-        "{PYTHON} scripts/make_figures.py --section {wildcards.section}"
+        "{PYTHON} {SCRIPTS}/make_figures.py --section {wildcards.section}"
         " --results {RESULTS} --style {input.style} --out {output} > {log} 2>&1"
 
 
@@ -37,6 +37,6 @@ rule report:
     log:
         LOGS + "/report.log",
     shell:
-        "{PYTHON} scripts/render_report.py --results {RESULTS} --run {RUN}"
+        "{PYTHON} {SCRIPTS}/render_report.py --results {RESULTS} --run {RUN}"
         " --sections {params.sections} --title {params.title:q}"
-        " --templates workflow/templates --out report > {log} 2>&1"
+        " --templates {BASE}/workflow/templates --out report > {log} 2>&1"

@@ -34,7 +34,7 @@ rule time_model:
     log:
         LOGS + "/timing/{size}_ctx{ctx}_{precision}_{variant}.log",
     shell:
-        "{PYTHON} scripts/time_model.py --out {output} --size {wildcards.size}"
+        "{PYTHON} {SCRIPTS}/time_model.py --out {output} --size {wildcards.size}"
         " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --precision {wildcards.precision}"
@@ -52,7 +52,7 @@ rule aggregate_timing:
     log:
         LOGS + "/timing/aggregate.log",
     shell:
-        "{PYTHON} scripts/aggregate.py --out {output} {input} > {log} 2>&1"
+        "{PYTHON} {SCRIPTS}/aggregate.py --out {output} {input} > {log} 2>&1"
 
 
 if TIMING["enabled"]:

@@ -1,0 +1,33 @@
+#!/usr/bin/env python
+"""Concatenate per-job result CSVs into one tidy table.
+
+    python scripts/aggregate.py --out results/default/timing/timing.csv results/default/timing/raw/*.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("inputs", type=Path, nargs="+")
+    args = p.parse_args(argv)
+    from lmstudy.tables import concat_results
+
+    from lmstudy.atomic import write_csv
+
+    table = concat_results(args.inputs)
+    write_csv(args.out, table)
+    print(f"{len(table)} rows from {len(args.inputs)} files -> {args.out}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,41 @@
+#!/usr/bin/env python
+"""Draw one report section's figures from its aggregated tables.
+
+    python scripts/make_figures.py --section timing --results results/default \
+        --style workflow/report/figures.mplstyle --out results/default/figures/timing
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--section", required=True, help="a module of lmstudy.sections")
+    p.add_argument("--results", type=Path, required=True, help="results/<run>")
+    p.add_argument("--style", type=Path, help="a matplotlib style file")
+    p.add_argument("--out", type=Path, required=True, help="folder for the PNG figures")
+    args = p.parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if args.style:
+        plt.style.use(args.style)
+    module = importlib.import_module(f"lmstudy.sections.{args.section}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    module.make_figures(args.results, args.out)
+    print("\n".join(str(p) for p in sorted(args.out.glob("*.png"))))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,35 @@
+#!/usr/bin/env python
+"""Render the report (index.html and report.md) from the aggregated tables.
+
+    python scripts/render_report.py --results results/default --run default \
+        --sections timing --templates workflow/templates --out report
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", type=Path, required=True, help="results/<run>")
+    p.add_argument("--run", required=True)
+    p.add_argument("--sections", nargs="+", required=True)
+    p.add_argument("--templates", type=Path, required=True)
+    p.add_argument("--title", default="Transformer LM benchmarking and profiling study")
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    from lmstudy import report
+
+    report.render_study(args.results, args.run, args.sections, args.templates, args.out, args.title)
+    print(f"wrote {args.out / 'index.html'} and {args.out / 'report.md'}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,78 @@
+"""The smoke preset end to end on a CPU; assertions on the rendered report."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .conftest import REPO
+
+
+def smoke_config() -> dict:
+    from lmstudy.config import apply_preset
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["preset"] = "smoke"
+    return apply_preset(config)
+
+
+def test_report_files_and_figures_exist(smoke_run: Path):
+    html = (smoke_run / "report/index.html").read_text()
+    md = (smoke_run / "report/report.md").read_text()
+    for src in re.findall(r'<img src="([^"]+)"', html):
+        assert (smoke_run / "report" / src).stat().st_size > 5000, src
+    assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md), "the Markdown report shows no figure"
+    for name in ("latency", "warmup", "speedup"):
+        assert (smoke_run / f"report/figures/timing_{name}.png").exists()
+
+
+def test_environment_header_is_recorded(smoke_run: Path):
+    md = (smoke_run / "report/report.md").read_text()
+    for key in ("gpu", "torch", "python", "host", "commit", "date", "tf32_matmul"):
+        assert re.search(rf"^\| {key} \| \S", md, re.M), key
+    assert "cpu" in re.search(r"^\| gpu \| (.*) \|$", md, re.M).group(1)
+
+
+def test_timing_table_has_a_row_per_configuration(smoke_run: Path):
+    config = smoke_config()
+    timing = config["timing"]
+    table = pd.read_csv(smoke_run / "report/tables/timing_1.csv")
+    expected = {
+        (size, ctx, p)
+        for size in timing["sizes"] for ctx in timing["context_lengths"]
+        for p in ("forward", "forward+backward", "training step")
+    }
+    assert set(zip(table["size"], table["context"], table["pass"])) == expected
+    ok = table[table["size"] != "oversized"]
+    assert (pd.to_numeric(ok["fp32 median ms"]) > 0).all()
+    assert (pd.to_numeric(ok["bf16 median ms"]) > 0).all()
+
+
+def test_forced_oom_shows_as_oom(smoke_run: Path):
+    raw = pd.read_csv(smoke_run / "results/default/timing/timing.csv")
+    assert set(raw.loc[raw["size"] == "oversized", "status"]) == {"OOM"}
+    assert set(raw.loc[raw["size"] != "oversized", "status"]) == {"ok"}
+    md = (smoke_run / "report/report.md").read_text()
+    assert re.search(r"^\| oversized \| \d+ \| training step \| OOM \|", md, re.M)
+    html = (smoke_run / "report/index.html").read_text()
+    assert "<td>OOM</td>" in html
+    assert "oversized ran out of memory" in md
+
+
+def test_findings_are_computed_from_this_run(smoke_run: Path):
+    raw = pd.read_csv(smoke_run / "results/default/timing/timing.csv")
+    md = (smoke_run / "report/report.md").read_text()
+    steady = raw[(raw["warmup_steps"] == raw["warmup_steps"].max()) & (raw["status"] == "ok")]
+    fb = steady.pivot_table(index=["size", "context_length", "precision"], columns="pass",
+                            values="median_ms")
+    ratio = ((fb["forward_backward"] - fb["forward"]) / fb["forward"]).median()
+    assert f"takes a median {ratio:.1f}× the forward time" in md
+
+
+def test_every_job_wrote_a_log(smoke_run: Path):
+    logs = list((smoke_run / "logs/default").rglob("*.log"))
+    raws = list((smoke_run / "results/default/timing/raw").glob("*.csv"))
+    assert len(raws) == len([p for p in logs if p.parent.name == "timing" and "aggregate" not in p.name])
