@@ -278,10 +278,15 @@ def findings(frame: pd.DataFrame) -> list[str]:
                 continue
             ratio = (part["bf16"] / part["fp32"]).dropna()
             if len(ratio):
-                verb = "raises" if ratio.median() > 1 else "lowers"
+                median = ratio.median()
+                verb = (
+                    "leaves the peak unchanged at"
+                    if abs(median - 1) < 0.005
+                    else ("raises" if median > 1 else "lowers") + " the peak to"
+                )
                 items.append(
-                    f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast {verb} the peak to a median "
-                    f"{ratio.median():.2f}× the fp32 peak (range {ratio.min():.2f}× to {ratio.max():.2f}×)."
+                    f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast {verb} a median "
+                    f"{median:.2f}× the fp32 peak (range {ratio.min():.2f}× to {ratio.max():.2f}×)."
                 )
     for (size, pass_name, precision), part in ok.groupby(["size", "pass", "precision"], observed=True):
         part = part.sort_values("context_length")
@@ -310,8 +315,12 @@ def findings(frame: pd.DataFrame) -> list[str]:
             + ", ".join(f"{phase} phase in {n} of {len(train)}" for phase, n in phases.items())
             + " configurations."
         )
-        if "residual_stream_bytes" in train and train["activations_bytes"].fillna(0).any():
-            ratio = train["activations_bytes"] / train["residual_stream_bytes"]
+        ratio = (
+            train["activations_bytes"] / train["residual_stream_bytes"]
+            if {"residual_stream_bytes", "activations_bytes"} <= set(train.columns)
+            else pd.Series(dtype=float)
+        )
+        if ratio.max() >= 1:
             items.append(
                 f"Activations from forward still live at a training step's peak are "
                 f"{ratio.min():.0f}× to {ratio.max():.0f}× one residual-stream activation "

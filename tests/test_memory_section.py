@@ -1,0 +1,129 @@
+"""The memory section end to end on the real H200 snapshots: summaries, table, figures, report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import torch
+
+from lmstudy.memory import summary, table
+from lmstudy.memory.capture import _observe_residual_dtype
+from lmstudy.model import ModelConfig
+from lmstudy.report import Figure, Findings, Table, Text
+from lmstudy.sections import memory as section
+from lmstudy.steps import build_workload, make_step
+
+from .conftest import FIXTURES
+
+GPU = FIXTURES / "gpu"
+RECORDS = json.loads((GPU / "snapshots.json").read_text())
+
+
+def residual_dtype(record) -> str:
+    """Observed on this CPU with the fixture's model and precision (autocast bf16 runs on a CPU)."""
+    work = build_workload(ModelConfig(**record["model"]), 1, record["precision"], torch.device("cpu"))
+    return _observe_residual_dtype(work.model, make_step(work, record["pass"]))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """results/<run> as the workflow lays it out, from the four fixture snapshots."""
+    root = tmp_path_factory.mktemp("results")
+    summaries = []
+    for name, record in RECORDS.items():
+        cfg = table.config_name("fixture", 128, record["pass"], record["precision"])
+        raw = root / "memory" / "raw" / f"{cfg}.pickle"
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(GPU / name, raw)
+        meta = {
+            "size": "fixture",
+            "context_length": 128,
+            "pass": record["pass"],
+            "precision": record["precision"],
+            "batch_size": record["batch_size"],
+            "d_model": record["model"]["d_model"],
+            "warmup_steps": 1,
+            "status": "ok",
+            "stage": "done",
+            "error": "",
+            "max_memory_allocated": record["max_memory_allocated"],
+            "residual_dtype": residual_dtype(record),
+            "gpu": record["gpu"],
+        }
+        out = root / "memory" / "summary" / cfg
+        summary.write(summary.summarize(raw, meta), out)
+        summaries.append(out / "summary.json")
+    frame = table.build(
+        ["fixture", "absent"],
+        [128],
+        ["forward", "train_step"],
+        ["fp32", "bf16"],
+        summaries,
+        root,
+        "device is cpu",
+    )
+    frame.to_csv(root / "memory" / "memory.csv", index=False)
+    section.make_figures(root, root / "figures" / "memory")
+    return root
+
+
+def test_table_rows_measured_and_skipped(results):
+    frame = pd.read_csv(results / "memory" / "memory.csv")
+    assert len(frame) == 8
+    assert (frame.loc[frame["size"] == "fixture", "status"] == "ok").all()
+    skipped = frame[frame["size"] == "absent"]
+    assert (skipped["status"] == "skipped").all() and (skipped["error"] == "device is cpu").all()
+    measured = frame[frame["size"] == "fixture"]
+    assert (measured["peak_vs_allocator"].abs() < 0.01).all()
+    # fp32 residual stream, batch 2 x 128 x 256 x 4 bytes, even under bf16 autocast:
+    # the embedding is fp32 and adding a bf16 block output to it promotes to fp32.
+    assert (measured["residual_dtype"] == "float32").all()
+    assert (measured["residual_stream_bytes"] == 2 * 128 * 256 * 4).all()
+
+
+def test_figures_drawn(results):
+    names = sorted(p.name for p in (results / "figures" / "memory").glob("*.png"))
+    assert names == ["peaks.png", "timeline_fixture_forward.png", "timeline_fixture_train_step.png"]
+
+
+def test_report_section(results):
+    built = section.build(results, results / "figures" / "memory")
+    findings = next(b for b in built.blocks if isinstance(b, Findings)).items
+    frame = pd.read_csv(results / "memory" / "memory.csv").dropna(subset=["peak_bytes"])
+    worst = frame["peak_vs_allocator"].abs().max() * 100
+    assert any(f"within {worst:.3f}% in all 4 snapshots" in f for f in findings)
+    wide = frame.pivot_table(index="precision", columns="pass", values="peak_bytes")
+    ratio = wide["train_step"] / wide["forward"]
+    assert any(f"{ratio.min():.1f}× to {ratio.max():.1f}×" in f for f in findings)
+    tables = {b.caption: b.frame for b in built.blocks if isinstance(b, Table)}
+    peaks = tables["Peak allocated memory: snapshot analysis vs the allocator"]
+    assert set(peaks["status"]) == {"ok", "skipped"}
+    kinds = tables["Memory by kind at the peak (GiB)"]
+    assert (
+        kinds.filter(like="GiB")
+        .drop(columns="total GiB")
+        .sum(axis=1)
+        .round(9)
+        .equals(kinds["total GiB"].round(9))
+    )
+    largest = [c for c in tables if c.startswith("Largest allocations during fixture ctx 128 training step")]
+    assert len(largest) == 2
+    for block in built.blocks:
+        if isinstance(block, Figure):
+            assert block.path.exists()
+    text = " ".join(b.text for b in built.blocks if isinstance(b, Text))
+    assert "pytorch.org/memory_viz" in text and "fixture_ctx128_train_step_bf16.pickle" in text
+
+
+def test_section_says_why_nothing_was_measured(tmp_path):
+    frame = table.build(["tiny"], [32], ["forward"], ["fp32"], [], tmp_path, "device is cpu: no GPU")
+    (tmp_path / "memory").mkdir()
+    frame.to_csv(tmp_path / "memory" / "memory.csv", index=False)
+    section.make_figures(tmp_path, tmp_path / "figures")
+    built = section.build(tmp_path, tmp_path / "figures")
+    (block,) = built.blocks
+    assert "No memory snapshot was taken: device is cpu: no GPU" in block.text
+    assert "tiny ctx 32 forward fp32" in block.text
