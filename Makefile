@@ -1,0 +1,36 @@
+# One command to install and run the study, one to run the tests.
+#   make study                       the full study on this machine's GPU
+#   make study PRESET=quick          every section in a few minutes
+#   make test                        unit tests + the smoke workflow (CPU only)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PRESET ?= full
+# On a GPU machine the default PyPI torch (a CUDA build) is right; the tests
+# pin the CPU build so that CI does not download several GB.
+TORCH ?= torch
+TEST_TORCH ?= torch==2.13.0
+
+.PHONY: study test install install-test lint
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+install: $(VENV)/bin/python
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[slurm]"
+
+study: install
+	$(VENV)/bin/snakemake --cores 1 --resources gpu=1 --config preset=$(PRESET)
+
+install-test: $(VENV)/bin/python
+	$(PY) -m pip install -q "$(TEST_TORCH)"
+	$(PY) -m pip install -q -e ".[test,slurm]"
+
+test: install-test
+	$(PY) -m pytest -q tests
+
+lint: install-test
+	$(VENV)/bin/snakemake --lint --cores 1
+	$(VENV)/bin/snakefmt --check .
+	$(VENV)/bin/ruff check .

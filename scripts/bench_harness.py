@@ -1,0 +1,87 @@
+#!/usr/bin/env python
+"""Benchmark the timing harness against a bare loop timed by CUDA events.
+
+Both time the same training step of the same model in the same process,
+in alternating rounds so that clock and thermal drift hit both alike:
+- harness: lmstudy.timing.time_steps (host clock, device synchronized after
+  every step), as the timing section measures;
+- bare: a loop with a CUDA event pair around each step and one
+  synchronization at the end.
+Prints both medians and their relative difference (target: within 1%).
+
+    python scripts/bench_harness.py --size-dims 768 3072 12 12 --context-length 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size-dims", type=int, nargs=4, default=[768, 3072, 12, 12],
+                   metavar=("D_MODEL", "D_FF", "LAYERS", "HEADS"))
+    p.add_argument("--context-length", type=int, default=512)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--pass", dest="pass_name", default="train_step")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--out", type=Path, help="also write the numbers as JSON here")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from lmstudy import environment
+    from lmstudy.devices import resolve_device
+    from lmstudy.model import ModelConfig
+    from lmstudy.steps import build_workload, make_step
+    from lmstudy.timing import time_steps
+
+    device = resolve_device("cuda")
+    d_model, d_ff, layers, heads = args.size_dims
+    config = ModelConfig(10000, args.context_length, d_model, d_ff, layers, heads)
+    with torch.device(device):
+        work = build_workload(config, args.batch_size, args.precision, device)
+    step = make_step(work, args.pass_name)
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+
+    def bare_loop(steps: int) -> list[float]:
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(steps)]
+        for start, end in pairs:
+            start.record()
+            step()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) for start, end in pairs]
+
+    harness, bare = [], []
+    for _ in range(args.rounds):
+        harness += [t * 1e3 for t in time_steps(step, device, warmup=1, steps=args.steps)]
+        bare += bare_loop(args.steps)
+    h, b = statistics.median(harness), statistics.median(bare)
+    result = {
+        "config": vars(args) | {"out": str(args.out)},
+        "harness_median_ms": h,
+        "bare_events_median_ms": b,
+        "relative_difference": (h - b) / b,
+        "harness_spread_ms": [min(harness), max(harness)],
+        "bare_spread_ms": [min(bare), max(bare)],
+        "environment": environment.describe(device),
+    }
+    print(json.dumps(result, indent=2, default=str))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
