@@ -15,6 +15,15 @@ REPO = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 
 
+def smoke_settings() -> dict:
+    import yaml
+
+    from lmstudy.config import apply_preset
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    return apply_preset({**config, "preset": "smoke"})["nsys"]
+
+
 def snakemake(workdir: Path, *args: str, override: str = "") -> subprocess.CompletedProcess:
     configs = [str(REPO / "config.yaml")]
     if override:
@@ -45,13 +54,14 @@ def smoke(tmp_path_factory):
 
 def test_smoke_profiles_every_configuration(smoke):
     runs = pd.read_csv(smoke / "nsys" / "runs.csv")
-    # tiny, narrow and oversized x ctx 32 x {forward, train_step}
-    assert len(runs) == 6
+    settings = smoke_settings()
+    assert len(runs) == len(settings["sizes"]) * len(settings["context_lengths"]) * len(settings["passes"])
+    assert "oversized" in settings["sizes"]
     assert set(runs["backend"]) == {"torch"}
     assert set(runs[runs["size"] == "oversized"]["status"]) == {"OOM"}
     assert set(runs[runs["size"] != "oversized"]["status"]) == {"ok"}
     kernels = pd.read_csv(smoke / "nsys" / "kernels.csv")
-    assert set(kernels["size"]) == {"tiny", "narrow"}
+    assert set(kernels["size"]) == set(settings["sizes"]) - {"oversized"}
     for path in runs[runs["status"] == "ok"]["files"]:
         assert Path(smoke.parent.parent / path).exists()
 

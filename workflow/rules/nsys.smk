@@ -4,11 +4,11 @@
 from lmstudy.nsys import executable as nsys_executable  # noqa: E402
 
 NSYS = config["nsys"]
-NSYS_RAW = RESULTS + "/nsys/raw/{size}_ctx{ctx}_{nsys_pass}_{precision}"
+NSYS_RAW = f"{RESULTS}/nsys/raw/{{size}}_ctx{{ctx}}_{{nsys_pass}}_{{precision}}"
 NSYS_TABLES = [
-    RESULTS + "/nsys/kernels.csv",
-    RESULTS + "/nsys/ranges.csv",
-    RESULTS + "/nsys/runs.csv",
+    f"{RESULTS}/nsys/kernels.csv",
+    f"{RESULTS}/nsys/ranges.csv",
+    f"{RESULTS}/nsys/runs.csv",
 ]
 # 'auto' is settled here, once: nsys where it is on hand, else torch.profiler.
 NSYS_BACKEND = nsys_executable.resolve_backend(NSYS["backend"], NSYS["executable"])
@@ -23,7 +23,7 @@ if NSYS["enabled"] and NSYS_BACKEND == "nsys":
 
 def nsys_jobs(name):
     return expand(
-        NSYS_RAW + "/" + name,
+        f"{NSYS_RAW}/{name}",
         size=NSYS["sizes"],
         ctx=NSYS["context_lengths"],
         nsys_pass=NSYS["passes"],
@@ -33,11 +33,11 @@ def nsys_jobs(name):
 
 rule profile_model:
     output:
-        kernels=NSYS_RAW + "/kernels.csv",
-        ranges=NSYS_RAW + "/ranges.csv",
-        record=NSYS_RAW + "/run.json",
+        kernels=f"{NSYS_RAW}/kernels.csv",
+        ranges=f"{NSYS_RAW}/ranges.csv",
+        record=f"{NSYS_RAW}/run.json",
     log:
-        LOGS + "/nsys/{size}_ctx{ctx}_{nsys_pass}_{precision}.log",
+        f"{LOGS}/nsys/{{size}}_ctx{{ctx}}_{{nsys_pass}}_{{precision}}.log",
     wildcard_constraints:
         nsys_pass="forward|train_step",
     resources:
@@ -76,7 +76,7 @@ rule aggregate_nsys:
         ranges=NSYS_TABLES[1],
         runs=NSYS_TABLES[2],
     log:
-        LOGS + "/nsys/aggregate.log",
+        f"{LOGS}/nsys/aggregate.log",
     shell:
         "{PYTHON} {SCRIPTS}/aggregate_nsys.py --out-dir $(dirname {output.kernels})"
         " --records {input.records} > {log} 2>&1"
