@@ -53,11 +53,16 @@ def build_workload(
     seed: int = 0,
 ) -> Workload:
     torch.manual_seed(seed)
-    model = TransformerLM(config).to(device)
-    generator = torch.Generator().manual_seed(seed)
+    # Built on the device directly: initialising a 2.7B model on the host
+    # first would cost tens of seconds per job.
+    with torch.device(device):
+        model = TransformerLM(config)
+    # The batch comes from a host generator, the same on every device; the
+    # explicit device keeps it there under a surrounding torch.device context.
+    generator = torch.Generator(device="cpu").manual_seed(seed)
     shape = (batch_size, config.context_length)
-    inputs = torch.randint(config.vocab_size, shape, generator=generator).to(device)
-    targets = torch.randint(config.vocab_size, shape, generator=generator).to(device)
+    inputs = torch.randint(config.vocab_size, shape, generator=generator, device="cpu").to(device)
+    targets = torch.randint(config.vocab_size, shape, generator=generator, device="cpu").to(device)
     optimizer = make_optimizer(model) if with_optimizer else None
     return Workload(model, optimizer, inputs, targets, precision)
 

@@ -143,8 +143,7 @@ def _finish(row: dict, device: torch.device, spec: TimingSpec, env: dict) -> dic
 
 
 def _build(spec: TimingSpec, device: torch.device):
-    with torch.device(device):
-        work = build_workload(spec.model_config, spec.batch_size, spec.precision, device)
+    work = build_workload(spec.model_config, spec.batch_size, spec.precision, device)
     if spec.compiled:
         work.model = torch.compile(work.model)
     return work

@@ -47,8 +47,7 @@ def main(argv=None) -> None:
     device = resolve_device("cuda")
     d_model, d_ff, layers, heads = args.size_dims
     config = ModelConfig(10000, args.context_length, d_model, d_ff, layers, heads)
-    with torch.device(device):
-        work = build_workload(config, args.batch_size, args.precision, device)
+    work = build_workload(config, args.batch_size, args.precision, device)
     step = make_step(work, args.pass_name)
     for _ in range(5):
         step()
