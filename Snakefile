@@ -16,6 +16,6 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         REPORT_FILES,
-    default_target: True

@@ -1,12 +1,15 @@
 # Config helpers and target lists. Parse time imports no torch and touches
 # no GPU: on a cluster the DAG is built on a submit host without one.
+import shlex
 import sys
 from pathlib import Path
+
+from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, workflow.basedir)
 
 from lmstudy import config as study_config  # noqa: E402
-
+from lmstudy import resources as job_resources  # noqa: E402
 
 try:
     config = study_config.load(
@@ -15,10 +18,28 @@ try:
 except study_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
-PYTHON = sys.executable
 # Absolute, so the workflow also runs with --directory elsewhere (the tests do).
 BASE = Path(workflow.basedir)
 SCRIPTS = BASE / "scripts"
+# Jobs run scripts/<name>.py through the shell function `lmstudy <name> ARGS`,
+# with the Python that runs Snakemake (the project's environment), or the
+# rule's conda environment's under --software-deployment-method conda. A
+# function, because `snakemake --lint` wants commands to use only the rule's
+# own input, output and params, and as params these absolute paths would
+# rerun every job whenever the checkout or the environment moves.
+PYTHON = (
+    "python"
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+    else sys.executable
+)
+# (Braces doubled: Snakemake formats the prefix like a command.)
+shell.prefix(
+    'set -euo pipefail; lmstudy() {{ %s %s/"$1".py "${{@:2}}"; }}; '
+    % (shlex.quote(PYTHON), shlex.quote(str(SCRIPTS)))
+)
+# The software every job needs, for each rule's conda directive; relative to
+# workflow/rules/, where the rule files are.
+LMSTUDY_ENV = "../envs/lmstudy.yaml"
 RUN = config["run"]
 RESULTS = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
@@ -40,6 +61,33 @@ def alternatives(values):
     import re
 
     return "|".join(re.escape(str(v)) for v in values)
+
+
+def gpu_job_resources():
+    """What every GPU job asks for; use as  resources: **gpu_job_resources()
+
+    One GPU (locally --resources gpu=1 serializes the jobs, on SLURM it is
+    --gpus=1), and a time limit and host memory scaled by the job's model
+    size and context length (wildcards size and ctx, where it has them).
+    """
+
+    def ask(wildcards):
+        size = wildcards.get("size")
+        if size is None:
+            return {
+                "runtime": job_resources.BASE_RUNTIME_MIN,
+                "mem_mb": job_resources.BASE_MEM_MB,
+            }
+        ctx = wildcards.get("ctx")
+        return job_resources.gpu_job(
+            size_dims(size), config["vocab_size"], int(ctx) if ctx else None
+        )
+
+    return {
+        "gpu": 1,
+        "runtime": lambda w: ask(w)["runtime"],
+        "mem_mb": lambda w: ask(w)["mem_mb"],
+    }
 
 
 def optional_flag(flag, value):

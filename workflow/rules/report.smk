@@ -16,27 +16,53 @@ rule figures:
         tables=lambda w: SECTION_TABLES[w.section],
         style=FIGURE_STYLE,
     output:
-        directory(RESULTS + "/figures/{section}"),
+        report(
+            directory(f"{RESULTS}/figures/{{section}}"),
+            patterns=["{name}.png"],
+            caption="../report/figures.rst",
+            category="Figures",
+            subcategory="{section}",
+            labels={"section": "{section}", "figure": "{name}"},
+        ),
     log:
-        LOGS + "/figures/{section}.log",
+        f"{LOGS}/figures/{{section}}.log",
+    conda:
+        LMSTUDY_ENV
+    params:
+        run=RUN,
     shell:
-        "{PYTHON} {SCRIPTS}/make_figures.py --section {wildcards.section}"
-        " --results {RESULTS} --style {input.style} --out {output} > {log} 2>&1"
+        "lmstudy make_figures --section {wildcards.section}"
+        " --results results/{params.run} --style {input.style} --out {output} > {log} 2>&1"
 
 
 rule report:
     input:
         tables=[t for tables in SECTION_TABLES.values() for t in tables],
-        figures=expand(RESULTS + "/figures/{section}", section=SECTION_TABLES),
+        figures=expand(f"{RESULTS}/figures/{{section}}", section=SECTION_TABLES),
         templates=TEMPLATES,
     output:
-        REPORT_FILES,
+        html=report(
+            REPORT_FILES[0],
+            caption="../report/study_report.rst",
+            category="Report",
+            labels={"format": "HTML"},
+        ),
+        md=report(
+            REPORT_FILES[1],
+            caption="../report/study_report.rst",
+            category="Report",
+            labels={"format": "Markdown"},
+        ),
+    log:
+        f"{LOGS}/report.log",
+    conda:
+        LMSTUDY_ENV
     params:
+        run=RUN,
         sections=list(SECTION_TABLES),
         title=config["report"]["title"],
-    log:
-        LOGS + "/report.log",
+        out=lambda w, output: str(Path(output.html).parent),
     shell:
-        "{PYTHON} {SCRIPTS}/render_report.py --results {RESULTS} --run {RUN}"
+        "lmstudy render_report --results results/{params.run} --run {params.run}"
         " --sections {params.sections} --title {params.title:q}"
-        " --templates {BASE}/workflow/templates --out report > {log} 2>&1"
+        ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'

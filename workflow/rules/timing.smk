@@ -1,24 +1,25 @@
 # Section 1: end-to-end timing. One job per size x context length x
 # precision x variant; it measures every pass and warm-up count.
 TIMING = config["timing"]
-TIMING_RAW = (
-    RESULTS + "/timing/raw/{size}_ctx{ctx}_{precision}_{variant}.csv"
+TIMING_RAW = f"{RESULTS}/timing/raw/{{size}}_ctx{{ctx}}_{{precision}}_{{variant}}.csv"
+TIMING_JOBS = expand(
+    TIMING_RAW,
+    size=TIMING["sizes"],
+    ctx=TIMING["context_lengths"],
+    precision=TIMING["precisions"],
+    variant=TIMING["variants"],
 )
-
-
-def timing_jobs():
-    return expand(
-        TIMING_RAW,
-        size=TIMING["sizes"],
-        ctx=TIMING["context_lengths"],
-        precision=TIMING["precisions"],
-        variant=TIMING["variants"],
-    )
 
 
 rule time_model:
     output:
         TIMING_RAW,
+    log:
+        f"{LOGS}/timing/{{size}}_ctx{{ctx}}_{{precision}}_{{variant}}.log",
+    conda:
+        LMSTUDY_ENV
+    resources:
+        **gpu_job_resources(),
     params:
         dims=lambda w: size_dims(w.size),
         batch_size=config["batch_size"],
@@ -29,12 +30,8 @@ rule time_model:
         device=config["device"],
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
-    resources:
-        gpu=1,
-    log:
-        LOGS + "/timing/{size}_ctx{ctx}_{precision}_{variant}.log",
     shell:
-        "{PYTHON} {SCRIPTS}/time_model.py --out {output} --size {wildcards.size}"
+        "lmstudy time_model --out {output} --size {wildcards.size}"
         " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --precision {wildcards.precision}"
@@ -46,14 +43,21 @@ rule time_model:
 
 rule aggregate_timing:
     input:
-        timing_jobs(),
+        TIMING_JOBS,
     output:
-        RESULTS + "/timing/timing.csv",
+        report(
+            f"{RESULTS}/timing/timing.csv",
+            caption="../report/timing_table.rst",
+            category="Tables",
+            labels={"section": "timing", "table": "all measurements"},
+        ),
     log:
-        LOGS + "/timing/aggregate.log",
+        f"{LOGS}/timing/aggregate.log",
+    conda:
+        LMSTUDY_ENV
     shell:
-        "{PYTHON} {SCRIPTS}/aggregate.py --out {output} {input} > {log} 2>&1"
+        "lmstudy aggregate --out {output} {input} > {log} 2>&1"
 
 
 if TIMING["enabled"]:
-    SECTION_TABLES["timing"] = [RESULTS + "/timing/timing.csv"]
+    SECTION_TABLES["timing"] = [f"{RESULTS}/timing/timing.csv"]
