@@ -12,6 +12,8 @@ include: "workflow/rules/timing.smk"
 include: "workflow/rules/nsys.smk"
 include: "workflow/rules/precision.smk"
 include: "workflow/rules/memory.smk"
+include: "workflow/rules/attention.smk"
+include: "workflow/rules/compile.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,0 +1,143 @@
+"""The whole model eager vs under torch.compile (section 6).
+
+One job measures one (size, context length, precision, attention) for each
+pass, first eager and then compiled, in one process and from the same
+initial weights. For each it times the first step alone (for the compiled
+model that step traces and compiles: its excess over the steady median is
+the compile time, shown apart), then warm-up steps, then timed steps.
+
+Eager runs first, so the one-off costs of the process (CUDA context, library
+handles) fall on the eager first step and not on the compile time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from lmstudy import environment, flops, hardware
+from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
+from lmstudy.model import ModelConfig
+from lmstudy.stats import summarize_ms
+from lmstudy.steps import build_workload, make_step, synchronize
+from lmstudy.timing import time_steps
+
+MODES = ("eager", "compiled")
+PASSES = ("forward", "train_step")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileSpec:
+    size: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    context_length: int
+    batch_size: int
+    vocab_size: int
+    precision: str
+    attention: str = "naive"
+    passes: tuple[str, ...] = PASSES
+    warmup_steps: int = 5
+    timed_steps: int = 10
+    device: str = "cuda"
+    tf32: bool = False
+    memory_cap_gb: float | None = None
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            vocab_size=self.vocab_size, context_length=self.context_length, d_model=self.d_model,
+            d_ff=self.d_ff, num_layers=self.num_layers, num_heads=self.num_heads,
+            attention=self.attention,
+        )
+
+    @property
+    def dims(self) -> dict[str, int]:
+        return {
+            "vocab_size": self.vocab_size, "d_model": self.d_model, "d_ff": self.d_ff,
+            "num_layers": self.num_layers, "num_heads": self.num_heads,
+        }
+
+
+def _oom_row(row: dict, error: BaseException) -> dict:
+    row.update(status="OOM", error=str(error).splitlines()[0][:300])
+    return row
+
+
+def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device) -> dict:
+    row: dict = {}
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    step = make_step(work, pass_name)
+    synchronize(device)
+    start = time.perf_counter()
+    step()
+    synchronize(device)
+    row["first_step_ms"] = (time.perf_counter() - start) * 1e3
+    times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
+    row.update(status="ok", **summarize_ms(times))
+    row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
+    # The first step's excess over the steady state: tracing and compiling
+    # for the compiled model, one-off initialisation for the eager one.
+    row["first_step_excess_s"] = (row["first_step_ms"] - row["median_ms"]) / 1e3
+    on_gpu = device.type == "cuda"
+    row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None
+    return row
+
+
+def run_job(spec: CompileSpec) -> list[dict]:
+    """Rows for each mode x pass; out-of-memory rows carry the error."""
+    device = resolve_device(spec.device, spec.tf32)
+    if spec.memory_cap_gb and device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.memory_cap_gb * 2**30 / total), device)
+    env = environment.describe(device)
+    peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
+    rows = []
+    for mode in MODES:
+        torch._dynamo.reset()
+        work, build_error = None, None
+        try:
+            work = build_workload(spec.model_config, spec.batch_size, spec.precision, device)
+            if mode == "compiled":
+                work.model = torch.compile(work.model)
+        except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
+            if not is_out_of_memory(error):
+                raise
+            build_error = str(error).splitlines()[0][:300]
+            free_memory(device)
+        for pass_name in spec.passes:
+            row = {
+                "size": spec.size, **spec.dims, "context_length": spec.context_length,
+                "batch_size": spec.batch_size, "precision": spec.precision,
+                "attention": spec.attention, "mode": mode, "pass": pass_name,
+                "warmup_steps": spec.warmup_steps, "timed_steps": spec.timed_steps,
+                "flops_per_step": flops.flops_per_step(
+                    pass_name, spec.batch_size, spec.context_length, **spec.dims),
+                "peak_tflops": peak,
+            }
+            if build_error is not None:
+                row.update(status="OOM", error=build_error)
+            else:
+                try:
+                    row.update(_measure_pass(spec, work, pass_name, device))
+                except Exception as error:  # noqa: BLE001
+                    if not is_out_of_memory(error):
+                        raise
+                    _oom_row(row, error)
+                    work.model.zero_grad(set_to_none=True)
+                    if work.optimizer is not None:
+                        work.optimizer.state.clear()
+                    free_memory(device)
+            if row["status"] == "ok":
+                row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
+                row["mfu"] = row["achieved_tflops"] / peak if peak else None
+            row.update(env)
+            rows.append(row)
+        del work
+        free_memory(device)
+    return rows

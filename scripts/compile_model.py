@@ -1,0 +1,75 @@
+#!/usr/bin/env python
+"""Time the whole model eager and under torch.compile, per pass (section 6).
+
+Eager first, then compiled, from the same initial weights; the compiled
+model's first step (trace and compile) is recorded apart from its steady state.
+
+Example, by hand:
+    python scripts/compile_model.py --out small_bf16.csv --size small \
+        --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 \
+        --context-length 512 --precision bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="CSV of result rows")
+    p.add_argument("--size", required=True, help="the size's name, recorded in the rows")
+    p.add_argument("--d-model", type=int, required=True)
+    p.add_argument("--d-ff", type=int, required=True)
+    p.add_argument("--num-layers", type=int, required=True)
+    p.add_argument("--num-heads", type=int, required=True)
+    p.add_argument("--context-length", type=int, required=True)
+    p.add_argument("--precision", choices=["fp32", "bf16"], required=True)
+    p.add_argument("--attention", choices=["naive", "sdpa"], default="naive")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--vocab-size", type=int, default=10000)
+    p.add_argument("--passes", nargs="+", choices=["forward", "forward_backward", "train_step"],
+                   default=["forward", "train_step"])
+    p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps after the first")
+    p.add_argument("--timed-steps", type=int, default=10)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
+    p.add_argument("--memory-cap-gb", type=float, default=None)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    from lmstudy.devices import UserError
+
+    if args.timed_steps < 2 or args.warmup_steps < 0:
+        raise UserError("--timed-steps must be at least 2 and --warmup-steps at least 0: fix the arguments.")
+    import pandas as pd
+
+    from lmstudy.atomic import write_csv
+    from lmstudy.compile_bench import CompileSpec, run_job
+
+    spec = CompileSpec(
+        size=args.size, d_model=args.d_model, d_ff=args.d_ff, num_layers=args.num_layers,
+        num_heads=args.num_heads, context_length=args.context_length,
+        batch_size=args.batch_size, vocab_size=args.vocab_size, precision=args.precision,
+        attention=args.attention, passes=tuple(args.passes), warmup_steps=args.warmup_steps,
+        timed_steps=args.timed_steps, device=args.device, tf32=args.tf32,
+        memory_cap_gb=args.memory_cap_gb,
+    )
+    rows = run_job(spec)
+    write_csv(args.out, pd.DataFrame(rows))
+    for row in rows:
+        detail = (f"first {row['first_step_ms']:.1f} ms, median {row['median_ms']:.3f} ms"
+                  if row["status"] == "ok" else row.get("error", ""))
+        print(f"{row['mode']} {row['pass']}: {row['status']} {detail}")
+
+
+if __name__ == "__main__":
+    run_main(main)
