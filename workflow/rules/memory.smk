@@ -5,8 +5,8 @@
 # the table says why.
 MEMORY = config["memory"]
 MEMORY_CFG = "{size}_ctx{ctx}_{mempass}_{precision}"
-MEMORY_RAW = RESULTS + "/memory/raw/" + MEMORY_CFG
-MEMORY_SUMMARY = RESULTS + "/memory/summary/" + MEMORY_CFG
+MEMORY_RAW = f"{RESULTS}/memory/raw/{MEMORY_CFG}"
+MEMORY_SUMMARY = f"{RESULTS}/memory/summary/{MEMORY_CFG}"
 MEMORY_ON_GPU = config["device"] == "cuda"
 MEMORY_SKIPPED = (
     ""
@@ -20,7 +20,7 @@ def memory_summaries():
     if not MEMORY_ON_GPU:
         return []
     return expand(
-        MEMORY_SUMMARY + "/summary.json",
+        f"{MEMORY_SUMMARY}/summary.json",
         size=MEMORY["sizes"],
         ctx=MEMORY["context_lengths"],
         mempass=MEMORY["passes"],
@@ -30,10 +30,10 @@ def memory_summaries():
 
 rule memory_snapshot:
     output:
-        snapshot=MEMORY_RAW + ".pickle",
-        meta=MEMORY_RAW + ".json",
+        snapshot=f"{MEMORY_RAW}.pickle",
+        meta=f"{MEMORY_RAW}.json",
     log:
-        LOGS + "/memory/" + MEMORY_CFG + ".log",
+        f"{LOGS}/memory/{MEMORY_CFG}.log",
     wildcard_constraints:
         mempass="forward|train_step",
     resources:
@@ -60,15 +60,15 @@ rule memory_snapshot:
 
 rule memory_summary:
     input:
-        snapshot=MEMORY_RAW + ".pickle",
-        meta=MEMORY_RAW + ".json",
+        snapshot=f"{MEMORY_RAW}.pickle",
+        meta=f"{MEMORY_RAW}.json",
     output:
-        summary=MEMORY_SUMMARY + "/summary.json",
-        timeline=MEMORY_SUMMARY + "/timeline.csv",
-        largest=MEMORY_SUMMARY + "/largest_allocations.csv",
-        kinds=MEMORY_SUMMARY + "/kinds.csv",
+        summary=f"{MEMORY_SUMMARY}/summary.json",
+        timeline=f"{MEMORY_SUMMARY}/timeline.csv",
+        largest=f"{MEMORY_SUMMARY}/largest_allocations.csv",
+        kinds=f"{MEMORY_SUMMARY}/kinds.csv",
     log:
-        LOGS + "/memory/summary_" + MEMORY_CFG + ".log",
+        f"{LOGS}/memory/summary_{MEMORY_CFG}.log",
     wildcard_constraints:
         mempass="forward|train_step",
     params:
@@ -83,9 +83,9 @@ rule memory_table:
     input:
         memory_summaries(),
     output:
-        RESULTS + "/memory/memory.csv",
+        f"{RESULTS}/memory/memory.csv",
     log:
-        LOGS + "/memory/table.log",
+        f"{LOGS}/memory/table.log",
     params:
         sizes=MEMORY["sizes"],
         context_lengths=MEMORY["context_lengths"],
@@ -100,4 +100,4 @@ rule memory_table:
 
 
 if MEMORY["enabled"]:
-    SECTION_TABLES["memory"] = [RESULTS + "/memory/memory.csv"]
+    SECTION_TABLES["memory"] = [f"{RESULTS}/memory/memory.csv"]

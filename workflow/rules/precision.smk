@@ -6,10 +6,10 @@ PRECISION = config["precision"]
 
 rule precision_experiments:
     output:
-        accumulation=RESULTS + "/precision/accumulation.csv",
-        dtypes=RESULTS + "/precision/toy_dtypes.csv",
+        accumulation=f"{RESULTS}/precision/accumulation.csv",
+        dtypes=f"{RESULTS}/precision/toy_dtypes.csv",
     log:
-        LOGS + "/precision/experiments.log",
+        f"{LOGS}/precision/experiments.log",
     resources:
         gpu=1,
     params:
@@ -22,6 +22,6 @@ rule precision_experiments:
 
 if PRECISION["enabled"]:
     SECTION_TABLES["precision"] = [
-        RESULTS + "/precision/accumulation.csv",
-        RESULTS + "/precision/toy_dtypes.csv",
-    ] + ([RESULTS + "/timing/timing.csv"] if config["timing"]["enabled"] else [])
+        f"{RESULTS}/precision/accumulation.csv",
+        f"{RESULTS}/precision/toy_dtypes.csv",
+    ] + ([f"{RESULTS}/timing/timing.csv"] if config["timing"]["enabled"] else [])
