@@ -2,28 +2,27 @@
 # size; it sweeps the sequence lengths in one process, smallest first, and
 # records out-of-memory as a result row.
 ATTENTION = config["attention"]
-ATTENTION_RAW = RESULTS + "/attention/raw/{impl}_{precision}_d{head_dim}.csv"
-
-
-def attention_jobs():
-    return expand(
-        ATTENTION_RAW,
-        impl=ATTENTION["implementations"],
-        precision=ATTENTION["precisions"],
-        head_dim=ATTENTION["head_dims"],
-    )
+ATTENTION_RAW = f"{RESULTS}/attention/raw/{{impl}}_{{precision}}_d{{head_dim}}.csv"
+ATTENTION_JOBS = expand(
+    ATTENTION_RAW,
+    impl=ATTENTION["implementations"],
+    precision=ATTENTION["precisions"],
+    head_dim=ATTENTION["head_dims"],
+)
 
 
 rule attention_sweep:
     output:
         ATTENTION_RAW,
     log:
-        LOGS + "/attention/{impl}_{precision}_d{head_dim}.log",
+        f"{LOGS}/attention/{{impl}}_{{precision}}_d{{head_dim}}.log",
     wildcard_constraints:
         impl="naive|naive-compile|sdpa",
         head_dim=r"\d+",
+    conda:
+        LMSTUDY_ENV
     resources:
-        gpu=1,
+        **gpu_job_resources(),
     params:
         seq_lens=ATTENTION["seq_lens"],
         batch_size=ATTENTION["batch_size"],
@@ -33,7 +32,7 @@ rule attention_sweep:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "{PYTHON} {SCRIPTS}/attention_sweep.py --out {output}"
+        "lmstudy attention_sweep --out {output}"
         " --implementation {wildcards.impl} --precision {wildcards.precision}"
         " --head-dim {wildcards.head_dim} --seq-lens {params.seq_lens}"
         " --batch-size {params.batch_size} --steps {params.steps} --warmup {params.warmup}"
@@ -42,14 +41,21 @@ rule attention_sweep:
 
 rule aggregate_attention:
     input:
-        attention_jobs(),
+        ATTENTION_JOBS,
     output:
-        RESULTS + "/attention/attention.csv",
+        report(
+            f"{RESULTS}/attention/attention.csv",
+            caption="../report/attention_table.rst",
+            category="Tables",
+            labels={"section": "attention", "table": "all measurements"},
+        ),
     log:
-        LOGS + "/attention/aggregate.log",
+        f"{LOGS}/attention/aggregate.log",
+    conda:
+        LMSTUDY_ENV
     shell:
-        "{PYTHON} {SCRIPTS}/aggregate.py --out {output} {input} > {log} 2>&1"
+        "lmstudy aggregate --out {output} {input} > {log} 2>&1"
 
 
 if ATTENTION["enabled"]:
-    SECTION_TABLES["attention"] = [RESULTS + "/attention/attention.csv"]
+    SECTION_TABLES["attention"] = [f"{RESULTS}/attention/attention.csv"]

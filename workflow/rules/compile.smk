@@ -4,28 +4,29 @@
 # ladder (fp32 -> bf16 -> bf16 + SDPA -> bf16 + SDPA + compile) is read from
 # the timing section's table.
 COMPILE = config["compile"]
-COMPILE_RAW = RESULTS + "/compile/raw/{size}_ctx{ctx}_{precision}_{attention}.csv"
-
-
-def compile_jobs():
-    return expand(
-        COMPILE_RAW,
-        size=COMPILE["sizes"],
-        ctx=COMPILE["context_length"],
-        precision=COMPILE["precisions"],
-        attention=COMPILE["attention"],
-    )
+COMPILE_RAW = (
+    f"{RESULTS}/compile/raw/{{size}}_ctx{{ctx}}_{{precision}}_{{attention}}.csv"
+)
+COMPILE_JOBS = expand(
+    COMPILE_RAW,
+    size=COMPILE["sizes"],
+    ctx=COMPILE["context_length"],
+    precision=COMPILE["precisions"],
+    attention=COMPILE["attention"],
+)
 
 
 rule compile_model:
     output:
         COMPILE_RAW,
     log:
-        LOGS + "/compile/{size}_ctx{ctx}_{precision}_{attention}.log",
+        f"{LOGS}/compile/{{size}}_ctx{{ctx}}_{{precision}}_{{attention}}.log",
     wildcard_constraints:
         attention="naive|sdpa",
+    conda:
+        LMSTUDY_ENV
     resources:
-        gpu=1,
+        **gpu_job_resources(),
     params:
         dims=lambda w: size_dims(w.size),
         batch_size=config["batch_size"],
@@ -37,7 +38,7 @@ rule compile_model:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "{PYTHON} {SCRIPTS}/compile_model.py --out {output} --size {wildcards.size}"
+        "lmstudy compile_model --out {output} --size {wildcards.size}"
         " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --precision {wildcards.precision}"
@@ -49,17 +50,24 @@ rule compile_model:
 
 rule aggregate_compile:
     input:
-        compile_jobs(),
+        COMPILE_JOBS,
     output:
-        RESULTS + "/compile/compile.csv",
+        report(
+            f"{RESULTS}/compile/compile.csv",
+            caption="../report/compile_table.rst",
+            category="Tables",
+            labels={"section": "compile", "table": "all measurements"},
+        ),
     log:
-        LOGS + "/compile/aggregate.log",
+        f"{LOGS}/compile/aggregate.log",
+    conda:
+        LMSTUDY_ENV
     shell:
-        "{PYTHON} {SCRIPTS}/aggregate.py --out {output} {input} > {log} 2>&1"
+        "lmstudy aggregate --out {output} {input} > {log} 2>&1"
 
 
 if COMPILE["enabled"]:
-    SECTION_TABLES["compile"] = [RESULTS + "/compile/compile.csv"]
-# The ladder needs the timing rows with bf16 and the sdpa / sdpa-compile variants.
+    SECTION_TABLES["compile"] = [f"{RESULTS}/compile/compile.csv"]
+# The ladder reads the timing rows of bf16 with the sdpa and sdpa-compile variants.
 if COMPILE["enabled"] and config["timing"]["enabled"]:
-    SECTION_TABLES["ladder"] = [RESULTS + "/timing/timing.csv"]
+    SECTION_TABLES["ladder"] = [f"{RESULTS}/timing/timing.csv"]
