@@ -127,11 +127,17 @@ def naive_memory_accounting(batch: int, seq: int, head_dim: int, precision: str)
         ("output", shape_bsd, precision, bsd * e, "before backward", False),
         ("scores beside masked scores", shape_bss, precision, bss * e, "forward peak", False),
         ("causal mask before inversion", f"{seq}x{seq}", "bool", ss, "forward peak", False),
-        ("gradients of probs and of scores", f"2 x {shape_bss}", precision, 2 * bss * e,
-         "backward peak", False),
+        (
+            "gradients of probs and of scores",
+            f"2 x {shape_bss}",
+            precision,
+            2 * bss * e,
+            "backward peak",
+            False,
+        ),
     ]
     keys = ("tensor", "shape", "dtype", "bytes", "held", "saved")
-    return [dict(zip(keys, row)) for row in rows]
+    return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
 def predicted_bytes(batch: int, seq: int, head_dim: int, precision: str) -> dict[str, int]:
@@ -139,8 +145,7 @@ def predicted_bytes(batch: int, seq: int, head_dim: int, precision: str) -> dict
     rows = naive_memory_accounting(batch, seq, head_dim, precision)
     before = sum(r["bytes"] for r in rows if r["held"] == "before backward")
     extra = {
-        held: sum(r["bytes"] for r in rows if r["held"] == held)
-        for held in ("forward peak", "backward peak")
+        held: sum(r["bytes"] for r in rows if r["held"] == held) for held in ("forward peak", "backward peak")
     }
     return {
         "saved": sum(r["bytes"] for r in rows if r["saved"]),
@@ -259,9 +264,13 @@ def run_sweep(spec: SweepSpec) -> list[dict]:
     rows = []
     for seq in sorted(spec.seq_lens):
         row = {
-            "implementation": spec.implementation, "precision": spec.precision,
-            "batch_size": spec.batch_size, "head_dim": spec.head_dim, "seq_len": seq,
-            "steps": spec.steps, "warmup": spec.warmup,
+            "implementation": spec.implementation,
+            "precision": spec.precision,
+            "batch_size": spec.batch_size,
+            "head_dim": spec.head_dim,
+            "seq_len": seq,
+            "steps": spec.steps,
+            "warmup": spec.warmup,
             "device_memory_bytes": _total_memory(spec, device),
         }
         predicted = predicted_bytes(spec.batch_size, seq, spec.head_dim, spec.precision)

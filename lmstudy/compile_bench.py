@@ -50,16 +50,23 @@ class CompileSpec:
     @property
     def model_config(self) -> ModelConfig:
         return ModelConfig(
-            vocab_size=self.vocab_size, context_length=self.context_length, d_model=self.d_model,
-            d_ff=self.d_ff, num_layers=self.num_layers, num_heads=self.num_heads,
+            vocab_size=self.vocab_size,
+            context_length=self.context_length,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
             attention=self.attention,
         )
 
     @property
     def dims(self) -> dict[str, int]:
         return {
-            "vocab_size": self.vocab_size, "d_model": self.d_model, "d_ff": self.d_ff,
-            "num_layers": self.num_layers, "num_heads": self.num_heads,
+            "vocab_size": self.vocab_size,
+            "d_model": self.d_model,
+            "d_ff": self.d_ff,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
         }
 
 
@@ -112,12 +119,19 @@ def run_job(spec: CompileSpec) -> list[dict]:
             free_memory(device)
         for pass_name in spec.passes:
             row = {
-                "size": spec.size, **spec.dims, "context_length": spec.context_length,
-                "batch_size": spec.batch_size, "precision": spec.precision,
-                "attention": spec.attention, "mode": mode, "pass": pass_name,
-                "warmup_steps": spec.warmup_steps, "timed_steps": spec.timed_steps,
+                "size": spec.size,
+                **spec.dims,
+                "context_length": spec.context_length,
+                "batch_size": spec.batch_size,
+                "precision": spec.precision,
+                "attention": spec.attention,
+                "mode": mode,
+                "pass": pass_name,
+                "warmup_steps": spec.warmup_steps,
+                "timed_steps": spec.timed_steps,
                 "flops_per_step": flops.flops_per_step(
-                    pass_name, spec.batch_size, spec.context_length, **spec.dims),
+                    pass_name, spec.batch_size, spec.context_length, **spec.dims
+                ),
                 "peak_tflops": peak,
             }
             if build_error is not None:

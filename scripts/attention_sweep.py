@@ -35,8 +35,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=10, help="untimed forward+backward steps first")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
-    p.add_argument("--memory-cap-gb", type=float, default=None,
-                   help="cap on GPU memory; going over it is recorded as OOM")
+    p.add_argument(
+        "--memory-cap-gb",
+        type=float,
+        default=None,
+        help="cap on GPU memory; going over it is recorded as OOM",
+    )
     return p.parse_args(argv)
 
 
@@ -45,26 +49,38 @@ def main(argv=None) -> None:
     from lmstudy.devices import UserError
 
     if args.steps < 2 or args.warmup < 0 or min(args.seq_lens) < 1 or args.head_dim < 1:
-        raise UserError("--steps must be at least 2, --warmup at least 0, and sizes positive: fix the arguments.")
+        raise UserError(
+            "--steps must be at least 2, --warmup at least 0, and sizes positive: fix the arguments."
+        )
     import pandas as pd
 
     from lmstudy.atomic import write_csv
     from lmstudy.attention import SweepSpec, run_sweep
 
     spec = SweepSpec(
-        implementation=args.implementation, precision=args.precision, head_dim=args.head_dim,
-        seq_lens=tuple(args.seq_lens), batch_size=args.batch_size, steps=args.steps,
-        warmup=args.warmup, device=args.device, tf32=args.tf32, memory_cap_gb=args.memory_cap_gb,
+        implementation=args.implementation,
+        precision=args.precision,
+        head_dim=args.head_dim,
+        seq_lens=tuple(args.seq_lens),
+        batch_size=args.batch_size,
+        steps=args.steps,
+        warmup=args.warmup,
+        device=args.device,
+        tf32=args.tf32,
+        memory_cap_gb=args.memory_cap_gb,
     )
     rows = run_sweep(spec)
     write_csv(args.out, pd.DataFrame(rows))
     for row in rows:
         detail = (
             f"forward {row['forward_median_ms']:.3f} ms, backward {row['backward_median_ms']:.3f} ms"
-            if row["status"] == "ok" else row.get("error", "")
+            if row["status"] == "ok"
+            else row.get("error", "")
         )
-        print(f"{args.implementation} {args.precision} d={args.head_dim} seq={row['seq_len']}: "
-              f"{row['status']} {detail}")
+        print(
+            f"{args.implementation} {args.precision} d={args.head_dim} seq={row['seq_len']}: "
+            f"{row['status']} {detail}"
+        )
 
 
 if __name__ == "__main__":

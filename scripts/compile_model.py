@@ -34,8 +34,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--attention", choices=["naive", "sdpa"], default="naive")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--vocab-size", type=int, default=10000)
-    p.add_argument("--passes", nargs="+", choices=["forward", "forward_backward", "train_step"],
-                   default=["forward", "train_step"])
+    p.add_argument(
+        "--passes",
+        nargs="+",
+        choices=["forward", "forward_backward", "train_step"],
+        default=["forward", "train_step"],
+    )
     p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps after the first")
     p.add_argument("--timed-steps", type=int, default=10)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -56,18 +60,31 @@ def main(argv=None) -> None:
     from lmstudy.compile_bench import CompileSpec, run_job
 
     spec = CompileSpec(
-        size=args.size, d_model=args.d_model, d_ff=args.d_ff, num_layers=args.num_layers,
-        num_heads=args.num_heads, context_length=args.context_length,
-        batch_size=args.batch_size, vocab_size=args.vocab_size, precision=args.precision,
-        attention=args.attention, passes=tuple(args.passes), warmup_steps=args.warmup_steps,
-        timed_steps=args.timed_steps, device=args.device, tf32=args.tf32,
+        size=args.size,
+        d_model=args.d_model,
+        d_ff=args.d_ff,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        context_length=args.context_length,
+        batch_size=args.batch_size,
+        vocab_size=args.vocab_size,
+        precision=args.precision,
+        attention=args.attention,
+        passes=tuple(args.passes),
+        warmup_steps=args.warmup_steps,
+        timed_steps=args.timed_steps,
+        device=args.device,
+        tf32=args.tf32,
         memory_cap_gb=args.memory_cap_gb,
     )
     rows = run_job(spec)
     write_csv(args.out, pd.DataFrame(rows))
     for row in rows:
-        detail = (f"first {row['first_step_ms']:.1f} ms, median {row['median_ms']:.3f} ms"
-                  if row["status"] == "ok" else row.get("error", ""))
+        detail = (
+            f"first {row['first_step_ms']:.1f} ms, median {row['median_ms']:.3f} ms"
+            if row["status"] == "ok"
+            else row.get("error", "")
+        )
         print(f"{row['mode']} {row['pass']}: {row['status']} {detail}")
 
 
