@@ -149,8 +149,11 @@ def _build(spec: TimingSpec, device: torch.device):
     return work
 
 
-def measure_in_process(spec: TimingSpec, warmups: list[int]) -> list[dict]:
-    """Rows for every pass x warm-up in `warmups`, sharing one model build."""
+def measure_in_process(spec: TimingSpec, plan: list[tuple[str, int]]) -> list[dict]:
+    """Rows for each (pass, warm-up) of `plan`, in order, sharing one model build.
+
+    A warm-up of 0 is a cold start only as the first entry of a fresh process.
+    """
     device = resolve_device(spec.device, spec.tf32)
     _apply_memory_cap(spec, device)
     env = environment.describe(device)
@@ -166,32 +169,33 @@ def measure_in_process(spec: TimingSpec, warmups: list[int]) -> list[dict]:
         build_error = error
         free_memory(device)
     build_s = time.perf_counter() - build_start
-    for pass_name in spec.passes:
-        for warmup in warmups:
-            row = _base_row(spec, pass_name, warmup)
-            row["build_s"] = build_s
-            if build_error is not None:
-                row.update(status="OOM", error=str(build_error).splitlines()[0][:300])
-                rows.append(_finish(row, device, spec, env))
-                continue
-            start = time.perf_counter()
-            try:
-                if device.type == "cuda":
-                    torch.cuda.reset_peak_memory_stats(device)
-                step = make_step(work, pass_name)
-                times = time_steps(step, device, warmup, spec.timed_steps)
-                _measured_row(row, times, spec, device)
-            except Exception as error:  # noqa: BLE001
-                if not is_out_of_memory(error):
-                    raise
-                row.update(status="OOM", error=str(error).splitlines()[0][:300])
-                step = None
-                work.model.zero_grad(set_to_none=True)
-                if work.optimizer is not None:
-                    work.optimizer.state.clear()
-                free_memory(device)
-            row["measure_s"] = time.perf_counter() - start
+    for pass_name, warmup in plan:
+        row = _base_row(spec, pass_name, warmup)
+        row["build_s"] = build_s
+        if build_error is not None:
+            row.update(status="OOM", error=str(build_error).splitlines()[0][:300])
             rows.append(_finish(row, device, spec, env))
+            continue
+        start = time.perf_counter()
+        try:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            step = make_step(work, pass_name)
+            times = time_steps(step, device, warmup, spec.timed_steps)
+            _measured_row(row, times, spec, device)
+        except Exception as error:  # noqa: BLE001
+            if not is_out_of_memory(error):
+                raise
+            row.update(status="OOM", error=str(error).splitlines()[0][:300])
+            step = None
+            work.model.zero_grad(set_to_none=True)
+            if work.optimizer is not None:
+                work.optimizer.state.clear()
+            free_memory(device)
+        row["measure_s"] = time.perf_counter() - start
+        if warmup == 0:
+            row["process_s"] = seconds_since_process_start()
+        rows.append(_finish(row, device, spec, env))
     return rows
 
 
@@ -225,20 +229,39 @@ def measure_cold(spec: TimingSpec, pass_name: str) -> dict:
 
 
 def run_job(spec: TimingSpec) -> list[dict]:
-    """All rows of one job: cold starts first, each in a fresh process, then
-    the warm measurements in this one (which has not touched the GPU before,
-    so the children had the device to themselves)."""
+    """All rows of one job.
+
+    Each pass's cold start needs a fresh process. The first pass's is this
+    process's own first measurement; the others run in child processes
+    first, while this process has not touched the GPU, so that each child
+    has the device to itself. Then this process measures every pass at the
+    warm-ups above 0 on one model build.
+    """
     job_start = time.perf_counter()
-    rows = []
+    rows, plan = [], []
     if 0 in spec.warmup_steps:
-        rows += [measure_cold(spec, p) for p in spec.passes]
-    warm = sorted(w for w in spec.warmup_steps if w > 0)
-    if warm:
-        rows += measure_in_process(spec, warm)
+        rows += [measure_cold(spec, p) for p in spec.passes[1:]]
+        plan.append((spec.passes[0], 0))
+    plan += [(p, w) for p in spec.passes for w in sorted(spec.warmup_steps) if w > 0]
+    if plan:
+        own = measure_in_process(spec, plan)
+        if plan[0][1] == 0:  # this process's share before its cold start ended
+            own[0]["process_s"] -= sum(r["process_s"] for r in rows)
+        rows += own
     job_s = time.perf_counter() - job_start
     for row in rows:
         row["job_s"] = job_s
     return rows
+
+
+def seconds_since_process_start() -> float:
+    """Wall time since this process started (Linux), NaN where unknown."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            return float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 def spec_from_json(payload: str) -> TimingSpec:
@@ -250,7 +273,7 @@ def spec_from_json(payload: str) -> TimingSpec:
 
 def _cold_main(payload: str) -> None:
     spec = spec_from_json(payload)
-    (row,) = measure_in_process(spec, [0])
+    (row,) = measure_in_process(spec, [(spec.passes[0], 0)])
     print(json.dumps(row, default=str))
 
 
