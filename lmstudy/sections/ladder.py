@@ -1,0 +1,196 @@
+"""The optimization ladder of the training step, from the timing section's rows.
+
+fp32 -> bf16 autocast -> bf16 + SDPA -> bf16 + SDPA + torch.compile, per size
+and context length: each rung's steady median, its speed-up over fp32 and
+over the rung below, achieved TFLOP/s and MFU. MFU here is over the GPU's
+dense bf16 peak for every rung, so that the rungs compare on one scale.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lmstudy import hardware  # noqa: E402
+from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+
+# (rung, precision, timing variant)
+RUNGS = (
+    ("fp32", "fp32", "naive"),
+    ("bf16", "bf16", "naive"),
+    ("bf16 + SDPA", "bf16", "sdpa"),
+    ("bf16 + SDPA + compile", "bf16", "sdpa-compile"),
+)
+
+
+def load(results: Path) -> pd.DataFrame:
+    path = results / "timing" / "timing.csv"
+    frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    if frame.empty:
+        return frame
+    frame = frame[frame["pass"] == "train_step"]
+    if "variant" not in frame:
+        frame = frame.assign(variant="naive")
+    return frame
+
+
+def ladder_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per size x context x rung measured (steady state: the largest warm-up)."""
+    if frame.empty:
+        return pd.DataFrame()
+    steady = frame[frame["warmup_steps"] == frame["warmup_steps"].max()]
+    rows = []
+    for rung_index, (rung, precision, variant) in enumerate(RUNGS):
+        part = steady[(steady["precision"] == precision) & (steady["variant"] == variant)]
+        for _, row in part.iterrows():
+            ok = row["status"] == "ok"
+            peak = hardware.peak_tflops(str(row.get("gpu", "")), "bf16", False)
+            rows.append(
+                {
+                    "size": row["size"],
+                    "params": row.get("params"),
+                    "context_length": row["context_length"],
+                    "rung_index": rung_index,
+                    "rung": rung,
+                    "status": row["status"],
+                    "median_ms": row["median_ms"] if ok else None,
+                    "achieved_tflops": row["achieved_tflops"] if ok else None,
+                    "mfu_bf16": row["achieved_tflops"] / peak if ok and peak else None,
+                }
+            )
+    ladder = pd.DataFrame(rows)
+    if ladder.empty:
+        return ladder
+    ladder = ladder.sort_values(["params", "context_length", "rung_index"], kind="stable")
+    base = ladder[ladder["rung_index"] == 0].set_index(["size", "context_length"])["median_ms"]
+    keys = list(zip(ladder["size"], ladder["context_length"], strict=True))
+    ladder["speedup_vs_fp32"] = base.reindex(keys).to_numpy() / ladder["median_ms"]
+    ladder["speedup_vs_previous"] = (
+        ladder.groupby(["size", "context_length"], sort=False)["median_ms"].shift(1) / ladder["median_ms"]
+    )
+    return ladder.reset_index(drop=True)
+
+
+def ladder_table(ladder: pd.DataFrame, context: int) -> pd.DataFrame:
+    part = ladder[ladder["context_length"] == context]
+    return pd.DataFrame(
+        {
+            "size": part["size"],
+            "rung": part["rung"],
+            "median ms": part["median_ms"].astype(object).where(part["status"] == "ok", part["status"]),
+            "× vs fp32": part["speedup_vs_fp32"],
+            "× vs rung below": part["speedup_vs_previous"],
+            "TFLOP/s": part["achieved_tflops"],
+            "MFU % (bf16 peak)": part["mfu_bf16"] * 100,
+        }
+    )
+
+
+def best_table(ladder: pd.DataFrame) -> pd.DataFrame:
+    ok = ladder.dropna(subset=["median_ms"])
+    best = ok.loc[ok.groupby(["size", "context_length"], sort=False)["median_ms"].idxmin()]
+    return pd.DataFrame(
+        {
+            "size": best["size"],
+            "context": best["context_length"],
+            "fastest rung": best["rung"],
+            "median ms": best["median_ms"],
+            "× vs fp32": best["speedup_vs_fp32"],
+            "MFU % (bf16 peak)": best["mfu_bf16"] * 100,
+        }
+    )
+
+
+def _context(ladder: pd.DataFrame) -> int:
+    """The longest context with more than one rung measured."""
+    counts = ladder.groupby("context_length")["rung"].nunique()
+    many = counts[counts > 1]
+    return int((many if len(many) else counts).index.max())
+
+
+def findings(ladder: pd.DataFrame) -> list[str]:
+    items = []
+    missing = [r for r, _, _ in RUNGS if r not in set(ladder["rung"])]
+    if missing:
+        items.append(
+            f"Not measured: {', '.join(missing)} (list sdpa and sdpa-compile in timing.variants and "
+            "both precisions in timing.precisions for the whole ladder)."
+        )
+    context = _context(ladder)
+    part = ladder[ladder["context_length"] == context]
+    for size, rungs in part.groupby("size", sort=False):
+        ok = rungs.dropna(subset=["median_ms"])
+        oom = rungs[rungs["status"] != "ok"]
+        if ok.empty:
+            continue
+        best = ok.loc[ok["median_ms"].idxmin()]
+        text = f"{size} at context {context}: the fastest rung is {best['rung']}"
+        if pd.notna(best["speedup_vs_fp32"]) and best["rung_index"] > 0:
+            text += f", {best['speedup_vs_fp32']:.2f}× faster than fp32"
+        if pd.notna(best["mfu_bf16"]):
+            text += f", at {best['mfu_bf16'] * 100:.1f}% MFU ({best['achieved_tflops']:.0f} TFLOP/s)"
+        if len(oom):
+            text += f"; out of memory: {', '.join(oom['rung'])}"
+        items.append(text + ".")
+    steps = ladder.dropna(subset=["speedup_vs_previous"])
+    if len(steps):
+        by_rung = steps.groupby("rung", sort=False)["speedup_vs_previous"].median()
+        top = by_rung.idxmax()
+        items.append(
+            "Median gain of each rung over the one below, over all sizes and contexts: "
+            + ", ".join(f"{rung} {gain:.2f}×" for rung, gain in by_rung.items())
+            + f"; the biggest step is {top}."
+        )
+    return items
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ladder = ladder_frame(load(results))
+    if ladder.empty:
+        return
+    context = _context(ladder)
+    part = ladder[ladder["context_length"] == context]
+    sizes = list(dict.fromkeys(part["size"]))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    width = 0.8 / len(RUNGS)
+    for i, (rung, _, _) in enumerate(RUNGS):
+        g = part[part["rung"] == rung].set_index("size").reindex(sizes)
+        x = [j + i * width for j in range(len(sizes))]
+        axes[0].bar(x, g["speedup_vs_fp32"].fillna(0), width, label=rung)
+        axes[1].bar(x, (g["mfu_bf16"] * 100).fillna(0), width, label=rung)
+    for ax in axes:
+        ax.set_xticks([j + width * (len(RUNGS) - 1) / 2 for j in range(len(sizes))], sizes)
+    axes[0].set_ylabel("speed-up over fp32 (×)")
+    axes[1].set_ylabel("MFU, % of dense bf16 peak")
+    axes[0].legend(fontsize="small")
+    fig.suptitle(f"Training step ladder at context {context} (missing bar: not measured or OOM)")
+    fig.tight_layout()
+    fig.savefig(out_dir / "ladder.png")
+    plt.close(fig)
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("ladder", "6b. The optimization ladder of the training step")
+    ladder = ladder_frame(load(results))
+    if ladder.empty:
+        return section.add(Text("No training-step timing rows: the ladder needs the timing section."))
+    context = _context(ladder)
+    section.add(
+        Text(
+            "Training step (forward, backward, AdamW), from the timing section's steady-state medians: "
+            "fp32 -> bf16 autocast -> bf16 + PyTorch SDPA -> bf16 + SDPA + torch.compile. MFU is over the "
+            "GPU's dense bf16 peak for every rung, so the rungs share one scale."
+        )
+    )
+    section.add(Findings(findings(ladder)))
+    section.add(Table(f"The ladder at context {context}", ladder_table(ladder, context)))
+    if (figures / "ladder.png").exists():
+        section.add(Figure(figures / "ladder.png", f"Speed-up and MFU per rung at context {context}."))
+    section.add(Table("Fastest rung per size and context", best_table(ladder)))
+    return section
