@@ -6,7 +6,7 @@ configuration with no summary (snapshots need a GPU) is a `skipped` row
 carrying --skipped-reason.
 
     python scripts/memory_table.py --out results/default/memory/memory.csv \
-        --results results/default --sizes 2.7B --context-lengths 128 256 512 \
+        --sizes 2.7B --context-lengths 128 256 512 \
         --passes forward train_step --precisions fp32 bf16 \
         --summaries results/default/memory/summary/*/summary.json
 """
@@ -25,7 +25,9 @@ from lmstudy.cli import run_main  # noqa: E402
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--results", type=Path, required=True, help="results/<run>; paths are kept relative to it")
+    p.add_argument(
+        "--results", type=Path, help="results/<run>, paths are kept relative to it (default: OUT/../..)"
+    )
     p.add_argument("--sizes", nargs="+", required=True)
     p.add_argument("--context-lengths", type=int, nargs="+", required=True)
     p.add_argument("--passes", nargs="+", required=True)
@@ -42,7 +44,7 @@ def main(argv=None) -> None:
         args.passes,
         args.precisions,
         args.summaries,
-        args.results,
+        args.results or args.out.parent.parent,
         args.skipped_reason,
     )
     write_csv(args.out, frame)

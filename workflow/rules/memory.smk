@@ -16,16 +16,17 @@ MEMORY_SKIPPED = (
 )
 
 
-def memory_summaries():
-    if not MEMORY_ON_GPU:
-        return []
-    return expand(
+MEMORY_SUMMARIES = (
+    expand(
         f"{MEMORY_SUMMARY}/summary.json",
         size=MEMORY["sizes"],
         ctx=MEMORY["context_lengths"],
         mempass=MEMORY["passes"],
         precision=MEMORY["precisions"],
     )
+    if MEMORY_ON_GPU
+    else []
+)
 
 
 rule memory_snapshot:
@@ -36,8 +37,10 @@ rule memory_snapshot:
         f"{LOGS}/memory/{MEMORY_CFG}.log",
     wildcard_constraints:
         mempass="forward|train_step",
+    conda:
+        LMSTUDY_ENV
     resources:
-        gpu=1,
+        **gpu_job_resources(),
     params:
         dims=lambda w: size_dims(w.size),
         batch_size=config["batch_size"],
@@ -48,7 +51,7 @@ rule memory_snapshot:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "{PYTHON} {SCRIPTS}/memory_snapshot.py --out {output.snapshot} --meta {output.meta}"
+        "lmstudy memory_snapshot --out {output.snapshot} --meta {output.meta}"
         " --size {wildcards.size} --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --pass {wildcards.mempass}"
@@ -71,21 +74,25 @@ rule memory_summary:
         f"{LOGS}/memory/summary_{MEMORY_CFG}.log",
     wildcard_constraints:
         mempass="forward|train_step",
+    conda:
+        LMSTUDY_ENV
     params:
         out=MEMORY_SUMMARY,
         top=MEMORY["top_allocations"],
     shell:
-        "{PYTHON} {SCRIPTS}/memory_summary.py {input.snapshot} --meta {input.meta}"
+        "lmstudy memory_summary {input.snapshot} --meta {input.meta}"
         " --out {params.out} --top {params.top} > {log} 2>&1"
 
 
 rule memory_table:
     input:
-        memory_summaries(),
+        MEMORY_SUMMARIES,
     output:
         f"{RESULTS}/memory/memory.csv",
     log:
         f"{LOGS}/memory/table.log",
+    conda:
+        LMSTUDY_ENV
     params:
         sizes=MEMORY["sizes"],
         context_lengths=MEMORY["context_lengths"],
@@ -93,7 +100,7 @@ rule memory_table:
         precisions=MEMORY["precisions"],
         skipped=MEMORY_SKIPPED,
     shell:
-        "{PYTHON} {SCRIPTS}/memory_table.py --out {output} --results {RESULTS}"
+        "lmstudy memory_table --out {output}"
         " --sizes {params.sizes} --context-lengths {params.context_lengths}"
         " --passes {params.passes} --precisions {params.precisions}"
         " --summaries {input} --skipped-reason {params.skipped:q} > {log} 2>&1"

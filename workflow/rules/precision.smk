@@ -10,13 +10,15 @@ rule precision_experiments:
         dtypes=f"{RESULTS}/precision/toy_dtypes.csv",
     log:
         f"{LOGS}/precision/experiments.log",
+    conda:
+        LMSTUDY_ENV
     resources:
-        gpu=1,
+        **gpu_job_resources(),
     params:
         device=config["device"],
         tf32="--tf32" if config["tf32"] else "",
     shell:
-        "{PYTHON} {SCRIPTS}/precision_experiments.py --device {params.device} {params.tf32}"
+        "lmstudy precision_experiments --device {params.device} {params.tf32}"
         " --accumulation {output.accumulation} --dtypes {output.dtypes} > {log} 2>&1"
 
 
