@@ -1,0 +1,206 @@
+"""Benchmark: the training-step ladder of one size against the GPU's own matmul rate.
+
+The target: the best rung reaches a given share of the dense bf16
+matrix-multiply rate measured on the same GPU in the same run. Each rung
+runs in a fresh process (an out-of-memory rung leaves nothing behind for the
+next); the matmul rate is measured in the parent before and after them.
+
+Rungs beyond the study's four: fused AdamW (one kernel for the whole
+optimizer step instead of a loop over tensors), and torch.compile's
+max-autotune-no-cudagraphs mode (GEMM and fusion autotuning; slow to compile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from lmstudy import environment, flops
+from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
+from lmstudy.model import ModelConfig
+from lmstudy.stats import summarize_ms
+from lmstudy.steps import build_workload, make_step, synchronize
+from lmstudy.timing import time_steps
+
+
+@dataclasses.dataclass(frozen=True)
+class Rung:
+    name: str
+    precision: str
+    attention: str
+    compile_mode: str | None = None  # None: eager; "default", "max-autotune-no-cudagraphs", ...
+    fused_adamw: bool = False
+
+
+RUNGS = {
+    "fp32": Rung("fp32", "fp32", "naive"),
+    "bf16": Rung("bf16", "bf16", "naive"),
+    "bf16-sdpa": Rung("bf16 + SDPA", "bf16", "sdpa"),
+    "bf16-sdpa-compile": Rung("bf16 + SDPA + compile", "bf16", "sdpa", "default"),
+    "bf16-sdpa-compile-fused": Rung(
+        "bf16 + SDPA + compile + fused AdamW", "bf16", "sdpa", "default", fused_adamw=True
+    ),
+    "bf16-sdpa-autotune-fused": Rung(
+        "bf16 + SDPA + compile max-autotune + fused AdamW",
+        "bf16",
+        "sdpa",
+        "max-autotune-no-cudagraphs",
+        fused_adamw=True,
+    ),
+}
+STUDY_RUNGS = ("fp32", "bf16", "bf16-sdpa", "bf16-sdpa-compile")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSpec:
+    rung: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    context_length: int
+    batch_size: int = 4
+    vocab_size: int = 10000
+    warmup_steps: int = 5
+    timed_steps: int = 20
+    device: str = "cuda"
+
+    @property
+    def dims(self) -> dict[str, int]:
+        return {
+            "vocab_size": self.vocab_size,
+            "d_model": self.d_model,
+            "d_ff": self.d_ff,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+        }
+
+
+def matmul_tflops(n: int = 8192, repeats: int = 50, device: str = "cuda") -> dict:
+    """Dense bf16 n x n x n matrix-multiply rate: median of `repeats`, CUDA events."""
+    dev = torch.device(device)
+    generator = torch.Generator(device=dev).manual_seed(0)
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=generator)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=generator)
+    out = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
+    for _ in range(10):
+        torch.matmul(a, b, out=out)
+    synchronize(dev)
+    times = []
+    for _ in range(repeats):
+        if dev.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.matmul(a, b, out=out)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            torch.matmul(a, b, out=out)
+            times.append(time.perf_counter() - t0)
+    stats = summarize_ms(times)
+    return {"n": n, "median_ms": stats["median_ms"], "tflops": 2 * n**3 / (stats["median_ms"] / 1e3) / 1e12}
+
+
+def _fused_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    # The study's AdamW hyperparameters (lmstudy.model.make_optimizer), one fused kernel.
+    return torch.optim.AdamW(
+        model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, fused=True
+    )
+
+
+def measure_rung(spec: BenchSpec) -> dict:
+    """One rung's training step, in this process."""
+    rung = RUNGS[spec.rung]
+    device = resolve_device(spec.device, tf32=False)
+    row = {
+        "rung_key": spec.rung,
+        "rung": rung.name,
+        **spec.dims,
+        "context_length": spec.context_length,
+        "batch_size": spec.batch_size,
+        "precision": rung.precision,
+        "attention": rung.attention,
+        "compile_mode": rung.compile_mode or "",
+        "fused_adamw": rung.fused_adamw,
+        "flops_per_step": flops.flops_per_step(
+            "train_step", spec.batch_size, spec.context_length, **spec.dims
+        ),
+    }
+    config = ModelConfig(context_length=spec.context_length, attention=rung.attention, **spec.dims)
+    try:
+        work = build_workload(config, spec.batch_size, rung.precision, device)
+        if rung.fused_adamw:
+            work.optimizer = _fused_optimizer(work.model)
+        if rung.compile_mode:
+            work.model = torch.compile(work.model, mode=rung.compile_mode)
+        step = make_step(work, "train_step")
+        synchronize(device)
+        start = time.perf_counter()
+        step()
+        synchronize(device)
+        row["first_step_s"] = time.perf_counter() - start
+        times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
+    except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
+        if not is_out_of_memory(error):
+            raise
+        row.update(status="OOM", error=str(error).splitlines()[0][:300])
+        free_memory(device)
+        return row
+    row.update(status="ok", **summarize_ms(times))
+    row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
+    if device.type == "cuda":
+        row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+    return row
+
+
+def measure_rung_in_child(spec: BenchSpec) -> dict:
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run(
+        [sys.executable, "-m", "lmstudy.ladder_bench", json.dumps(dataclasses.asdict(spec))],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"rung {spec.rung} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_bench(base: BenchSpec, rungs: list[str], matmul_n: int = 8192) -> tuple[list[dict], dict]:
+    """Rows of every rung (fresh process each), and the matmul rates around them."""
+    device = resolve_device(base.device, tf32=False)
+    env = environment.describe(device)
+    before = matmul_tflops(matmul_n, device=base.device)
+    free_memory(device)
+    rows = [measure_rung_in_child(dataclasses.replace(base, rung=r)) for r in rungs]
+    after = matmul_tflops(matmul_n, device=base.device)
+    matmul = max(before["tflops"], after["tflops"])
+    for row in rows:
+        row["matmul_tflops"] = matmul
+        ok = row["status"] == "ok"
+        row["share_of_matmul"] = row["achieved_tflops"] / matmul if ok else None
+        row.update(env)
+    summary = {"matmul_before": before, "matmul_after": after, "matmul_tflops": matmul, **env}
+    ok = [r for r in rows if r["status"] == "ok"]
+    if ok:
+        best = max(ok, key=lambda r: r["achieved_tflops"])
+        summary.update(
+            best_rung=best["rung"],
+            best_tflops=best["achieved_tflops"],
+            best_share=best["achieved_tflops"] / matmul,
+        )
+    return rows, summary
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure_rung(BenchSpec(**json.loads(sys.argv[1]))), default=str))

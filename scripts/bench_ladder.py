@@ -1,0 +1,99 @@
+#!/usr/bin/env python
+"""Benchmark the training-step ladder of one size against the GPU's measured bf16 matmul rate.
+
+Prints each rung's median step time and achieved TFLOP/s (model FLOPs,
+6N + 12·L·H·Q·T per token) beside the dense bf16 n^3 matmul rate measured
+on the same GPU in the same run, and the best rung's share of it.
+
+Example (the 2.7B model, context 1024, batch 4):
+    python scripts/bench_ladder.py --out results/bench/ladder_2.7B.csv \
+        --d-model 2560 --d-ff 10240 --num-layers 32 --num-heads 32 --context-length 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+RUNG_KEYS = [
+    "fp32",
+    "bf16",
+    "bf16-sdpa",
+    "bf16-sdpa-compile",
+    "bf16-sdpa-compile-fused",
+    "bf16-sdpa-autotune-fused",
+]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="CSV of one row per rung")
+    p.add_argument("--d-model", type=int, required=True)
+    p.add_argument("--d-ff", type=int, required=True)
+    p.add_argument("--num-layers", type=int, required=True)
+    p.add_argument("--num-heads", type=int, required=True)
+    p.add_argument("--context-length", type=int, required=True)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--vocab-size", type=int, default=10000)
+    p.add_argument("--rungs", nargs="+", choices=RUNG_KEYS, default=RUNG_KEYS[:5])
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--timed-steps", type=int, default=20)
+    p.add_argument("--matmul-n", type=int, default=8192, help="size of the square bf16 matmul")
+    p.add_argument("--target", type=float, default=0.6, help="share of the matmul rate to reach")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    import pandas as pd
+
+    from lmstudy.atomic import write_csv, write_json
+    from lmstudy.ladder_bench import BenchSpec, run_bench
+
+    base = BenchSpec(
+        rung=args.rungs[0],
+        d_model=args.d_model,
+        d_ff=args.d_ff,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        context_length=args.context_length,
+        batch_size=args.batch_size,
+        vocab_size=args.vocab_size,
+        warmup_steps=args.warmup_steps,
+        timed_steps=args.timed_steps,
+        device=args.device,
+    )
+    rows, summary = run_bench(base, args.rungs, args.matmul_n)
+    summary["target"] = args.target
+    write_csv(args.out, pd.DataFrame(rows))
+    write_json(args.out.with_suffix(".json"), summary)
+    print(f"GPU: {summary['gpu']}, torch {summary['torch']}")
+    print(
+        f"dense bf16 matmul {args.matmul_n}^3: {summary['matmul_before']['tflops']:.1f} TFLOP/s before, "
+        f"{summary['matmul_after']['tflops']:.1f} after the rungs"
+    )
+    for row in rows:
+        if row["status"] == "ok":
+            print(
+                f"  {row['rung']:<50} {row['median_ms']:9.2f} ms  {row['achieved_tflops']:7.1f} TFLOP/s  "
+                f"{row['share_of_matmul'] * 100:5.1f}% of matmul  (first step {row['first_step_s']:.1f} s)"
+            )
+        else:
+            print(f"  {row['rung']:<50} {row['status']}: {row.get('error', '')}")
+    if "best_rung" in summary:
+        verdict = "meets" if summary["best_share"] >= args.target else "misses"
+        print(
+            f"best: {summary['best_rung']}, {summary['best_tflops']:.1f} TFLOP/s = "
+            f"{summary['best_share'] * 100:.1f}% of the measured matmul rate: {verdict} the "
+            f"{args.target * 100:.0f}% target"
+        )
+
+
+if __name__ == "__main__":
+    run_main(main)
