@@ -1,0 +1,158 @@
+"""Snakemake reruns exactly what a change invalidates (dry-runs after a smoke run).
+
+Each test works on a copy of the finished smoke run (results, logs,
+.snakemake metadata, report, config.yaml; modification times kept), changes
+one thing, and reads the jobs that `snakemake --dry-run` would run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import REPO, snakemake
+
+# Rules that only gather, draw or render: never a measurement.
+REPORT_SIDE = {"figures", "report", "all"}
+
+
+@dataclass
+class Job:
+    rule: str
+    wildcards: dict = field(default_factory=dict)
+    resources: dict = field(default_factory=dict)
+
+    @property
+    def measures(self) -> bool:
+        """A job that measures: it asks for the GPU (DESIGN.md: every GPU job does)."""
+        return self.resources.get("gpu") == "1"
+
+
+def dry_run(workdir: Path, *args: str) -> list[Job]:
+    out = snakemake(workdir, "--dry-run", *args).stdout
+    jobs = []
+    for line in out.splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):$", line):
+            jobs.append(Job(m.group(1)))
+        elif jobs and (m := re.match(r"^\s+(wildcards|resources): (.*)$", line)):
+            pairs = dict(item.split("=", 1) for item in m.group(2).split(", "))
+            setattr(jobs[-1], m.group(1), pairs)
+    if not jobs:
+        assert "Nothing to be done" in out, out[-3000:]
+    return jobs
+
+
+def copy_run(smoke_run: Path, dest: Path) -> Path:
+    """The finished smoke run, copied with its modification times."""
+    shutil.copytree(smoke_run, dest, symlinks=True)
+    return dest
+
+
+def load_config(workdir: Path) -> dict:
+    return yaml.safe_load((workdir / "config.yaml").read_text())
+
+
+def save_config(workdir: Path, config: dict) -> None:
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+SMOKE = ("--config", "preset=smoke")
+
+
+@pytest.fixture
+def finished(smoke_run, tmp_path) -> Path:
+    return copy_run(smoke_run, tmp_path / "run")
+
+
+def test_nothing_to_do_when_nothing_changed(finished):
+    assert dry_run(finished, *SMOKE) == []
+
+
+def test_an_added_context_length_runs_only_its_jobs_and_the_report(finished):
+    config = load_config(finished)
+    timing = config["presets"]["smoke"]["timing"]
+    timing["context_lengths"].append(48)
+    save_config(finished, config)
+    jobs = dry_run(finished, *SMOKE)
+
+    measured = [j for j in jobs if j.measures]
+    assert {j.rule for j in measured} == {"time_model"}
+    assert {j.wildcards["ctx"] for j in measured} == {"48"}
+    full = config["timing"]
+    assert len(measured) == len(timing["sizes"]) * len(full["precisions"]) * len(full["variants"])
+    others = {j.rule for j in jobs if not j.measures}
+    assert others <= {"aggregate_timing"} | REPORT_SIDE, others
+    assert {"aggregate_timing", "report"} <= others
+
+
+def test_a_changed_size_reruns_only_that_sizes_jobs(finished):
+    config = load_config(finished)
+    config["presets"]["smoke"]["sizes"]["tiny"]["d_ff"] = 128
+    save_config(finished, config)
+    jobs = dry_run(finished, *SMOKE)
+
+    measured = [j for j in jobs if j.measures]
+    assert measured, "changing tiny's d_ff reran no measurement"
+    # every measurement of `tiny` reruns, and nothing else is measured again
+    assert all(j.wildcards.get("size") == "tiny" for j in measured), [
+        (j.rule, j.wildcards) for j in measured if j.wildcards.get("size") != "tiny"
+    ]
+    tiny_timings = list((finished / "results/default/timing/raw").glob("tiny_*.csv"))
+    assert len([j for j in measured if j.rule == "time_model"]) == len(tiny_timings)
+    assert "report" in {j.rule for j in jobs}
+
+
+@pytest.fixture
+def repo_copy(smoke_run, tmp_path) -> tuple[Path, Path]:
+    """A copy of this working tree and of the finished run, to edit templates in.
+
+    The copy's templates and figure style have new absolute paths, which
+    Snakemake's `input` rerun trigger would count as changed inputs; the
+    dry-runs therefore use the other triggers (modification time, params,
+    code, software environment), and check first that these find nothing.
+    """
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split("\0")
+    repo = tmp_path / "repo"
+    for name in filter(None, files):
+        src = REPO / name
+        if src.is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, repo / name)
+    run = copy_run(smoke_run, tmp_path / "run")
+    return repo, run
+
+
+def dry_run_in_copy(repo: Path, run: Path) -> list[Job]:
+    return dry_run(
+        run, "-s", str(repo / "Snakefile"), "--rerun-triggers", "mtime", "params", "code",
+        "software-env", *SMOKE,
+    )
+
+
+@pytest.mark.parametrize("edited", ["workflow/templates/report.html.j2", "workflow/report/figures.mplstyle"])
+def test_editing_the_report_side_reruns_no_measurement(repo_copy, edited):
+    repo, run = repo_copy
+    assert dry_run_in_copy(repo, run) == []
+
+    path = repo / edited
+    path.write_text(path.read_text() + "\n")  # an edit, now: newer than every result
+    jobs = dry_run_in_copy(repo, run)
+
+    assert jobs, f"editing {edited} reran nothing"
+    assert not [j.rule for j in jobs if j.measures]
+    assert {j.rule for j in jobs} <= REPORT_SIDE
+    assert "report" in {j.rule for j in jobs}
+    if edited.endswith(".mplstyle"):
+        figures = {j.wildcards["section"] for j in jobs if j.rule == "figures"}
+        assert figures == {p.name for p in (run / "results/default/figures").iterdir()}
+    else:
+        assert "figures" not in {j.rule for j in jobs}
