@@ -195,6 +195,8 @@ def findings(frame: pd.DataFrame) -> list[str]:
         items.append(f"SDPA in {precision} dispatched to the {backends} backend.")
     for slow, fast, what in (("naive", "sdpa", "SDPA"), ("naive", "naive-compile", "torch.compile")):
         ratios = ratio_frame(frame, slow, fast)
+        if ratios.empty:
+            continue
         for precision, part in ratios.groupby("precision"):
             top = part.loc[part["total"].idxmax()]
             longest = part[part["seq_len"] == part["seq_len"].max()]
