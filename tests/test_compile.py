@@ -1,0 +1,92 @@
+"""Section 6: the whole model eager vs compiled, and the ladder benchmark, on a CPU."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from lmstudy import compile_bench, ladder_bench
+from lmstudy.atomic import write_csv
+from lmstudy.report import Findings, Table
+from lmstudy.sections import compile as section
+
+NARROW = {"d_model": 32, "d_ff": 128, "num_layers": 1, "num_heads": 2}
+OVERSIZED = {"d_model": 64, "d_ff": 2**30, "num_layers": 1, "num_heads": 1}  # a 256 GiB weight
+
+
+def _spec(size, dims):
+    return compile_bench.CompileSpec(
+        size=size,
+        **dims,
+        context_length=16,
+        batch_size=2,
+        vocab_size=128,
+        precision="fp32",
+        warmup_steps=1,
+        timed_steps=2,
+        device="cpu",
+    )
+
+
+@pytest.fixture(scope="module")
+def compile_rows():
+    return pd.DataFrame(
+        compile_bench.run_job(_spec("narrow", NARROW)) + compile_bench.run_job(_spec("oversized", OVERSIZED))
+    )
+
+
+def test_eager_and_compiled_rows_with_compile_time_apart(compile_rows):
+    narrow = compile_rows[compile_rows["size"] == "narrow"]
+    assert sorted(zip(narrow["mode"], narrow["pass"], strict=True)) == [
+        ("compiled", "forward"),
+        ("compiled", "train_step"),
+        ("eager", "forward"),
+        ("eager", "train_step"),
+    ]
+    assert (narrow["status"] == "ok").all()
+    compiled = narrow[narrow["mode"] == "compiled"]
+    # Tracing and compiling make the compiled first step far slower than its steady state.
+    assert (compiled["first_step_excess_s"] > 0.1).all()
+    assert (narrow["achieved_tflops"] > 0).all()
+
+
+def test_out_of_memory_is_a_row(compile_rows):
+    oversized = compile_rows[compile_rows["size"] == "oversized"]
+    assert len(oversized) == 4 and (oversized["status"] == "OOM").all()
+
+
+def test_section_from_real_rows(compile_rows, tmp_path):
+    write_csv(tmp_path / "compile" / "compile.csv", compile_rows)
+    section.make_figures(tmp_path, tmp_path / "figures")
+    assert (tmp_path / "figures" / "speedup.png").exists()
+    built = section.build(tmp_path, tmp_path / "figures")
+    table = next(b.frame for b in built.blocks if isinstance(b, Table))
+    narrow = table[table["size"] == "narrow"].set_index("pass")
+    rows = compile_rows.set_index(["size", "mode", "pass"])
+    expected = (
+        rows.loc[("narrow", "eager", "train_step"), "median_ms"]
+        / rows.loc[("narrow", "compiled", "train_step"), "median_ms"]
+    )
+    assert narrow.loc["training step", "speed-up ×"] == pytest.approx(expected)
+    assert (table[table["size"] == "oversized"]["eager ms"] == "OOM").all()
+    findings = next(b for b in built.blocks if isinstance(b, Findings)).items
+    assert any(f.startswith("4 measurement(s) ran out of memory") for f in findings)
+    assert any(f.startswith("Compiling costs") for f in findings)
+
+
+def test_ladder_bench_rung_and_matmul_rate_on_cpu():
+    rate = ladder_bench.matmul_tflops(n=128, repeats=3, device="cpu")
+    assert rate["tflops"] > 0
+    spec = ladder_bench.BenchSpec(
+        rung="bf16-sdpa-compile-fused",
+        **NARROW,
+        context_length=16,
+        batch_size=2,
+        vocab_size=128,
+        warmup_steps=1,
+        timed_steps=2,
+        device="cpu",
+    )
+    row = ladder_bench.measure_rung(spec)
+    assert row["status"] == "ok" and row["fused_adamw"] and row["compile_mode"] == "default"
+    assert row["achieved_tflops"] == pytest.approx(row["flops_per_step"] / row["median_ms"] * 1e3 / 1e12)
