@@ -21,14 +21,17 @@ if NSYS["enabled"] and NSYS_BACKEND == "nsys":
         raise WorkflowError(str(error)) from None
 
 
-def nsys_jobs(name):
-    return expand(
+# Each job's file `name`, for every profiled configuration.
+NSYS_JOBS = {
+    name: expand(
         f"{NSYS_RAW}/{name}",
         size=NSYS["sizes"],
         ctx=NSYS["context_lengths"],
         nsys_pass=NSYS["passes"],
         precision=[NSYS["precision"]],
     )
+    for name in ("kernels.csv", "ranges.csv", "run.json")
+}
 
 
 rule profile_model:
@@ -40,8 +43,10 @@ rule profile_model:
         f"{LOGS}/nsys/{{size}}_ctx{{ctx}}_{{nsys_pass}}_{{precision}}.log",
     wildcard_constraints:
         nsys_pass="forward|train_step",
+    conda:
+        LMSTUDY_ENV
     resources:
-        gpu=1,
+        **gpu_job_resources(),
     params:
         out_dir=lambda w, output: str(Path(output.record).parent),
         dims=lambda w: size_dims(w.size),
@@ -55,7 +60,7 @@ rule profile_model:
         backend=NSYS_BACKEND,
         nsys=NSYS["executable"],
     shell:
-        "{PYTHON} {SCRIPTS}/profile_job.py --out-dir {params.out_dir}"
+        "lmstudy profile_job --out-dir {params.out_dir}"
         " --size {wildcards.size} --d-model {params.dims[d_model]}"
         " --d-ff {params.dims[d_ff]} --num-layers {params.dims[num_layers]}"
         " --num-heads {params.dims[num_heads]} --context-length {wildcards.ctx}"
@@ -68,17 +73,19 @@ rule profile_model:
 
 rule aggregate_nsys:
     input:
-        kernels=nsys_jobs("kernels.csv"),
-        ranges=nsys_jobs("ranges.csv"),
-        records=nsys_jobs("run.json"),
+        kernels=NSYS_JOBS["kernels.csv"],
+        ranges=NSYS_JOBS["ranges.csv"],
+        records=NSYS_JOBS["run.json"],
     output:
         kernels=NSYS_TABLES[0],
         ranges=NSYS_TABLES[1],
         runs=NSYS_TABLES[2],
     log:
         f"{LOGS}/nsys/aggregate.log",
+    conda:
+        LMSTUDY_ENV
     shell:
-        "{PYTHON} {SCRIPTS}/aggregate_nsys.py --out-dir $(dirname {output.kernels})"
+        "lmstudy aggregate_nsys --out-dir $(dirname {output.kernels})"
         " --records {input.records} > {log} 2>&1"
 
 
