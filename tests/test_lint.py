@@ -1,0 +1,33 @@
+"""CI enforces the workflow's lint and format: snakemake --lint, snakefmt, ruff."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .conftest import REPO, SNAKEMAKE
+
+BIN = f"{sys.executable.rsplit('/', 1)[0]}"
+
+
+def run(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+
+
+def test_snakemake_lint_is_clean():
+    # The smoke preset: parses without a GPU or nsys, like the full study's rules.
+    for preset in ("smoke", "full"):
+        done = run(*SNAKEMAKE, "--lint", "--config", f"preset={preset}", "nsys={'backend': 'torch'}")
+        assert done.returncode == 0, f"--lint failed for preset {preset}:\n{done.stdout}\n{done.stderr}"
+        lints = done.stdout + done.stderr
+        assert "Lints for" not in lints, f"preset {preset}:\n{lints}"
+
+
+def test_snakefmt_check_is_clean():
+    done = run(f"{BIN}/snakefmt", "--check", "--diff", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_is_clean():
+    done = run(f"{BIN}/ruff", "check", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
