@@ -174,6 +174,8 @@ def measure_in_process(spec: TimingSpec, plan: list[tuple[str, int]]) -> list[di
         row["build_s"] = build_s
         if build_error is not None:
             row.update(status="OOM", error=str(build_error).splitlines()[0][:300])
+            if warmup == 0:
+                row["process_s"] = seconds_since_process_start()
             rows.append(_finish(row, device, spec, env))
             continue
         start = time.perf_counter()

@@ -31,9 +31,10 @@ def test_job_rows_cover_every_pass_and_warmup():
 
 def test_out_of_memory_is_a_row_and_the_job_goes_on():
     huge = {**TINY, "d_ff": 2**34}  # a 2**39-byte weight: no allocator grants it
-    spec = TimingSpec(precision="bf16", warmup_steps=(1,), **huge)
+    spec = TimingSpec(precision="bf16", warmup_steps=(0, 1), **huge)
     rows = run_job(spec)
-    assert [r["status"] for r in rows] == ["OOM"] * 3
+    assert [r["status"] for r in rows] == ["OOM"] * 6
+    assert sorted(r["warmup_steps"] for r in rows) == [0, 0, 0, 1, 1, 1]
     assert all("allocate" in r["error"] for r in rows)
     # The next configuration in the same process is unaffected.
     ok = run_job(TimingSpec(precision="bf16", warmup_steps=(1,), **TINY))
