@@ -148,7 +148,7 @@ def build(results: Path, figures: Path) -> Section:
         )
         section.add(Findings(dtype_findings(dtypes)))
         section.add(Table("Dtypes under autocast, as observed", dtype_table(dtypes)))
-    timing = timing_section.load(results)
+    timing = timing_section.study_model(timing_section.load(results))
     if timing.empty:
         section.add(Text("(c) No bf16 vs fp32 speed-ups: the timing section is switched off or has no rows."))
         return section

@@ -34,6 +34,12 @@ def load(results: Path) -> pd.DataFrame:
     return frame
 
 
+def study_model(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the study's model (naive attention, eager); the other variants
+    are the optimization ladder's rungs and have a section of their own."""
+    return frame[frame["variant"] == "naive"] if "variant" in frame else frame
+
+
 def steady(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows at the largest warm-up measured: the steady-state numbers."""
     return frame[frame["warmup_steps"] == frame["warmup_steps"].max()]
@@ -163,7 +169,7 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True):
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
-    frame = load(results)
+    frame = study_model(load(results))
     out_dir.mkdir(parents=True, exist_ok=True)
     if frame.empty:
         return
@@ -293,7 +299,7 @@ def findings(frame: pd.DataFrame) -> list[str]:
 
 def build(results: Path, figures: Path) -> Section:
     section = Section("timing", "1. End-to-end timing")
-    frame = load(results)
+    frame = study_model(load(results))
     if frame.empty:
         return section.add(Text("No timing results: the section is switched off or produced no rows."))
     top = int(frame["warmup_steps"].max())
