@@ -76,16 +76,23 @@ def test_nothing_to_do_when_nothing_changed(finished):
 
 def test_an_added_context_length_runs_only_its_jobs_and_the_report(finished):
     config = load_config(finished)
-    timing = config["presets"]["smoke"]["timing"]
-    timing["context_lengths"].append(48)
+    contexts = config["presets"]["smoke"]["timing"]["context_lengths"]
+    first = str(contexts[0])
+    contexts.append(48)
     save_config(finished, config)
     jobs = dry_run(finished, *SMOKE)
 
     measured = [j for j in jobs if j.measures]
     assert {j.rule for j in measured} == {"time_model"}
     assert {j.wildcards["ctx"] for j in measured} == {"48"}
-    full = config["timing"]
-    assert len(measured) == len(timing["sizes"]) * len(full["precisions"]) * len(full["variants"])
+    # one job per configuration the run measured at each context length
+    existing = {
+        m.group(1, 3, 4)
+        for p in (finished / "results/default/timing/raw").glob("*.csv")
+        if (m := re.fullmatch(r"(.+)_ctx(\d+)_(fp32|bf16)_(.+)\.csv", p.name)) and m.group(2) == first
+    }
+    new = [(j.wildcards["size"], j.wildcards["precision"], j.wildcards["variant"]) for j in measured]
+    assert sorted(new) == sorted(existing)
     others = {j.rule for j in jobs if not j.measures}
     assert others <= {"aggregate_timing"} | REPORT_SIDE, others
     assert {"aggregate_timing", "report"} <= others
