@@ -14,8 +14,9 @@ import math
 # Host memory every GPU job needs whatever the model: Python, PyTorch, the
 # CUDA context and the data of one batch.
 BASE_MEM_MB = 4096
-# The model's weights are created in host memory (fp32) before they move
-# to the GPU; the factor covers a second transient copy.
+# Per parameter: the fp32 weights where the model lives in host memory (the
+# CPU smoke runs; on a GPU it is built on the device, and this is headroom),
+# plus half again for transient copies.
 HOST_BYTES_PER_PARAM = 4 * 1.5
 # The most host memory a job asks for. A size larger than this fails in the
 # job (recorded as out of memory) instead of never being scheduled.
