@@ -15,7 +15,9 @@ def read_result(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise UserError(f"{path} is not a readable result table ({error}): delete it and rerun.")
+        raise UserError(
+            f"{path} is not a readable result table ({error}): delete it and rerun."
+        ) from error
 
 
 def concat_results(paths: list[Path]) -> pd.DataFrame:

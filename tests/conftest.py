@@ -22,7 +22,9 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
         capture_output=True, text=True, cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     if check and done.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+        )
     return done
 
 

@@ -45,7 +45,7 @@ def test_timing_table_has_a_row_per_configuration(smoke_run: Path):
         for size in timing["sizes"] for ctx in timing["context_lengths"]
         for p in ("forward", "forward+backward", "training step")
     }
-    assert set(zip(table["size"], table["context"], table["pass"])) == expected
+    assert set(zip(table["size"], table["context"], table["pass"], strict=True)) == expected
     ok = table[table["size"] != "oversized"]
     assert (pd.to_numeric(ok["fp32 median ms"]) > 0).all()
     assert (pd.to_numeric(ok["bf16 median ms"]) > 0).all()

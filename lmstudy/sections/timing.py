@@ -79,7 +79,7 @@ def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame.copy()
     rows["cell"] = [
         f"{m:.2f} ± {s:.2f} (CV {c:.2f})" if st == "ok" else st
-        for m, s, c, st in zip(rows["mean_ms"], rows["std_ms"], rows["cv"], rows["status"])
+        for m, s, c, st in zip(rows["mean_ms"], rows["std_ms"], rows["cv"], rows["status"], strict=True)
     ]
     table = rows.pivot_table(
         index=["size", "context_length", "pass", "precision"], columns="warmup_steps",
@@ -150,7 +150,7 @@ def overhead_table(frame: pd.DataFrame) -> pd.DataFrame:
 def _plot_by_pass(frame, y, ylabel, out: Path, logy=True):
     passes = [p for p in PASS_LABELS if p in set(frame["pass"])]
     fig, axes = plt.subplots(1, len(passes), figsize=(4.2 * len(passes), 3.6), squeeze=False)
-    for ax, pass_name in zip(axes[0], passes):
+    for ax, pass_name in zip(axes[0], passes, strict=True):
         part = frame[frame["pass"] == pass_name]
         for (size, precision), line in part.groupby(["size", "precision"], observed=True):
             line = line.sort_values("context_length")
@@ -314,10 +314,13 @@ def build(results: Path, figures: Path) -> Section:
     section.add(Table(f"Step time by size, context and pass (warm-up {top})", main_table(frame)))
     section.add(Figure(figures / "latency.png", "Median step time vs context length, per pass."))
     section.add(Table("Warm-up effect: mean ± std per warm-up count", warmup_table(frame)))
-    section.add(Figure(figures / "warmup.png", "Mean step time relative to steady state, and CV, by warm-up."))
+    section.add(
+        Figure(figures / "warmup.png", "Mean step time relative to steady state, and CV, by warm-up.")
+    )
     speedups = speedup_frame(frame)
     if not speedups.empty:
-        section.add(Table("bf16 autocast speed-up over fp32 (fp32 time / bf16 time)", speedup_table(speedups)))
+        caption = "bf16 autocast speed-up over fp32 (fp32 time / bf16 time)"
+        section.add(Table(caption, speedup_table(speedups)))
         section.add(Figure(figures / "speedup.png", "bf16 speed-up over fp32 vs context length."))
     section.add(Table("Model FLOPs utilization of the training step (%)", mfu_table(frame)))
     section.add(Table("Where each job's time went (s)", overhead_table(frame)))
