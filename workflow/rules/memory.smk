@@ -103,7 +103,7 @@ rule memory_table:
         "lmstudy memory_table --out {output}"
         " --sizes {params.sizes} --context-lengths {params.context_lengths}"
         " --passes {params.passes} --precisions {params.precisions}"
-        " --summaries {input} --skipped-reason {params.skipped:q} > {log} 2>&1"
+        " --summaries {input} --skipped-reason={params.skipped:q} > {log} 2>&1"
 
 
 if MEMORY["enabled"]:
