@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import platform
 import socket
 import subprocess
@@ -14,7 +15,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def git_commit() -> str:
-    """The checkout's commit, with '-dirty' when tracked files have changed."""
+    """The checkout's commit, with '-dirty' when tracked files have changed.
+
+    LMSTUDY_COMMIT, when set, names it instead: for copies of the code
+    without their .git folder (a cluster's scratch space, a device sandbox).
+    """
+    if os.environ.get("LMSTUDY_COMMIT"):
+        return os.environ["LMSTUDY_COMMIT"]
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],
