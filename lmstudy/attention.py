@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from lmstudy import environment
-from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
+from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import synchronize
 
@@ -257,9 +257,7 @@ def _total_memory(spec: SweepSpec, device: torch.device) -> int | None:
 def run_sweep(spec: SweepSpec) -> list[dict]:
     """One row per sequence length, ascending; OOM rows carry the error."""
     device = resolve_device(spec.device, spec.tf32)
-    if spec.memory_cap_gb and device.type == "cuda":
-        total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.memory_cap_gb * 2**30 / total), device)
+    apply_memory_cap(device, spec.memory_cap_gb)
     env = environment.describe(device)
     rows = []
     for seq in sorted(spec.seq_lens):

@@ -18,8 +18,8 @@ import time
 import torch
 
 from lmstudy import environment, flops, hardware
-from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
-from lmstudy.model import ModelConfig
+from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import build_workload, make_step, synchronize
 from lmstudy.timing import time_steps
@@ -28,46 +28,16 @@ MODES = ("eager", "compiled")
 PASSES = ("forward", "train_step")
 
 
-@dataclasses.dataclass(frozen=True)
-class CompileSpec:
-    size: str
-    d_model: int
-    d_ff: int
-    num_layers: int
-    num_heads: int
-    context_length: int
-    batch_size: int
-    vocab_size: int
-    precision: str
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompileSpec(ModelSpec):
     attention: str = "naive"
     passes: tuple[str, ...] = PASSES
     warmup_steps: int = 5
     timed_steps: int = 10
-    device: str = "cuda"
-    tf32: bool = False
-    memory_cap_gb: float | None = None
 
     @property
-    def model_config(self) -> ModelConfig:
-        return ModelConfig(
-            vocab_size=self.vocab_size,
-            context_length=self.context_length,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            attention=self.attention,
-        )
-
-    @property
-    def dims(self) -> dict[str, int]:
-        return {
-            "vocab_size": self.vocab_size,
-            "d_model": self.d_model,
-            "d_ff": self.d_ff,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-        }
+    def model_attention(self) -> str:
+        return self.attention
 
 
 def _oom_row(row: dict, error: BaseException) -> dict:
@@ -99,9 +69,7 @@ def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device)
 def run_job(spec: CompileSpec) -> list[dict]:
     """Rows for each mode x pass; out-of-memory rows carry the error."""
     device = resolve_device(spec.device, spec.tf32)
-    if spec.memory_cap_gb and device.type == "cuda":
-        total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.memory_cap_gb * 2**30 / total), device)
+    apply_memory_cap(device, spec.memory_cap_gb)
     env = environment.describe(device)
     peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
     rows = []

@@ -45,3 +45,10 @@ def free_memory(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+def apply_memory_cap(device: torch.device, cap_gb: float | None) -> None:
+    """Cap this process's share of the GPU at `cap_gb` GiB (no-op off CUDA or without a cap)."""
+    if cap_gb and device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_gb * 2**30 / total), device)

@@ -20,59 +20,33 @@ from pathlib import Path
 import torch
 
 from lmstudy import environment, flops, hardware
-from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
-from lmstudy.model import ModelConfig, count_parameters
+from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.model import count_parameters
+from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import PASSES, build_workload, make_step, synchronize
 
 VARIANTS = ("naive", "sdpa", "naive-compile", "sdpa-compile")
 
 
-@dataclasses.dataclass(frozen=True)
-class TimingSpec:
-    size: str
-    d_model: int
-    d_ff: int
-    num_layers: int
-    num_heads: int
-    context_length: int
-    batch_size: int
-    vocab_size: int
-    precision: str
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TimingSpec(ModelSpec):
     variant: str = "naive"
     passes: tuple[str, ...] = PASSES
     warmup_steps: tuple[int, ...] = (0, 1, 5)
     timed_steps: int = 10
-    device: str = "cuda"
-    tf32: bool = False
-    memory_cap_gb: float | None = None
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, not {self.variant!r}")
 
     @property
-    def model_config(self) -> ModelConfig:
-        return ModelConfig(
-            vocab_size=self.vocab_size,
-            context_length=self.context_length,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            attention=self.variant.split("-")[0],
-        )
+    def model_attention(self) -> str:
+        return self.variant.split("-")[0]
 
     @property
     def compiled(self) -> bool:
         return self.variant.endswith("-compile")
-
-    @property
-    def dims(self) -> dict[str, int]:
-        return {
-            "vocab_size": self.vocab_size, "d_model": self.d_model, "d_ff": self.d_ff,
-            "num_layers": self.num_layers, "num_heads": self.num_heads,
-        }
 
 
 def time_steps(step: Callable[[], None], device: torch.device, warmup: int, steps: int) -> list[float]:
@@ -91,12 +65,6 @@ def time_steps(step: Callable[[], None], device: torch.device, warmup: int, step
         synchronize(device)
         times.append(time.perf_counter() - start)
     return times
-
-
-def _apply_memory_cap(spec: TimingSpec, device: torch.device) -> None:
-    if spec.memory_cap_gb and device.type == "cuda":
-        total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.memory_cap_gb * 2**30 / total), device)
 
 
 def _base_row(spec: TimingSpec, pass_name: str, warmup: int) -> dict:
@@ -155,7 +123,7 @@ def measure_in_process(spec: TimingSpec, plan: list[tuple[str, int]]) -> list[di
     A warm-up of 0 is a cold start only as the first entry of a fresh process.
     """
     device = resolve_device(spec.device, spec.tf32)
-    _apply_memory_cap(spec, device)
+    apply_memory_cap(device, spec.memory_cap_gb)
     env = environment.describe(device)
     rows = []
     work, build_error = None, None

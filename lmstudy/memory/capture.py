@@ -23,41 +23,19 @@ import torch
 
 from lmstudy import environment
 from lmstudy.atomic import atomic_path
-from lmstudy.devices import UserError, free_memory, is_out_of_memory, resolve_device
-from lmstudy.model import ModelConfig, count_parameters
+from lmstudy.devices import UserError, apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.model import count_parameters
+from lmstudy.spec import ModelSpec
 from lmstudy.steps import build_workload, make_step, synchronize
 
 PASSES = ("forward", "train_step")
 
 
-@dataclasses.dataclass(frozen=True)
-class SnapshotSpec:
-    size: str
-    d_model: int
-    d_ff: int
-    num_layers: int
-    num_heads: int
-    context_length: int
-    batch_size: int
-    vocab_size: int
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SnapshotSpec(ModelSpec):
     pass_name: str
-    precision: str
     warmup_steps: int = 2
     max_entries: int = 1_000_000
-    device: str = "cuda"
-    tf32: bool = False
-    memory_cap_gb: float | None = None
-
-    @property
-    def model_config(self) -> ModelConfig:
-        return ModelConfig(
-            vocab_size=self.vocab_size,
-            context_length=self.context_length,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-        )
 
     def describe(self) -> dict:
         row = dataclasses.asdict(self)
@@ -90,12 +68,6 @@ def _observe_residual_dtype(model, step) -> str:
     return str(seen[0]).removeprefix("torch.") if seen else ""
 
 
-def _apply_memory_cap(cap_gb: float | None, device: torch.device) -> None:
-    if cap_gb:
-        total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, cap_gb * 2**30 / total), device)
-
-
 def capture(spec: SnapshotSpec, snapshot_path: str | Path) -> dict:
     """Record the snapshot into `snapshot_path`; return the metadata."""
     if spec.pass_name not in PASSES:
@@ -106,7 +78,7 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path) -> dict:
             "run this job with --device cuda on a GPU machine."
         )
     device = resolve_device(spec.device, spec.tf32)
-    _apply_memory_cap(spec.memory_cap_gb, device)
+    apply_memory_cap(device, spec.memory_cap_gb)
     meta = {**spec.describe(), **environment.describe(device)}
     meta["device_index"] = torch.cuda.current_device()
     with torch.device("meta"):

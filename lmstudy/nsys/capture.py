@@ -19,42 +19,21 @@ from pathlib import Path
 import torch
 
 from lmstudy import environment
-from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
-from lmstudy.model import ModelConfig
+from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.spec import ModelSpec
 from lmstudy.steps import build_workload, make_step, synchronize
 
 BACKENDS = ("nsys", "torch")
 
 
-@dataclasses.dataclass(frozen=True)
-class ProfileSpec:
-    size: str
-    d_model: int
-    d_ff: int
-    num_layers: int
-    num_heads: int
-    context_length: int
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProfileSpec(ModelSpec):
     pass_name: str
-    precision: str
     batch_size: int = 4
     vocab_size: int = 10000
     warmup_steps: int = 2
     profiled_steps: int = 2
-    device: str = "cuda"
-    tf32: bool = False
     backend: str = "nsys"
-    memory_cap_gb: float | None = None
-
-    @property
-    def model_config(self) -> ModelConfig:
-        return ModelConfig(
-            vocab_size=self.vocab_size,
-            context_length=self.context_length,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-        )
 
     def columns(self) -> dict:
         """The configuration as result columns."""
@@ -113,9 +92,7 @@ def run_profile(spec: ProfileSpec, trace: Path | None = None) -> dict:
     if spec.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {spec.backend!r}")
     device = resolve_device(spec.device, spec.tf32)
-    if spec.memory_cap_gb and device.type == "cuda":
-        total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.memory_cap_gb * 2**30 / total), device)
+    apply_memory_cap(device, spec.memory_cap_gb)
     record = {**spec.columns(), **environment.describe(device), "status": "ok", "error": ""}
     step_ms: list[float] = []
     try:

@@ -1,0 +1,55 @@
+"""The model configuration every measuring job shares: sizes, precision, device.
+
+Each section's spec (TimingSpec, ProfileSpec, SnapshotSpec, CompileSpec)
+extends ModelSpec with its own fields. The fields are keyword-only, so a
+subclass may add fields with or without defaults in any order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lmstudy.model import ModelConfig
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    size: str
+    d_model: int
+    d_ff: int
+    num_layers: int
+    num_heads: int
+    context_length: int
+    batch_size: int
+    vocab_size: int
+    precision: str
+    device: str = "cuda"
+    tf32: bool = False
+    memory_cap_gb: float | None = None
+
+    @property
+    def model_attention(self) -> str:
+        """The attention the model is built with; subclasses choose it their own way."""
+        return "naive"
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            vocab_size=self.vocab_size,
+            context_length=self.context_length,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            attention=self.model_attention,
+        )
+
+    @property
+    def dims(self) -> dict[str, int]:
+        return {
+            "vocab_size": self.vocab_size,
+            "d_model": self.d_model,
+            "d_ff": self.d_ff,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+        }
