@@ -137,7 +137,8 @@ def _timeline_figure(results: Path, rows: pd.DataFrame, out: Path) -> bool:
     fig, axes = plt.subplots(
         len(precisions),
         len(contexts),
-        figsize=(3.6 * len(contexts), 2.8 * len(precisions)),
+        # Wide enough for the title and the phase legend beside the panels.
+        figsize=(max(6.0, 3.6 * len(contexts) + 1.6), 2.8 * len(precisions) + 0.6),
         squeeze=False,
         sharey=True,
     )
@@ -179,11 +180,14 @@ def _timeline_figure(results: Path, rows: pd.DataFrame, out: Path) -> bool:
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    if handles:
-        fig.legend(handles, labels, loc="upper right", fontsize="small")
     first = rows.iloc[0]
-    fig.suptitle(f"Allocated memory during one {PASS_LABELS[first['pass']]} of {first['size']}")
-    fig.tight_layout()
+    fig.suptitle(
+        f"Allocated memory during one {PASS_LABELS[first['pass']]} of {first['size']}",
+        fontsize="medium",
+    )
+    fig.tight_layout(rect=(0, 0, 0.8, 1))
+    if handles:
+        fig.legend(handles, labels, loc="center right", fontsize="small", title="phase")
     if drew:
         fig.savefig(out)
     plt.close(fig)
