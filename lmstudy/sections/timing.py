@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 
@@ -155,8 +156,14 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True):
             style = "-" if precision == "fp32" else "--"
             ax.plot(line["context_length"], line[y], style, marker="o", label=f"{size} {precision}")
         ax.set_xscale("log", base=2)
+        contexts = sorted(part["context_length"].unique())
+        ax.set_xticks(contexts, [str(c) for c in contexts])
+        ax.minorticks_off()
         if logy:
             ax.set_yscale("log")
+            # Plain numbers read better than 1.8×10^1 on a log axis.
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_title(PASS_LABELS[pass_name])
         ax.set_xlabel("context length")
         ax.set_ylabel(ylabel)
