@@ -1,10 +1,21 @@
-"""What every script's entry point shares: a user's mistake is one sentence."""
+"""What every script's entry point shares: a user's mistake is one sentence,
+and the model-dimension arguments are spelled the same everywhere.
+
+This module must not import torch at module level: the scripts parse their
+arguments (and answer --help) before torch is imported.
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from lmstudy.devices import UserError
+
+# The model's dimensions, as argparse names them (dest), in ModelSpec's order.
+DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")
+# Every field of lmstudy.spec.ModelSpec.
+MODEL_FIELDS = ("size", *DIMENSIONS, "precision", "device", "tf32", "memory_cap_gb")
 
 
 def run_main(main) -> None:
@@ -13,3 +24,47 @@ def run_main(main) -> None:
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+
+
+def add_dimension_arguments(p: argparse.ArgumentParser) -> None:
+    """The dimensions: --d-model ... --context-length (required), --batch-size, --vocab-size."""
+    p.add_argument("--d-model", type=int, required=True)
+    p.add_argument("--d-ff", type=int, required=True)
+    p.add_argument("--num-layers", type=int, required=True)
+    p.add_argument("--num-heads", type=int, required=True)
+    p.add_argument("--context-length", type=int, required=True)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--vocab-size", type=int, default=10000)
+
+
+def add_device_arguments(p: argparse.ArgumentParser, memory_cap_help: str | None = None) -> None:
+    """--device, --tf32 and --memory-cap-gb."""
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
+    p.add_argument("--memory-cap-gb", type=float, default=None, help=memory_cap_help)
+
+
+def add_model_arguments(
+    p: argparse.ArgumentParser, recorded_in: str = "rows", precision_default: str | None = None
+) -> None:
+    """The arguments of every ModelSpec field: --size, the dimensions, --precision and the device's.
+
+    --precision is required unless `precision_default` is given.
+    """
+    p.add_argument("--size", required=True, help=f"the size's name, recorded in the {recorded_in}")
+    add_dimension_arguments(p)
+    if precision_default is None:
+        p.add_argument("--precision", choices=["fp32", "bf16"], required=True)
+    else:
+        p.add_argument("--precision", choices=["fp32", "bf16"], default=precision_default)
+    add_device_arguments(p)
+
+
+def dimension_kwargs(args: argparse.Namespace) -> dict:
+    """The parsed dimensions, as keyword arguments of a spec."""
+    return {name: getattr(args, name) for name in DIMENSIONS}
+
+
+def model_kwargs(args: argparse.Namespace) -> dict:
+    """The parsed ModelSpec fields (see add_model_arguments), as keyword arguments of a spec."""
+    return {name: getattr(args, name) for name in MODEL_FIELDS}

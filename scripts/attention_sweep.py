@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # hide it, so compile from scratch (children inherit this).
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import add_device_arguments, run_main  # noqa: E402
 
 IMPLEMENTATIONS = ["naive", "naive-compile", "sdpa"]
 
@@ -37,14 +37,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--steps", type=int, default=100, help="timed forwards, and timed backwards")
     p.add_argument("--warmup", type=int, default=10, help="untimed forward+backward steps first")
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
-    p.add_argument(
-        "--memory-cap-gb",
-        type=float,
-        default=None,
-        help="cap on GPU memory; going over it is recorded as OOM",
-    )
+    add_device_arguments(p, memory_cap_help="cap on GPU memory; going over it is recorded as OOM")
     return p.parse_args(argv)
 
 

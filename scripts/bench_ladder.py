@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # hide it, so compile from scratch (children inherit this).
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import add_dimension_arguments, dimension_kwargs, run_main  # noqa: E402
 
 RUNG_KEYS = [
     "fp32",
@@ -37,13 +37,7 @@ RUNG_KEYS = [
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of one row per rung")
-    p.add_argument("--d-model", type=int, required=True)
-    p.add_argument("--d-ff", type=int, required=True)
-    p.add_argument("--num-layers", type=int, required=True)
-    p.add_argument("--num-heads", type=int, required=True)
-    p.add_argument("--context-length", type=int, required=True)
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--vocab-size", type=int, default=10000)
+    add_dimension_arguments(p)
     p.add_argument("--rungs", nargs="+", choices=RUNG_KEYS, default=RUNG_KEYS[:5])
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--timed-steps", type=int, default=20)
@@ -62,13 +56,7 @@ def main(argv=None) -> None:
 
     base = BenchSpec(
         rung=args.rungs[0],
-        d_model=args.d_model,
-        d_ff=args.d_ff,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        context_length=args.context_length,
-        batch_size=args.batch_size,
-        vocab_size=args.vocab_size,
+        **dimension_kwargs(args),
         warmup_steps=args.warmup_steps,
         timed_steps=args.timed_steps,
         device=args.device,

@@ -22,22 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # hide it, so compile from scratch (children inherit this).
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import add_model_arguments, model_kwargs, run_main  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of result rows")
-    p.add_argument("--size", required=True, help="the size's name, recorded in the rows")
-    p.add_argument("--d-model", type=int, required=True)
-    p.add_argument("--d-ff", type=int, required=True)
-    p.add_argument("--num-layers", type=int, required=True)
-    p.add_argument("--num-heads", type=int, required=True)
-    p.add_argument("--context-length", type=int, required=True)
-    p.add_argument("--precision", choices=["fp32", "bf16"], required=True)
+    add_model_arguments(p)
     p.add_argument("--attention", choices=["naive", "sdpa"], default="naive")
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--vocab-size", type=int, default=10000)
     p.add_argument(
         "--passes",
         nargs="+",
@@ -46,9 +38,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps after the first")
     p.add_argument("--timed-steps", type=int, default=10)
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
-    p.add_argument("--memory-cap-gb", type=float, default=None)
     return p.parse_args(argv)
 
 
@@ -64,22 +53,11 @@ def main(argv=None) -> None:
     from lmstudy.compile_bench import CompileSpec, run_job
 
     spec = CompileSpec(
-        size=args.size,
-        d_model=args.d_model,
-        d_ff=args.d_ff,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        context_length=args.context_length,
-        batch_size=args.batch_size,
-        vocab_size=args.vocab_size,
-        precision=args.precision,
+        **model_kwargs(args),
         attention=args.attention,
         passes=tuple(args.passes),
         warmup_steps=args.warmup_steps,
         timed_steps=args.timed_steps,
-        device=args.device,
-        tf32=args.tf32,
-        memory_cap_gb=args.memory_cap_gb,
     )
     rows = run_job(spec)
     write_csv(args.out, pd.DataFrame(rows))

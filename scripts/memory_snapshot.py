@@ -21,28 +21,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import add_model_arguments, model_kwargs, run_main  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="the snapshot pickle to write")
     p.add_argument("--meta", type=Path, help="its metadata JSON (default: --out with .json)")
-    p.add_argument("--size", required=True, help="the size's name, recorded in the metadata")
-    p.add_argument("--d-model", type=int, required=True)
-    p.add_argument("--d-ff", type=int, required=True)
-    p.add_argument("--num-layers", type=int, required=True)
-    p.add_argument("--num-heads", type=int, required=True)
-    p.add_argument("--context-length", type=int, required=True)
+    add_model_arguments(p, recorded_in="metadata")
     p.add_argument("--pass", dest="pass_name", choices=["forward", "train_step"], required=True)
-    p.add_argument("--precision", choices=["fp32", "bf16"], required=True)
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--vocab-size", type=int, default=10000)
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps before recording")
     p.add_argument("--max-entries", type=int, default=1_000_000, help="trace events kept")
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
-    p.add_argument("--memory-cap-gb", type=float, default=None)
     return p.parse_args(argv)
 
 
@@ -55,21 +44,10 @@ def main(argv=None) -> None:
     if args.warmup_steps < 1:
         raise UserError("--warmup-steps must be at least 1: recording starts after warm-up.")
     spec = SnapshotSpec(
-        size=args.size,
-        d_model=args.d_model,
-        d_ff=args.d_ff,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        context_length=args.context_length,
-        batch_size=args.batch_size,
-        vocab_size=args.vocab_size,
+        **model_kwargs(args),
         pass_name=args.pass_name,
-        precision=args.precision,
         warmup_steps=args.warmup_steps,
         max_entries=args.max_entries,
-        device=args.device,
-        tf32=args.tf32,
-        memory_cap_gb=args.memory_cap_gb,
     )
     meta = capture(spec, args.out)
     write_json(args.meta or args.out.with_suffix(".json"), meta)

@@ -21,25 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import add_model_arguments, model_kwargs, run_main  # noqa: E402
 
 
 def add_workload_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--size", required=True, help="the size's name, recorded in the results")
-    p.add_argument("--d-model", type=int, required=True)
-    p.add_argument("--d-ff", type=int, required=True)
-    p.add_argument("--num-layers", type=int, required=True)
-    p.add_argument("--num-heads", type=int, required=True)
-    p.add_argument("--context-length", type=int, required=True)
+    add_model_arguments(p, recorded_in="results", precision_default="fp32")
     p.add_argument("--pass", dest="pass_name", choices=["forward", "train_step"], default="train_step")
-    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--vocab-size", type=int, default=10000)
     p.add_argument("--warmup-steps", type=int, default=2, help="steps before the capture")
     p.add_argument("--profiled-steps", type=int, default=2, help="steps inside the capture")
-    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
-    p.add_argument("--memory-cap-gb", type=float, default=None)
     p.add_argument("--backend", choices=["nsys", "torch"], default="nsys")
 
 
@@ -47,22 +36,11 @@ def spec_from_args(args):
     from lmstudy.nsys.capture import ProfileSpec
 
     return ProfileSpec(
-        size=args.size,
-        d_model=args.d_model,
-        d_ff=args.d_ff,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        context_length=args.context_length,
+        **model_kwargs(args),
         pass_name=args.pass_name,
-        precision=args.precision,
-        batch_size=args.batch_size,
-        vocab_size=args.vocab_size,
         warmup_steps=args.warmup_steps,
         profiled_steps=args.profiled_steps,
-        device=args.device,
-        tf32=args.tf32,
         backend=args.backend,
-        memory_cap_gb=args.memory_cap_gb,
     )
 
 
