@@ -25,6 +25,7 @@ import torch
 from lmstudy import environment, flops
 from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
 from lmstudy.model import ModelConfig
+from lmstudy.spec import model_dims
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import build_workload, make_step, synchronize
 from lmstudy.timing import time_steps
@@ -74,13 +75,7 @@ class BenchSpec:
 
     @property
     def dims(self) -> dict[str, int]:
-        return {
-            "vocab_size": self.vocab_size,
-            "d_model": self.d_model,
-            "d_ff": self.d_ff,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-        }
+        return model_dims(self)
 
 
 def matmul_tflops(n: int = 8192, repeats: int = 50, device: str = "cuda") -> dict:

@@ -12,6 +12,17 @@ import dataclasses
 from lmstudy.model import ModelConfig
 
 
+def model_dims(spec) -> dict[str, int]:
+    """The dimensions that set the model's parameters and FLOPs, of any spec that has them."""
+    return {
+        "vocab_size": spec.vocab_size,
+        "d_model": spec.d_model,
+        "d_ff": spec.d_ff,
+        "num_layers": spec.num_layers,
+        "num_heads": spec.num_heads,
+    }
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     size: str
@@ -46,10 +57,4 @@ class ModelSpec:
 
     @property
     def dims(self) -> dict[str, int]:
-        return {
-            "vocab_size": self.vocab_size,
-            "d_model": self.d_model,
-            "d_ff": self.d_ff,
-            "num_layers": self.num_layers,
-            "num_heads": self.num_heads,
-        }
+        return model_dims(self)
