@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 
 # The model's dimensions, as argparse names them (dest), in ModelSpec's order.
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")

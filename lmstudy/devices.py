@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import torch
 
-
-class UserError(Exception):
-    """A mistake the user can fix; its message is one sentence naming the fix."""
+from lmstudy.errors import UserError
 
 
 def resolve_device(name: str, tf32: bool = False) -> torch.device:
