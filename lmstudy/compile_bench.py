@@ -21,7 +21,7 @@ from lmstudy import environment, flops, hardware
 from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
 from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
-from lmstudy.steps import build_workload, make_step, synchronize
+from lmstudy.steps import make_step, synchronize
 from lmstudy.timing import time_steps
 
 MODES = ("eager", "compiled")
@@ -77,7 +77,7 @@ def run_job(spec: CompileSpec) -> list[dict]:
         torch._dynamo.reset()
         work, build_error = None, None
         try:
-            work = build_workload(spec.model_config, spec.batch_size, spec.precision, device)
+            work = spec.build_workload(device)
             if mode == "compiled":
                 work.model = torch.compile(work.model)
         except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised

@@ -58,3 +58,20 @@ class ModelSpec:
     @property
     def dims(self) -> dict[str, int]:
         return model_dims(self)
+
+    def parameter_count(self) -> int:
+        """The model's parameter count, from a build on the meta device (no memory)."""
+        import torch
+
+        from lmstudy.model import TransformerLM, count_parameters
+
+        with torch.device("meta"):
+            return count_parameters(TransformerLM(self.model_config))
+
+    def build_workload(self, device, with_optimizer: bool = True):
+        """The model on `device` with its batch (and optimizer), as the spec says."""
+        from lmstudy.steps import build_workload
+
+        return build_workload(
+            self.model_config, self.batch_size, self.precision, device, with_optimizer=with_optimizer
+        )

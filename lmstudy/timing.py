@@ -21,10 +21,9 @@ import torch
 
 from lmstudy import environment, flops, hardware
 from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
-from lmstudy.model import count_parameters
 from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
-from lmstudy.steps import PASSES, build_workload, make_step, synchronize
+from lmstudy.steps import PASSES, make_step, synchronize
 
 VARIANTS = ("naive", "sdpa", "naive-compile", "sdpa-compile")
 
@@ -74,18 +73,11 @@ def _base_row(spec: TimingSpec, pass_name: str, warmup: int) -> dict:
         "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
         "process": "fresh" if warmup == 0 else "shared",
     }
-    row["params"] = count_parameters_of(spec)
+    row["params"] = spec.parameter_count()
     row["flops_per_step"] = flops.flops_per_step(
         pass_name, spec.batch_size, spec.context_length, **spec.dims
     )
     return row
-
-
-def count_parameters_of(spec: TimingSpec) -> int:
-    with torch.device("meta"):
-        from lmstudy.model import TransformerLM
-
-        return count_parameters(TransformerLM(spec.model_config))
 
 
 def _measured_row(row: dict, times: list[float], spec: TimingSpec, device: torch.device) -> dict:
@@ -111,7 +103,7 @@ def _finish(row: dict, device: torch.device, spec: TimingSpec, env: dict) -> dic
 
 
 def _build(spec: TimingSpec, device: torch.device):
-    work = build_workload(spec.model_config, spec.batch_size, spec.precision, device)
+    work = spec.build_workload(device)
     if spec.compiled:
         work.model = torch.compile(work.model)
     return work

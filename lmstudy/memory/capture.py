@@ -24,9 +24,8 @@ import torch
 from lmstudy import environment
 from lmstudy.atomic import atomic_path
 from lmstudy.devices import UserError, apply_memory_cap, free_memory, is_out_of_memory, resolve_device
-from lmstudy.model import count_parameters
 from lmstudy.spec import ModelSpec
-from lmstudy.steps import build_workload, make_step, synchronize
+from lmstudy.steps import make_step, synchronize
 
 PASSES = ("forward", "train_step")
 
@@ -81,20 +80,10 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path) -> dict:
     apply_memory_cap(device, spec.memory_cap_gb)
     meta = {**spec.describe(), **environment.describe(device)}
     meta["device_index"] = torch.cuda.current_device()
-    with torch.device("meta"):
-        from lmstudy.model import TransformerLM
-
-        meta["params"] = count_parameters(TransformerLM(spec.model_config))
+    meta["params"] = spec.parameter_count()
     stage, recording, work, step = "build", False, None, None
     try:
-        with torch.device(device):
-            work = build_workload(
-                spec.model_config,
-                spec.batch_size,
-                spec.precision,
-                device,
-                with_optimizer=spec.pass_name == "train_step",
-            )
+        work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
         step = make_step(work, spec.pass_name)
         stage = "warm-up"
         meta["residual_dtype"] = _observe_residual_dtype(work.model, step)

@@ -21,7 +21,7 @@ import torch
 from lmstudy import environment
 from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
 from lmstudy.spec import ModelSpec
-from lmstudy.steps import build_workload, make_step, synchronize
+from lmstudy.steps import make_step, synchronize
 
 BACKENDS = ("nsys", "torch")
 
@@ -96,14 +96,7 @@ def run_profile(spec: ProfileSpec, trace: Path | None = None) -> dict:
     record = {**spec.columns(), **environment.describe(device), "status": "ok", "error": ""}
     step_ms: list[float] = []
     try:
-        with torch.device(device):
-            work = build_workload(
-                spec.model_config,
-                spec.batch_size,
-                spec.precision,
-                device,
-                with_optimizer=spec.pass_name == "train_step",
-            )
+        work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
         step = make_step(work, spec.pass_name)
         for _ in range(spec.warmup_steps):
             step()
