@@ -115,6 +115,23 @@ def test_a_changed_size_reruns_only_that_sizes_jobs(finished):
     assert "report" in {j.rule for j in jobs}
 
 
+def test_a_setting_changed_to_another_settings_value_is_seen(finished):
+    """Snakemake compares params as a set of values: a change of one setting to
+    a value another setting of the job already has must rerun the job all the same."""
+    config = load_config(finished)
+    smoke = config["presets"]["smoke"]
+    # The batch size is another value of the same job's params.
+    assert smoke["nsys"]["profiled_steps"] != smoke["batch_size"]
+    smoke["nsys"]["profiled_steps"] = smoke["batch_size"]
+    save_config(finished, config)
+    jobs = dry_run(finished, *SMOKE)
+
+    measured = [j for j in jobs if j.measures]
+    assert {j.rule for j in measured} == {"profile_model"}
+    profiled = list((finished / "results/default/nsys/raw").glob("*/run.json"))
+    assert len(measured) == len(profiled)
+
+
 @pytest.fixture
 def repo_copy(smoke_run, tmp_path) -> tuple[Path, Path]:
     """A copy of this working tree and of the finished run, to edit templates in.

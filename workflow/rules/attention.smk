@@ -24,19 +24,19 @@ rule attention_sweep:
     resources:
         **gpu_job_resources(),
     params:
-        seq_lens=ATTENTION["seq_lens"],
-        batch_size=ATTENTION["batch_size"],
-        steps=ATTENTION["steps"],
-        warmup=ATTENTION["warmup"],
-        device=config["device"],
+        seq_lens=flag("--seq-lens", ATTENTION["seq_lens"]),
+        batch_size=flag("--batch-size", ATTENTION["batch_size"]),
+        steps=flag("--steps", ATTENTION["steps"]),
+        warmup=flag("--warmup", ATTENTION["warmup"]),
+        device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
-        memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
         "lmstudy attention_sweep --out {output}"
         " --implementation {wildcards.impl} --precision {wildcards.precision}"
-        " --head-dim {wildcards.head_dim} --seq-lens {params.seq_lens}"
-        " --batch-size {params.batch_size} --steps {params.steps} --warmup {params.warmup}"
-        " --device {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
+        " --head-dim {wildcards.head_dim} {params.seq_lens}"
+        " {params.batch_size} {params.steps} {params.warmup}"
+        " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
 
 
 rule aggregate_attention:

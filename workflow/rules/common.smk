@@ -90,8 +90,18 @@ def gpu_job_resources():
     }
 
 
-def optional_flag(flag, value):
-    return "" if value is None else f"{flag} {value}"
+def flag(name, value):
+    """A command-line flag and its value(s) as one param; "" for None.
+
+    Snakemake compares a job's params as a set of values without their
+    names, so two settings that share a value (1 warm-up step, 1 profiled
+    step) would hide a change of one to the other. With the flag's name in
+    every value, each change reruns the jobs it concerns.
+    """
+    if value is None:
+        return ""
+    values = value if isinstance(value, list) else [value]
+    return " ".join([name, *(shlex.quote(str(v)) for v in values)])
 
 
 wildcard_constraints:

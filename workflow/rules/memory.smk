@@ -43,21 +43,21 @@ rule memory_snapshot:
         **gpu_job_resources(),
     params:
         dims=lambda w: size_dims(w.size),
-        batch_size=config["batch_size"],
-        vocab_size=config["vocab_size"],
-        warmup_steps=MEMORY["warmup_steps"],
-        max_entries=MEMORY["max_entries"],
-        device=config["device"],
+        batch_size=flag("--batch-size", config["batch_size"]),
+        vocab_size=flag("--vocab-size", config["vocab_size"]),
+        warmup_steps=flag("--warmup-steps", MEMORY["warmup_steps"]),
+        max_entries=flag("--max-entries", MEMORY["max_entries"]),
+        device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
-        memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
         "lmstudy memory_snapshot --out {output.snapshot} --meta {output.meta}"
         " --size {wildcards.size} --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --pass {wildcards.mempass}"
-        " --precision {wildcards.precision} --batch-size {params.batch_size}"
-        " --vocab-size {params.vocab_size} --warmup-steps {params.warmup_steps}"
-        " --max-entries {params.max_entries} --device {params.device}"
+        " --precision {wildcards.precision} {params.batch_size}"
+        " {params.vocab_size} {params.warmup_steps}"
+        " {params.max_entries} {params.device}"
         " {params.tf32} {params.memory_cap} > {log} 2>&1"
 
 
@@ -78,10 +78,10 @@ rule memory_summary:
         LMSTUDY_ENV
     params:
         out=MEMORY_SUMMARY,
-        top=MEMORY["top_allocations"],
+        top=flag("--top", MEMORY["top_allocations"]),
     shell:
         "lmstudy memory_summary {input.snapshot} --meta {input.meta}"
-        " --out {params.out} --top {params.top} > {log} 2>&1"
+        " --out {params.out} {params.top} > {log} 2>&1"
 
 
 rule memory_table:
@@ -94,15 +94,15 @@ rule memory_table:
     conda:
         LMSTUDY_ENV
     params:
-        sizes=MEMORY["sizes"],
-        context_lengths=MEMORY["context_lengths"],
-        passes=MEMORY["passes"],
-        precisions=MEMORY["precisions"],
+        sizes=flag("--sizes", MEMORY["sizes"]),
+        context_lengths=flag("--context-lengths", MEMORY["context_lengths"]),
+        passes=flag("--passes", MEMORY["passes"]),
+        precisions=flag("--precisions", MEMORY["precisions"]),
         skipped=MEMORY_SKIPPED,
     shell:
         "lmstudy memory_table --out {output}"
-        " --sizes {params.sizes} --context-lengths {params.context_lengths}"
-        " --passes {params.passes} --precisions {params.precisions}"
+        " {params.sizes} {params.context_lengths}"
+        " {params.passes} {params.precisions}"
         " --summaries {input} --skipped-reason={params.skipped:q} > {log} 2>&1"
 
 

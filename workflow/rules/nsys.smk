@@ -50,25 +50,25 @@ rule profile_model:
     params:
         out_dir=lambda w, output: str(Path(output.record).parent),
         dims=lambda w: size_dims(w.size),
-        batch_size=config["batch_size"],
-        vocab_size=config["vocab_size"],
-        warmup_steps=NSYS["warmup_steps"],
-        profiled_steps=NSYS["profiled_steps"],
-        device=config["device"],
+        batch_size=flag("--batch-size", config["batch_size"]),
+        vocab_size=flag("--vocab-size", config["vocab_size"]),
+        warmup_steps=flag("--warmup-steps", NSYS["warmup_steps"]),
+        profiled_steps=flag("--profiled-steps", NSYS["profiled_steps"]),
+        device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
-        memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
-        backend=NSYS_BACKEND,
-        nsys=NSYS["executable"],
+        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        backend=flag("--backend", NSYS_BACKEND),
+        nsys=flag("--nsys", NSYS["executable"]),
     shell:
         "lmstudy profile_job --out-dir {params.out_dir}"
         " --size {wildcards.size} --d-model {params.dims[d_model]}"
         " --d-ff {params.dims[d_ff]} --num-layers {params.dims[num_layers]}"
         " --num-heads {params.dims[num_heads]} --context-length {wildcards.ctx}"
         " --pass {wildcards.nsys_pass} --precision {wildcards.precision}"
-        " --batch-size {params.batch_size} --vocab-size {params.vocab_size}"
-        " --warmup-steps {params.warmup_steps} --profiled-steps {params.profiled_steps}"
-        " --device {params.device} {params.tf32} {params.memory_cap}"
-        " --backend {params.backend} --nsys {params.nsys:q} > {log} 2>&1"
+        " {params.batch_size} {params.vocab_size}"
+        " {params.warmup_steps} {params.profiled_steps}"
+        " {params.device} {params.tf32} {params.memory_cap}"
+        " {params.backend} {params.nsys} > {log} 2>&1"
 
 
 rule aggregate_nsys:

@@ -15,10 +15,10 @@ rule precision_experiments:
     resources:
         **gpu_job_resources(),
     params:
-        device=config["device"],
+        device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
     shell:
-        "lmstudy precision_experiments --device {params.device} {params.tf32}"
+        "lmstudy precision_experiments {params.device} {params.tf32}"
         " --accumulation {output.accumulation} --dtypes {output.dtypes} > {log} 2>&1"
 
 

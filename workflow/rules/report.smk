@@ -59,10 +59,10 @@ rule report:
         LMSTUDY_ENV
     params:
         run=RUN,
-        sections=list(SECTION_TABLES),
-        title=config["report"]["title"],
+        sections=flag("--sections", list(SECTION_TABLES)),
+        title=flag("--title", config["report"]["title"]),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
         "lmstudy render_report --results results/{params.run} --run {params.run}"
-        " --sections {params.sections} --title {params.title:q}"
+        " {params.sections} {params.title}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'

@@ -32,23 +32,23 @@ rule time_model:
         **gpu_job_resources(),
     params:
         dims=lambda w: size_dims(w.size),
-        batch_size=config["batch_size"],
-        vocab_size=config["vocab_size"],
-        passes=TIMING["passes"],
-        warmup_steps=TIMING["warmup_steps"],
-        timed_steps=TIMING["timed_steps"],
-        device=config["device"],
+        batch_size=flag("--batch-size", config["batch_size"]),
+        vocab_size=flag("--vocab-size", config["vocab_size"]),
+        passes=flag("--passes", TIMING["passes"]),
+        warmup_steps=flag("--warmup-steps", TIMING["warmup_steps"]),
+        timed_steps=flag("--timed-steps", TIMING["timed_steps"]),
+        device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
-        memory_cap=optional_flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
         "lmstudy time_model --out {output} --size {wildcards.size}"
         " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --precision {wildcards.precision}"
-        " --variant {wildcards.variant} --batch-size {params.batch_size}"
-        " --vocab-size {params.vocab_size} --passes {params.passes}"
-        " --warmup-steps {params.warmup_steps} --timed-steps {params.timed_steps}"
-        " --device {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
+        " --variant {wildcards.variant} {params.batch_size}"
+        " {params.vocab_size} {params.passes}"
+        " {params.warmup_steps} {params.timed_steps}"
+        " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
 
 
 rule aggregate_timing:
