@@ -31,6 +31,9 @@ RUNG_KEYS = [
     "bf16-sdpa-compile",
     "bf16-sdpa-compile-fused",
     "bf16-sdpa-autotune-fused",
+    "bf16-sdpa-compile-fused-proj",
+    "bf16-sdpa-cudagraphs-fused",
+    "bf16-sdpa-cudagraphs-fused-proj",
 ]
 
 
@@ -41,7 +44,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--rungs", nargs="+", choices=RUNG_KEYS, default=RUNG_KEYS[:5])
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--timed-steps", type=int, default=20)
-    p.add_argument("--matmul-n", type=int, default=8192, help="size of the square bf16 matmul")
+    p.add_argument(
+        "--profile-steps",
+        type=int,
+        default=0,
+        help="after timing, profile this many steps and break each rung's GPU time down by kernel category",
+    )
+    p.add_argument(
+        "--matmul-n", type=int, help="size of the square bf16 matmul (default: 8192 on cuda, 512 on cpu)"
+    )
+    p.add_argument(
+        "--sustained-repeats", type=int, default=2000, help="matmuls in the sustained rate measured after the rungs"
+    )
     p.add_argument("--target", type=float, default=0.6, help="share of the matmul rate to reach")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     return p.parse_args(argv)
@@ -59,16 +73,20 @@ def main(argv=None) -> None:
         **dimension_kwargs(args),
         warmup_steps=args.warmup_steps,
         timed_steps=args.timed_steps,
+        profile_steps=args.profile_steps,
         device=args.device,
     )
-    rows, summary = run_bench(base, args.rungs, args.matmul_n)
+    matmul_n = args.matmul_n or (8192 if args.device == "cuda" else 512)
+    rows, summary = run_bench(base, args.rungs, matmul_n, args.sustained_repeats)
     summary["target"] = args.target
     write_csv(args.out, pd.DataFrame(rows))
     write_json(args.out.with_suffix(".json"), summary)
     print(f"GPU: {summary['gpu']}, torch {summary['torch']}")
     print(
-        f"dense bf16 matmul {args.matmul_n}^3: {summary['matmul_before']['tflops']:.1f} TFLOP/s before, "
-        f"{summary['matmul_after']['tflops']:.1f} after the rungs"
+        f"dense bf16 matmul {matmul_n}^3: {summary['matmul_before']['tflops']:.1f} TFLOP/s before, "
+        f"{summary['matmul_after']['tflops']:.1f} after the rungs, "
+        f"{summary['matmul_sustained']['tflops']:.1f} sustained over {args.sustained_repeats} products; "
+        f"reference {summary['matmul_tflops']:.1f}"
     )
     for row in rows:
         if row["status"] == "ok":
@@ -76,6 +94,15 @@ def main(argv=None) -> None:
                 f"  {row['rung']:<50} {row['median_ms']:9.2f} ms  {row['achieved_tflops']:7.1f} TFLOP/s  "
                 f"{row['share_of_matmul'] * 100:5.1f}% of matmul  (first step {row['first_step_s']:.1f} s)"
             )
+            if "gpu_busy_ms" in row:
+                parts = sorted(
+                    ((k.removeprefix("gpu_ms_"), v) for k, v in row.items() if k.startswith("gpu_ms_")),
+                    key=lambda kv: -kv[1],
+                )
+                print(
+                    f"      GPU busy {row['gpu_busy_ms']:.1f} ms per step: "
+                    + ", ".join(f"{name} {ms:.1f}" for name, ms in parts)
+                )
         else:
             print(f"  {row['rung']:<50} {row['status']}: {row.get('error', '')}")
     if "best_rung" in summary:

@@ -78,7 +78,7 @@ def test_ladder_bench_rung_and_matmul_rate_on_cpu():
     rate = ladder_bench.matmul_tflops(n=128, repeats=3, device="cpu")
     assert rate["tflops"] > 0
     spec = ladder_bench.BenchSpec(
-        rung="bf16-sdpa-compile-fused",
+        rung="bf16-sdpa-compile-fused-proj",
         **NARROW,
         context_length=16,
         batch_size=2,
@@ -89,4 +89,51 @@ def test_ladder_bench_rung_and_matmul_rate_on_cpu():
     )
     row = ladder_bench.measure_rung(spec)
     assert row["status"] == "ok" and row["fused_adamw"] and row["compile_mode"] == "default"
+    assert row["fuse_projections"]
     assert row["achieved_tflops"] == pytest.approx(row["flops_per_step"] / row["median_ms"] * 1e3 / 1e12)
+
+
+def test_ladder_bench_breaks_the_step_time_down_by_kernel_category():
+    spec = ladder_bench.BenchSpec(
+        rung="bf16-sdpa",
+        **NARROW,
+        context_length=16,
+        batch_size=2,
+        vocab_size=128,
+        warmup_steps=1,
+        timed_steps=2,
+        profile_steps=2,
+        device="cpu",
+    )
+    row = ladder_bench.measure_rung(spec)
+    parts = {k: v for k, v in row.items() if k.startswith("gpu_ms_")}
+    # On a CPU the operators stand in for kernels: the matrix products and
+    # the fused attention operator are there, and the parts add up to the whole.
+    assert parts["gpu_ms_GEMM"] > 0 and parts["gpu_ms_other"] > 0
+    assert sum(parts.values()) == pytest.approx(row["gpu_busy_ms"])
+    assert 0 < row["gpu_busy_ms"] < 10 * row["max_ms"]
+
+
+def test_inductor_kernels_have_their_own_category():
+    assert ladder_bench.kernel_category("triton_poi_fused__to_copy_mul_silu_0") == "fused (Triton)"
+    assert ladder_bench.kernel_category("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n") == "GEMM"
+
+
+def test_ladder_bench_compares_against_the_highest_measured_matmul_rate():
+    base = ladder_bench.BenchSpec(
+        rung="bf16",
+        **NARROW,
+        context_length=16,
+        batch_size=2,
+        vocab_size=128,
+        warmup_steps=1,
+        timed_steps=2,
+        device="cpu",
+    )
+    rows, summary = ladder_bench.run_bench(base, ["fp32", "bf16"], matmul_n=64, sustained_repeats=20)
+    rates = [summary[k]["tflops"] for k in ("matmul_before", "matmul_after", "matmul_sustained")]
+    assert summary["matmul_tflops"] == max(rates)
+    assert [r["rung_key"] for r in rows] == ["fp32", "bf16"]
+    best = max(rows, key=lambda r: r["achieved_tflops"])
+    assert summary["best_rung"] == best["rung"]
+    assert summary["best_share"] == pytest.approx(best["achieved_tflops"] / max(rates))

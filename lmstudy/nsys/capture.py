@@ -67,7 +67,7 @@ def cuda_profiler_range(device: torch.device):
         torch.cuda.cudart().cudaProfilerStop()
 
 
-def _torch_profiler(device: torch.device, trace: Path):
+def torch_profiler_capture(device: torch.device, trace: Path):
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -106,7 +106,7 @@ def run_profile(spec: ProfileSpec, trace: Path | None = None) -> dict:
         else:
             if trace is None:
                 raise ValueError("the torch backend needs a trace path")
-            capture = _torch_profiler(device, Path(trace))
+            capture = torch_profiler_capture(device, Path(trace))
         with capture:
             for _ in range(spec.profiled_steps):
                 start = time.perf_counter()
