@@ -54,7 +54,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--matmul-n", type=int, help="size of the square bf16 matmul (default: 8192 on cuda, 512 on cpu)"
     )
     p.add_argument(
-        "--sustained-repeats", type=int, default=2000, help="matmuls in the sustained rate measured after the rungs"
+        "--sustained-repeats",
+        type=int,
+        default=2000,
+        help="matmuls in the sustained rate measured after the rungs",
     )
     p.add_argument("--target", type=float, default=0.6, help="share of the matmul rate to reach")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
