@@ -52,6 +52,22 @@ class Rung:
     compile_mode: str | None = None  # None: eager; "default", "max-autotune-no-cudagraphs", ...
     fused_adamw: bool = False
     fuse_projections: bool = False
+    sdpa_backend: str | None = None  # None: PyTorch's choice; else the only one allowed (SDPA_BACKENDS)
+    compile_optimizer: bool = False  # the optimizer step compiled by inductor too
+
+
+SDPA_BACKENDS = {
+    "flash": torch.backends.cuda.enable_flash_sdp,
+    "efficient": torch.backends.cuda.enable_mem_efficient_sdp,
+    "cudnn": torch.backends.cuda.enable_cudnn_sdp,
+    "math": torch.backends.cuda.enable_math_sdp,
+}
+
+
+def allow_only_sdpa_backend(backend: str) -> None:
+    """Make `backend` the only one SDPA may use, in this process: no silent fallback to another."""
+    for name, enable in SDPA_BACKENDS.items():
+        enable(name == backend)
 
 
 RUNGS = {
@@ -83,6 +99,29 @@ RUNGS = {
         "sdpa",
         "reduce-overhead",
         fused_adamw=True,
+    ),
+    "bf16-sdpa-cudagraphs-fused-flash": Rung(
+        "bf16 + SDPA (flash) + compile with CUDA graphs + fused AdamW",
+        "bf16",
+        "sdpa",
+        "reduce-overhead",
+        fused_adamw=True,
+        sdpa_backend="flash",
+    ),
+    "bf16-sdpa-cudagraphs-fused-cudnn": Rung(
+        "bf16 + SDPA (cuDNN) + compile with CUDA graphs + fused AdamW",
+        "bf16",
+        "sdpa",
+        "reduce-overhead",
+        fused_adamw=True,
+        sdpa_backend="cudnn",
+    ),
+    "bf16-sdpa-cudagraphs-compiled-adamw": Rung(
+        "bf16 + SDPA + compile with CUDA graphs + compiled AdamW",
+        "bf16",
+        "sdpa",
+        "reduce-overhead",
+        compile_optimizer=True,
     ),
     "bf16-sdpa-cudagraphs-fused-proj": Rung(
         "bf16 + SDPA + compile with CUDA graphs + fused AdamW + fused projections",
@@ -150,6 +189,9 @@ def _fused_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
     )
 
 
+TOP_KERNELS = 8
+
+
 def kernel_category(name: str, kind: str = "kernel") -> str:
     # Inductor's generated kernels fuse several operators; they get their own
     # category rather than a guess from the first operator in their name.
@@ -176,6 +218,8 @@ def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]
     per_category = ms.groupby(categories).sum()
     breakdown = {f"gpu_ms_{category}": float(value) for category, value in per_category.items()}
     breakdown["gpu_busy_ms"] = float(ms.sum())
+    top = ms.groupby(activities["name"].to_numpy()).sum().nlargest(TOP_KERNELS)
+    breakdown["top_kernels"] = "; ".join(f"{name[:120]}: {value:.2f} ms" for name, value in top.items())
     return breakdown
 
 
@@ -194,6 +238,8 @@ def measure_rung(spec: BenchSpec) -> dict:
         "compile_mode": rung.compile_mode or "",
         "fused_adamw": rung.fused_adamw,
         "fuse_projections": rung.fuse_projections,
+        "sdpa_backend": rung.sdpa_backend or "",
+        "compile_optimizer": rung.compile_optimizer,
         "flops_per_step": flops.flops_per_step(
             "train_step", spec.batch_size, spec.context_length, **spec.dims
         ),
@@ -204,10 +250,15 @@ def measure_rung(spec: BenchSpec) -> dict:
         fuse_projections=rung.fuse_projections,
         **spec.dims,
     )
+    if rung.sdpa_backend:
+        allow_only_sdpa_backend(rung.sdpa_backend)
     try:
         work = build_workload(config, spec.batch_size, rung.precision, device)
         if rung.fused_adamw:
             work.optimizer = _fused_optimizer(work.model)
+        if rung.compile_optimizer:
+            # make_step calls optimizer.step(); the compiled one shadows the method.
+            work.optimizer.step = torch.compile(work.optimizer.step)
         if rung.compile_mode:
             work.model = torch.compile(work.model, mode=rung.compile_mode)
         step = make_step(work, "train_step")

@@ -33,6 +33,9 @@ RUNG_KEYS = [
     "bf16-sdpa-autotune-fused",
     "bf16-sdpa-compile-fused-proj",
     "bf16-sdpa-cudagraphs-fused",
+    "bf16-sdpa-cudagraphs-fused-flash",
+    "bf16-sdpa-cudagraphs-fused-cudnn",
+    "bf16-sdpa-cudagraphs-compiled-adamw",
     "bf16-sdpa-cudagraphs-fused-proj",
 ]
 
@@ -106,6 +109,7 @@ def main(argv=None) -> None:
                     f"      GPU busy {row['gpu_busy_ms']:.1f} ms per step: "
                     + ", ".join(f"{name} {ms:.1f}" for name, ms in parts)
                 )
+                print(f"      top kernels: {row['top_kernels']}")
         else:
             print(f"  {row['rung']:<50} {row['status']}: {row.get('error', '')}")
     if "best_rung" in summary:

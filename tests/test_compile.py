@@ -137,3 +137,14 @@ def test_ladder_bench_compares_against_the_highest_measured_matmul_rate():
     best = max(rows, key=lambda r: r["achieved_tflops"])
     assert summary["best_rung"] == best["rung"]
     assert summary["best_share"] == pytest.approx(best["achieved_tflops"] / max(rates))
+
+
+def test_bench_script_offers_every_rung_the_library_defines():
+    import importlib.util
+
+    from lmstudy.environment import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("bench_ladder", REPO_ROOT / "scripts" / "bench_ladder.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.RUNG_KEYS == list(ladder_bench.RUNGS)
