@@ -27,10 +27,6 @@ class ModelConfig:
     num_heads: int
     rope_theta: float = 10000.0
     attention: str = "naive"  # "naive" (profiled step by step) or "sdpa"
-    # Compute Q, K, V in one matrix product, and SwiGLU's two input products in
-    # one: the weights are concatenated on the fly, so the parameters (and a
-    # saved state_dict) are the same either way; only the GEMM shapes differ.
-    fuse_projections: bool = False
 
     def __post_init__(self):
         if self.d_model % self.num_heads:
@@ -121,7 +117,6 @@ class CausalSelfAttention(nn.Module):
         d = config.d_model
         self.num_heads = config.num_heads
         self.use_sdpa = config.attention == "sdpa"
-        self.fuse_projections = config.fuse_projections
         self.q_proj, self.k_proj = Linear(d, d), Linear(d, d)
         self.v_proj, self.output_proj = Linear(d, d), Linear(d, d)
         self.rope = RotaryEmbedding(config.d_head, config.context_length, config.rope_theta)
@@ -132,13 +127,9 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq, d_model = x.shape
-        if self.fuse_projections:
-            weight = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))
-            q, k, v = F.linear(x, weight).split(d_model, dim=-1)
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        q, k = self.rope(self._split_heads(q)), self.rope(self._split_heads(k))
-        v = self._split_heads(v)
+        q = self.rope(self._split_heads(self.q_proj(x)))
+        k = self.rope(self._split_heads(self.k_proj(x)))
+        v = self._split_heads(self.v_proj(x))
         if self.use_sdpa:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -148,18 +139,13 @@ class CausalSelfAttention(nn.Module):
 
 
 class SwiGLU(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, fuse_projections: bool = False):
+    def __init__(self, d_model: int, d_ff: int):
         super().__init__()
         self.w1, self.w3 = Linear(d_model, d_ff), Linear(d_model, d_ff)
         self.w2 = Linear(d_ff, d_model)
-        self.fuse_projections = fuse_projections
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fuse_projections:
-            gate, up = F.linear(x, torch.cat((self.w1.weight, self.w3.weight))).chunk(2, dim=-1)
-        else:
-            gate, up = self.w1(x), self.w3(x)
-        return self.w2(F.silu(gate) * up)
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
 class TransformerBlock(nn.Module):
@@ -168,7 +154,7 @@ class TransformerBlock(nn.Module):
         self.ln1 = RMSNorm(config.d_model)
         self.attn = CausalSelfAttention(config)
         self.ln2 = RMSNorm(config.d_model)
-        self.ffn = SwiGLU(config.d_model, config.d_ff, config.fuse_projections)
+        self.ffn = SwiGLU(config.d_model, config.d_ff)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
