@@ -74,36 +74,23 @@ def test_section_from_real_rows(compile_rows, tmp_path):
     assert any(f.startswith("Compiling costs") for f in findings)
 
 
+def _bench_spec(rung: str, **overrides) -> ladder_bench.BenchSpec:
+    """A CPU-sized benchmark spec of the narrow model."""
+    shape = dict(context_length=16, batch_size=2, vocab_size=128, warmup_steps=1, timed_steps=2)
+    return ladder_bench.BenchSpec(rung=rung, **NARROW, **shape, device="cpu", **overrides)
+
+
 def test_ladder_bench_rung_and_matmul_rate_on_cpu():
     rate = ladder_bench.matmul_tflops(n=128, repeats=3, device="cpu")
     assert rate["tflops"] > 0
-    spec = ladder_bench.BenchSpec(
-        rung="bf16-sdpa-cudagraphs-compiled-adamw",
-        **NARROW,
-        context_length=16,
-        batch_size=2,
-        vocab_size=128,
-        warmup_steps=1,
-        timed_steps=2,
-        device="cpu",
-    )
+    spec = _bench_spec("bf16-sdpa-cudagraphs-compiled-adamw")
     row = ladder_bench.measure_rung(spec)
     assert row["status"] == "ok" and row["compile_optimizer"] and row["compile_mode"] == "reduce-overhead"
     assert row["achieved_tflops"] == pytest.approx(row["flops_per_step"] / row["median_ms"] * 1e3 / 1e12)
 
 
 def test_ladder_bench_breaks_the_step_time_down_by_kernel_category():
-    spec = ladder_bench.BenchSpec(
-        rung="bf16-sdpa",
-        **NARROW,
-        context_length=16,
-        batch_size=2,
-        vocab_size=128,
-        warmup_steps=1,
-        timed_steps=2,
-        profile_steps=2,
-        device="cpu",
-    )
+    spec = _bench_spec("bf16-sdpa", profile_steps=2)
     row = ladder_bench.measure_rung(spec)
     parts = {k: v for k, v in row.items() if k.startswith("gpu_ms_")}
     # On a CPU the operators stand in for kernels: the matrix products and
@@ -119,16 +106,7 @@ def test_inductor_kernels_have_their_own_category():
 
 
 def test_ladder_bench_compares_against_the_highest_measured_matmul_rate():
-    base = ladder_bench.BenchSpec(
-        rung="bf16",
-        **NARROW,
-        context_length=16,
-        batch_size=2,
-        vocab_size=128,
-        warmup_steps=1,
-        timed_steps=2,
-        device="cpu",
-    )
+    base = _bench_spec("bf16")
     rows, summary = ladder_bench.run_bench(base, ["fp32", "bf16"], matmul_n=64, sustained_repeats=20)
     rates = [summary[k]["tflops"] for k in ("matmul_before", "matmul_after", "matmul_sustained")]
     assert summary["matmul_tflops"] == max(rates)
