@@ -3,7 +3,8 @@
 The target: the best rung reaches a given share of the dense bf16
 matrix-multiply rate measured on the same GPU in the same run. Each rung
 runs in a fresh process (an out-of-memory rung leaves nothing behind for the
-next); the matmul rate is measured in the parent before and after them.
+next); the matmul rate is measured in the parent before and after them
+(run_bench says how).
 
 Rungs beyond the study's four:
 - fused AdamW: one kernel for the whole optimizer step instead of a loop
@@ -228,11 +229,7 @@ def measure_rung(spec: BenchSpec) -> dict:
             "train_step", spec.batch_size, spec.context_length, **spec.dims
         ),
     }
-    config = ModelConfig(
-        context_length=spec.context_length,
-        attention=rung.attention,
-        **spec.dims,
-    )
+    config = ModelConfig(context_length=spec.context_length, attention=rung.attention, **spec.dims)
     if rung.sdpa_backend:
         allow_only_sdpa_backend(rung.sdpa_backend)
     try:
@@ -280,7 +277,7 @@ def measure_rung_in_child(spec: BenchSpec) -> dict:
 
 
 def run_bench(
-    base: BenchSpec, rungs: list[str], matmul_n: int = 8192, sustained_repeats: int = 2000
+    base: BenchSpec, rungs: list[str], matmul_n: int = 8192, sustained_repeats: int = 1000
 ) -> tuple[list[dict], dict]:
     """Rows of every rung (fresh process each), and the matmul rates around them.
 

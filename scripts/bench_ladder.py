@@ -67,7 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--sustained-repeats",
         type=int,
-        default=2000,
+        default=1000,
         help="matmuls in the sustained rate measured after the rungs",
     )
     p.add_argument("--target", type=float, default=0.6, help="share of the matmul rate to reach")
