@@ -185,7 +185,10 @@ def build(results: Path, figures: Path) -> Section:
         Text(
             "Training step (forward, backward, AdamW), from the timing section's steady-state medians: "
             "fp32 -> bf16 autocast -> bf16 + PyTorch SDPA -> bf16 + SDPA + torch.compile. MFU is over the "
-            "GPU's dense bf16 peak for every rung, so the rungs share one scale."
+            "GPU's dense bf16 peak for every rung, so the rungs share one scale. Rungs beyond these "
+            "(fused and compiled AdamW, CUDA graphs), each step's GPU time by kernel category, and the "
+            "share of this GPU's measured matmul rate come from scripts/bench_ladder.py (README: the "
+            "ladder benchmark)."
         )
     )
     section.add(Findings(findings(ladder)))
