@@ -15,9 +15,10 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
 
 
 def test_snakemake_lint_is_clean():
-    # The smoke preset: parses without a GPU or nsys, like the full study's rules.
+    # Both presets, as a user runs it: linting needs neither a GPU nor nsys
+    # (CI has neither), though the full preset profiles with nsys.
     for preset in ("smoke", "full"):
-        done = run(*SNAKEMAKE, "--lint", "--config", f"preset={preset}", "nsys={'backend': 'torch'}")
+        done = run(*SNAKEMAKE, "--lint", "--config", f"preset={preset}")
         assert done.returncode == 0, f"--lint failed for preset {preset}:\n{done.stdout}\n{done.stderr}"
         lints = done.stdout + done.stderr
         assert "Lints for" not in lints, f"preset {preset}:\n{lints}"

@@ -13,8 +13,10 @@ NSYS_TABLES = [
 # 'auto' is settled here, once: nsys where it is on hand, else torch.profiler.
 NSYS_BACKEND = nsys_executable.resolve_backend(NSYS["backend"], NSYS["executable"])
 
-if NSYS["enabled"] and NSYS_BACKEND == "nsys":
-    # Stop at start, not hours in, when nsys is missing or does not run.
+# Stop at start, not hours in, when nsys is missing or does not run. `--lint`
+# reads the workflow, not this machine: Snakemake skips its own environment
+# checks then (check_envvars is off only there), and this one with them.
+if NSYS["enabled"] and NSYS_BACKEND == "nsys" and workflow.check_envvars:
     try:
         NSYS_VERSION = nsys_executable.nsys_version(NSYS["executable"])
     except nsys_executable.NsysMissing as error:
