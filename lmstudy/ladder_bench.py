@@ -178,14 +178,6 @@ def _fused_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
 TOP_KERNELS = 8
 
 
-def kernel_category(name: str, kind: str = "kernel") -> str:
-    # Inductor's generated kernels fuse several operators; they get their own
-    # category rather than a guess from the first operator in their name.
-    if name.startswith("triton_"):
-        return "fused (Triton)"
-    return categorize(name, kind)
-
-
 def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]:
     """GPU time per step by kernel category (CPU operators on a CPU), in ms.
 
@@ -200,7 +192,7 @@ def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]
             synchronize(device)
         activities = read_events(trace).activities
     ms = (activities["end"] - activities["start"]) / 1e6 / steps
-    categories = [kernel_category(n, k) for n, k in zip(activities["name"], activities["kind"], strict=True)]
+    categories = [categorize(n, k) for n, k in zip(activities["name"], activities["kind"], strict=True)]
     per_category = ms.groupby(categories).sum()
     breakdown = {f"gpu_ms_{category}": float(value) for category, value in per_category.items()}
     breakdown["gpu_busy_ms"] = float(ms.sum())

@@ -93,3 +93,10 @@ def test_copies_and_sets_are_memory_whatever_their_name():
 )
 def test_cpu_operators_follow_the_same_rules(operator, category):
     assert categorize(operator, "cpu_op") == category
+
+
+def test_inductor_kernels_have_their_own_category():
+    # Real names from a compiled 2.7B training step on an H200.
+    assert categorize("triton_poi_fused__to_copy_14") == "fused (Triton)"
+    assert categorize("triton_poi_fused__unsafe_view_mul_silu_silu_backward_view_1") == "fused (Triton)"
+    assert categorize("nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT") == "GEMM"

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 import re
 
-CATEGORIES = ("GEMM", "softmax", "elementwise", "reduction", "optimizer", "memory copy/set", "other")
+CATEGORIES = (
+    "GEMM",
+    "softmax",
+    "elementwise",
+    "reduction",
+    "optimizer",
+    "memory copy/set",
+    "fused (Triton)",
+    "other",
+)
 
 _POINTWISE_OPS = (
     "add|sub|rsub|mul|div|neg|pow|rsqrt|sqrt|exp|log|silu|silu_backward|sigmoid|relu|gelu|"
@@ -25,7 +34,10 @@ _POINTWISE_OPS = (
 RULES: tuple[tuple[str, re.Pattern], ...] = tuple(
     (category, re.compile(pattern, re.IGNORECASE))
     for category, pattern in (
-        # Memory first: copy and fill kernels are "elementwise" by template only.
+        # torch.compile's generated kernels fuse several operators, so their
+        # names (triton_poi_fused__to_copy_mul_silu_0) say no one thing they do.
+        ("fused (Triton)", r"^triton_"),
+        # Memory: copy and fill kernels are "elementwise" by template only.
         (
             "memory copy/set",
             r"^\[CUDA mem|^Memcpy|^Memset|copy_kernel|FillFunctor|"

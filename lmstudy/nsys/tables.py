@@ -146,16 +146,18 @@ def top_non_gemm_forward(kernels: pd.DataFrame, count: int = 3) -> pd.DataFrame:
 
 
 def category_shares(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Share of GPU time (%) by category, per configuration: rows x CATEGORIES."""
+    """Share of GPU time (%) by category, per configuration.
+
+    Columns: GEMM (the headline, always) and every other category that has
+    time in some configuration, in CATEGORIES' order.
+    """
     if kernels.empty:
         return pd.DataFrame(columns=[*CONFIG, *CATEGORIES])
     sums = kernels.pivot_table(
         index=CONFIG, columns="category", values="total_ns", aggfunc="sum", fill_value=0
     )
-    for category in CATEGORIES:
-        if category not in sums:
-            sums[category] = 0
-    shares = 100 * sums[list(CATEGORIES)].div(sums.sum(axis=1), axis=0)
+    present = [c for c in CATEGORIES if c == "GEMM" or c in sums]
+    shares = 100 * sums.reindex(columns=present, fill_value=0).div(sums.sum(axis=1), axis=0)
     return shares.reset_index()
 
 

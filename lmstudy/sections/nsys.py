@@ -62,6 +62,8 @@ def make_figures(results: Path, out_dir: Path) -> None:
         labels = [f"{s}\nctx {c}" for s, c in zip(part["size"], part["context_length"], strict=False)]
         bottom = pd.Series(0.0, index=part.index)
         for color, category in zip(colors, CATEGORIES, strict=False):
+            if category not in part:
+                continue
             ax.bar(labels, part[category], bottom=bottom, label=category, color=color)
             bottom += part[category]
         ax.set_title(PASS_LABELS[pass_name])
