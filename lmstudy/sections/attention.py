@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.sections.labels import faster  # noqa: E402
 
 IMPLEMENTATIONS = ("naive", "naive-compile", "sdpa")
 LABELS = {"naive": "naive eager", "naive-compile": "naive compiled", "sdpa": "SDPA"}
@@ -168,11 +169,6 @@ def oom_threshold(batch: int, head_dim: int, precision: str, memory_bytes: float
     while predicted_bytes(batch, seq, head_dim, precision)["peak"] <= memory_bytes:
         seq *= 2
     return seq
-
-
-def faster(ratio: float) -> str:
-    """A time ratio (old / new) in words: '2.10× faster' or '1.25× slower'."""
-    return f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
 
 
 def findings(frame: pd.DataFrame) -> list[str]:

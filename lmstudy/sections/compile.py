@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, faster  # noqa: E402
 
-PASS_LABELS = {"forward": "forward", "forward_backward": "forward+backward", "train_step": "training step"}
 KEY = ["size", "precision", "attention", "pass"]
 
 
@@ -61,10 +61,6 @@ def comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
             "break-even steps": comp["break_even_steps"],
         }
     )
-
-
-def faster(ratio: float) -> str:
-    return f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
 
 
 def findings(frame: pd.DataFrame) -> list[str]:

@@ -13,8 +13,8 @@ import pandas as pd  # noqa: E402
 
 from lmstudy.memory.kinds import KINDS  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
 
-PASS_LABELS = {"forward": "forward", "train_step": "training step"}
 KIND_LABELS = {
     "parameters": "parameters",
     "gradients": "gradients",

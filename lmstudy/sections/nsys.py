@@ -13,8 +13,8 @@ import pandas as pd  # noqa: E402
 from lmstudy.nsys import tables as T  # noqa: E402
 from lmstudy.nsys.categories import CATEGORIES  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
 
-PASS_LABELS = {"forward": "forward", "train_step": "training step"}
 SHARES_FIGURE = "category_shares.png"
 
 

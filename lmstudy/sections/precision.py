@@ -8,6 +8,7 @@ import pandas as pd
 
 from lmstudy.report import Findings, Section, Table, Text
 from lmstudy.sections import timing as timing_section
+from lmstudy.sections.labels import PASS_LABELS
 
 PRECISIONS = ("fp16", "bf16")
 
@@ -174,7 +175,7 @@ def build(results: Path, figures: Path) -> Section:
 
 def speedup_findings(speedups: pd.DataFrame) -> list[str]:
     items = []
-    labels = timing_section.PASS_LABELS
+    labels = PASS_LABELS
     best = speedups.loc[speedups["speedup"].idxmax()]
     items.append(
         f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "

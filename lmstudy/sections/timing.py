@@ -14,12 +14,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
 
-PASS_LABELS = {
-    "forward": "forward",
-    "forward_backward": "forward+backward",
-    "train_step": "training step",
-}
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
 
