@@ -8,6 +8,7 @@ arguments (and answer --help) before torch is imported.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from lmstudy.errors import UserError
@@ -16,6 +17,15 @@ from lmstudy.errors import UserError
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")
 # Every field of lmstudy.spec.ModelSpec.
 MODEL_FIELDS = ("size", *DIMENSIONS, "precision", "device", "tf32", "memory_cap_gb")
+
+
+def compile_from_scratch() -> None:
+    """Make torch.compile pay its full cost here: no inductor cache warmed by an earlier run.
+
+    Compile time is measured, and a warm cache would hide it. Call before
+    torch is imported; child processes inherit it.
+    """
+    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 
 
 def run_main(main) -> None:

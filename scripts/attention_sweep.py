@@ -13,16 +13,13 @@ Example, by hand:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-# Compile time is measured: an inductor cache warmed by an earlier run would
-# hide it, so compile from scratch (children inherit this).
-os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+from lmstudy.cli import add_device_arguments, compile_from_scratch, run_main  # noqa: E402
 
-from lmstudy.cli import add_device_arguments, run_main  # noqa: E402
+compile_from_scratch()
 
 IMPLEMENTATIONS = ["naive", "naive-compile", "sdpa"]
 

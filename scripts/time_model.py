@@ -10,16 +10,13 @@ Example, by hand:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-# Compile time is measured: an inductor cache warmed by an earlier run would
-# hide it, so compile from scratch (children inherit this).
-os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+from lmstudy.cli import add_model_arguments, compile_from_scratch, model_kwargs, run_main  # noqa: E402
 
-from lmstudy.cli import add_model_arguments, model_kwargs, run_main  # noqa: E402
+compile_from_scratch()
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 import pandas as pd
 import pytest
 
 from lmstudy import compile_bench, ladder_bench
 from lmstudy.atomic import write_csv
+from lmstudy.environment import REPO_ROOT
 from lmstudy.report import Findings, Table
 from lmstudy.sections import compile as section
 
@@ -111,12 +115,21 @@ def test_ladder_bench_compares_against_the_highest_measured_matmul_rate():
     assert summary["best_share"] == pytest.approx(best["achieved_tflops"] / max(rates))
 
 
-def test_bench_script_offers_every_rung_the_library_defines():
-    import importlib.util
-
-    from lmstudy.environment import REPO_ROOT
-
-    spec = importlib.util.spec_from_file_location("bench_ladder", REPO_ROOT / "scripts" / "bench_ladder.py")
+def _load_script(name: str):
+    """Import scripts/<name>.py as a module, running its top level."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_bench_script_offers_every_rung_the_library_defines():
+    script = _load_script("bench_ladder")
     assert script.RUNG_KEYS == list(ladder_bench.RUNGS)
+
+
+@pytest.mark.parametrize("script", ["time_model", "compile_model", "attention_sweep", "bench_ladder"])
+def test_compiling_scripts_measure_compile_time_without_a_warm_cache(script, monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", raising=False)
+    _load_script(script)
+    assert os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] == "1"
