@@ -6,17 +6,7 @@ runs in a fresh process (an out-of-memory rung leaves nothing behind for the
 next); the matmul rate is measured in the parent before and after them
 (run_bench says how).
 
-Rungs beyond the study's four:
-- fused AdamW: one kernel for the whole optimizer step instead of a loop
-  over tensors;
-- torch.compile's max-autotune-no-cudagraphs mode: GEMM and fusion
-  autotuning, slow to compile;
-- CUDA graphs (compile mode reduce-overhead): the compiled forward and
-  backward replay without per-kernel launches;
-- one SDPA backend forced (flash or cuDNN), to compare them;
-- compiled AdamW: inductor generates the optimizer step too; on an H200 it
-  streams the 2.7B model's parameters and moments faster than the fused
-  kernel (22 vs 28 ms per step).
+The rungs are in lmstudy.ladder_rungs.
 
 With `profile_steps`, a rung also reports where its GPU time goes: kernel
 time per step by category, read from a torch.profiler trace of those steps.
@@ -37,6 +27,7 @@ import torch
 
 from lmstudy import environment, flops
 from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
+from lmstudy.ladder_rungs import RUNGS
 from lmstudy.model import ModelConfig
 from lmstudy.nsys.capture import torch_profiler_capture
 from lmstudy.nsys.categories import categorize
@@ -45,18 +36,6 @@ from lmstudy.spec import model_dims
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import build_workload, make_step, synchronize
 from lmstudy.timing import time_steps
-
-
-@dataclasses.dataclass(frozen=True)
-class Rung:
-    name: str
-    precision: str
-    attention: str
-    compile_mode: str | None = None  # None: eager; "default", "max-autotune-no-cudagraphs", ...
-    fused_adamw: bool = False
-    sdpa_backend: str | None = None  # None: PyTorch's choice; else the only one allowed (SDPA_BACKENDS)
-    compile_optimizer: bool = False  # the optimizer step compiled by inductor too
-
 
 SDPA_BACKENDS = {
     "flash": torch.backends.cuda.enable_flash_sdp,
@@ -72,53 +51,6 @@ def allow_only_sdpa_backend(backend: str) -> None:
         enable(name == backend)
 
 
-RUNGS = {
-    "fp32": Rung("fp32", "fp32", "naive"),
-    "bf16": Rung("bf16", "bf16", "naive"),
-    "bf16-sdpa": Rung("bf16 + SDPA", "bf16", "sdpa"),
-    "bf16-sdpa-compile": Rung("bf16 + SDPA + compile", "bf16", "sdpa", "default"),
-    "bf16-sdpa-compile-fused": Rung(
-        "bf16 + SDPA + compile + fused AdamW", "bf16", "sdpa", "default", fused_adamw=True
-    ),
-    "bf16-sdpa-autotune-fused": Rung(
-        "bf16 + SDPA + compile max-autotune + fused AdamW",
-        "bf16",
-        "sdpa",
-        "max-autotune-no-cudagraphs",
-        fused_adamw=True,
-    ),
-    "bf16-sdpa-cudagraphs-fused": Rung(
-        "bf16 + SDPA + compile with CUDA graphs + fused AdamW",
-        "bf16",
-        "sdpa",
-        "reduce-overhead",
-        fused_adamw=True,
-    ),
-    "bf16-sdpa-cudagraphs-fused-flash": Rung(
-        "bf16 + SDPA (flash) + compile with CUDA graphs + fused AdamW",
-        "bf16",
-        "sdpa",
-        "reduce-overhead",
-        fused_adamw=True,
-        sdpa_backend="flash",
-    ),
-    "bf16-sdpa-cudagraphs-fused-cudnn": Rung(
-        "bf16 + SDPA (cuDNN) + compile with CUDA graphs + fused AdamW",
-        "bf16",
-        "sdpa",
-        "reduce-overhead",
-        fused_adamw=True,
-        sdpa_backend="cudnn",
-    ),
-    "bf16-sdpa-cudagraphs-compiled-adamw": Rung(
-        "bf16 + SDPA + compile with CUDA graphs + compiled AdamW",
-        "bf16",
-        "sdpa",
-        "reduce-overhead",
-        compile_optimizer=True,
-    ),
-}
-STUDY_RUNGS = ("fp32", "bf16", "bf16-sdpa", "bf16-sdpa-compile")
 
 
 @dataclasses.dataclass(frozen=True)

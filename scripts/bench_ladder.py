@@ -18,38 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lmstudy.cli import add_dimension_arguments, compile_from_scratch, dimension_kwargs, run_main  # noqa: E402
+from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS  # noqa: E402
 
 compile_from_scratch()
 
-RUNG_KEYS = [
-    "fp32",
-    "bf16",
-    "bf16-sdpa",
-    "bf16-sdpa-compile",
-    "bf16-sdpa-compile-fused",
-    "bf16-sdpa-autotune-fused",
-    "bf16-sdpa-cudagraphs-fused",
-    "bf16-sdpa-cudagraphs-fused-flash",
-    "bf16-sdpa-cudagraphs-fused-cudnn",
-    "bf16-sdpa-cudagraphs-compiled-adamw",
-]
-
-# The study's four rungs, then the best of the rest on an H200 (the README has the numbers).
-DEFAULT_RUNGS = [
-    "fp32",
-    "bf16",
-    "bf16-sdpa",
-    "bf16-sdpa-compile",
-    "bf16-sdpa-compile-fused",
-    "bf16-sdpa-cudagraphs-compiled-adamw",
-]
+RUNG_KEYS = list(RUNGS)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of one row per rung")
     add_dimension_arguments(p)
-    p.add_argument("--rungs", nargs="+", choices=RUNG_KEYS, default=DEFAULT_RUNGS)
+    p.add_argument("--rungs", nargs="+", choices=RUNG_KEYS, default=list(DEFAULT_RUNGS))
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--timed-steps", type=int, default=20)
     p.add_argument(
