@@ -28,7 +28,7 @@ import torch
 from lmstudy import environment, flops
 from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
 from lmstudy.ladder_rungs import RUNGS
-from lmstudy.model import ModelConfig
+from lmstudy.model import ModelConfig, make_optimizer
 from lmstudy.nsys.capture import torch_profiler_capture
 from lmstudy.nsys.categories import categorize
 from lmstudy.nsys.torch_trace import read_events
@@ -100,13 +100,6 @@ def matmul_tflops(n: int = 8192, repeats: int = 50, device: str = "cuda") -> dic
     return {"n": n, "median_ms": stats["median_ms"], "tflops": 2 * n**3 / (stats["median_ms"] / 1e3) / 1e12}
 
 
-def _fused_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
-    # The study's AdamW hyperparameters (lmstudy.model.make_optimizer), one fused kernel.
-    return torch.optim.AdamW(
-        model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, fused=True
-    )
-
-
 TOP_KERNELS = 8
 
 
@@ -159,7 +152,7 @@ def measure_rung(spec: BenchSpec) -> dict:
     try:
         work = build_workload(config, spec.batch_size, rung.precision, device)
         if rung.fused_adamw:
-            work.optimizer = _fused_optimizer(work.model)
+            work.optimizer = make_optimizer(work.model, fused=True)
         if rung.compile_optimizer:
             # make_step calls optimizer.step(); the compiled one shadows the method.
             work.optimizer.step = torch.compile(work.optimizer.step)
