@@ -14,6 +14,7 @@ include: "workflow/rules/precision.smk"
 include: "workflow/rules/memory.smk"
 include: "workflow/rules/attention.smk"
 include: "workflow/rules/compile.smk"
+include: "workflow/rules/cost.smk"
 include: "workflow/rules/report.smk"
 
 

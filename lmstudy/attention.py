@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from lmstudy import environment
-from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.devices import apply_memory_cap, free_memory, initialize_device, is_out_of_memory, resolve_device
+from lmstudy.phases import PhaseClock
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import synchronize
 
@@ -254,11 +255,18 @@ def _total_memory(spec: SweepSpec, device: torch.device) -> int | None:
     return total
 
 
-def run_sweep(spec: SweepSpec) -> list[dict]:
-    """One row per sequence length, ascending; OOM rows carry the error."""
-    device = resolve_device(spec.device, spec.tf32)
-    apply_memory_cap(device, spec.memory_cap_gb)
-    env = environment.describe(device)
+def run_sweep(spec: SweepSpec, clock: PhaseClock | None = None) -> list[dict]:
+    """One row per sequence length, ascending; OOM rows carry the error.
+
+    `clock` gets the phases: start, compile (naive-compile's first calls'
+    excess over the steady state) and measure.
+    """
+    clock = clock or PhaseClock()
+    with clock.timing("start"):
+        device = resolve_device(spec.device, spec.tf32)
+        initialize_device(device)
+        apply_memory_cap(device, spec.memory_cap_gb)
+        env = environment.describe(device)
     rows = []
     for seq in sorted(spec.seq_lens):
         row = {
@@ -282,6 +290,12 @@ def run_sweep(spec: SweepSpec) -> list[dict]:
             row.update(status="OOM", error=str(error).splitlines()[0][:300])
         free_memory(device)
         row["measure_s"] = time.perf_counter() - start
+        compile_s = 0.0
+        if spec.implementation.endswith("-compile") and row["status"] == "ok":
+            steady_ms = row["forward_median_ms"] + row["backward_median_ms"]
+            compile_s = max(0.0, row["first_call_ms"] - steady_ms) / 1e3
+        clock.add("compile", compile_s)
+        clock.add("measure", row["measure_s"] - compile_s)
         row.update(env)
         rows.append(row)
     return rows

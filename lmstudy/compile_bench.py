@@ -18,7 +18,8 @@ import time
 import torch
 
 from lmstudy import environment, flops, hardware
-from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.devices import apply_memory_cap, free_memory, initialize_device, is_out_of_memory, resolve_device
+from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import make_step, synchronize
@@ -66,25 +67,35 @@ def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device)
     return row
 
 
-def run_job(spec: CompileSpec) -> list[dict]:
-    """Rows for each mode x pass; out-of-memory rows carry the error."""
-    device = resolve_device(spec.device, spec.tf32)
-    apply_memory_cap(device, spec.memory_cap_gb)
-    env = environment.describe(device)
+def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
+    """Rows for each mode x pass; out-of-memory rows carry the error.
+
+    `clock` gets the phases: start, build, compile (the compiled model's
+    first steps' excess over its steady median) and measure.
+    """
+    clock = clock or PhaseClock()
+    with clock.timing("start"):
+        device = resolve_device(spec.device, spec.tf32)
+        initialize_device(device)
+        apply_memory_cap(device, spec.memory_cap_gb)
+        env = environment.describe(device)
     peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
     rows = []
     for mode in MODES:
         torch._dynamo.reset()
         work, build_error = None, None
+        started = time.perf_counter()
         try:
             work = spec.build_workload(device)
             if mode == "compiled":
                 work.model = torch.compile(work.model)
+            synchronize(device)
         except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
             if not is_out_of_memory(error):
                 raise
             build_error = str(error).splitlines()[0][:300]
             free_memory(device)
+        clock.add("build", time.perf_counter() - started)
         for pass_name in spec.passes:
             row = {
                 "size": spec.size,
@@ -105,6 +116,7 @@ def run_job(spec: CompileSpec) -> list[dict]:
             if build_error is not None:
                 row.update(status="OOM", error=build_error)
             else:
+                started = time.perf_counter()
                 try:
                     row.update(_measure_pass(spec, work, pass_name, device))
                 except Exception as error:  # noqa: BLE001
@@ -115,6 +127,10 @@ def run_job(spec: CompileSpec) -> list[dict]:
                     if work.optimizer is not None:
                         work.optimizer.state.clear()
                     free_memory(device)
+                spent = time.perf_counter() - started
+                compiling = max(0.0, row.get("first_step_excess_s") or 0.0) if mode == "compiled" else 0.0
+                clock.add("compile", min(compiling, spent))
+                clock.add("measure", spent - min(compiling, spent))
             if row["status"] == "ok":
                 row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
                 row["mfu"] = row["achieved_tflops"] / peak if peak else None

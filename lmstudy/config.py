@@ -65,6 +65,12 @@ def _check_references(config: dict) -> None:
                 f"config: sizes.{name}: d_model {dims['d_model']} is not divisible "
                 f"by num_heads {dims['num_heads']}."
             )
+    for extra in config.get("timing", {}).get("extra_configurations", []):
+        if extra["size"] not in sizes:
+            raise ConfigError(
+                f"config: timing.extra_configurations names {extra['size']!r}, which is not "
+                f"defined under sizes (defined: {', '.join(sizes)})."
+            )
     for section, settings in config.items():
         if isinstance(settings, dict) and isinstance(settings.get("sizes"), list):
             for name in settings["sizes"]:

@@ -25,6 +25,13 @@ def resolve_device(name: str, tf32: bool = False) -> torch.device:
     return torch.device(name)
 
 
+def initialize_device(device: torch.device) -> None:
+    """Create the CUDA context now, so that its cost is counted apart from what comes next."""
+    if device.type == "cuda":
+        torch.zeros(1, device=device)
+        torch.cuda.synchronize(device)
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     """True for a CUDA out-of-memory error or a failed CPU allocation."""
     if isinstance(error, torch.OutOfMemoryError):

@@ -60,13 +60,10 @@ class ModelSpec:
         return model_dims(self)
 
     def parameter_count(self) -> int:
-        """The model's parameter count, from a build on the meta device (no memory)."""
-        import torch
+        """The model's parameter count, by formula (tested against the model): no torch needed."""
+        from lmstudy.resources import parameter_count
 
-        from lmstudy.model import TransformerLM, count_parameters
-
-        with torch.device("meta"):
-            return count_parameters(TransformerLM(self.model_config))
+        return parameter_count(**self.dims)
 
     def build_workload(self, device, with_optimizer: bool = True):
         """The model on `device` with its batch (and optimizer), as the spec says."""

@@ -1,26 +1,30 @@
 """End-to-end timing of one model configuration (section 1).
 
-A job measures one (size, context length, precision, variant) for every
-pass and warm-up count. Warm-up 0 is the cold start, so it is measured in a
-fresh process of its own for each pass; warm-ups above 0 reuse one process
-and one model, which keeps process start-up a small share of the study.
+Warm-up w means w untimed steps in a fresh process, then the timed steps.
+One fresh process per pass runs max(warm-ups) + timed steps and times every
+step, synchronizing the device after each: its trajectory. The row for
+warm-up w is the window of timed steps after the first w steps of that
+trajectory, which is exactly what a fresh process with w warm-up steps would
+time. Warm-up 0 is the cold start: CUDA initialisation, the model build and
+the first steps, but not the interpreter's start or `import torch` (the
+fresh process is forked from the job's process, which imported torch and
+never touched CUDA: lmstudy.fresh_process).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
+import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
 from lmstudy import environment, flops, hardware
-from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.devices import apply_memory_cap, free_memory, initialize_device, is_out_of_memory, resolve_device
+from lmstudy.fresh_process import run_forked
+from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import PASSES, make_step, synchronize
@@ -47,6 +51,11 @@ class TimingSpec(ModelSpec):
     def compiled(self) -> bool:
         return self.variant.endswith("-compile")
 
+    @property
+    def steps_per_process(self) -> int:
+        """Steps one fresh process runs: enough for the largest warm-up's window."""
+        return max(self.warmup_steps) + self.timed_steps
+
 
 def time_steps(step: Callable[[], None], device: torch.device, warmup: int, steps: int) -> list[float]:
     """Seconds per step: `warmup` untimed steps, then `steps` timed ones.
@@ -57,49 +66,32 @@ def time_steps(step: Callable[[], None], device: torch.device, warmup: int, step
     for _ in range(warmup):
         step()
     synchronize(device)
-    times = []
+    return trajectory(step, device, steps)[0]
+
+
+def trajectory(step: Callable[[], None], device: torch.device, steps: int) -> tuple[list[float], list]:
+    """Seconds of each of `steps` steps, each synchronized, and the peak memory after each.
+
+    An out-of-memory error ends the trajectory early: the steps before it
+    are returned and the error is raised as the exception's `trajectory`.
+    """
+    on_gpu = device.type == "cuda"
+    times, peaks = [], []
+    synchronize(device)
     for _ in range(steps):
         start = time.perf_counter()
-        step()
-        synchronize(device)
+        try:
+            step()
+            synchronize(device)
+        except Exception as error:  # noqa: BLE001 - OOM ends the trajectory, the rest re-raised
+            if not is_out_of_memory(error):
+                raise
+            error.trajectory = (times, peaks)
+            raise
         times.append(time.perf_counter() - start)
-    return times
-
-
-def _base_row(spec: TimingSpec, pass_name: str, warmup: int) -> dict:
-    row = {
-        "size": spec.size, **spec.dims, "context_length": spec.context_length,
-        "batch_size": spec.batch_size, "pass": pass_name, "precision": spec.precision,
-        "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
-        "process": "fresh" if warmup == 0 else "shared",
-    }
-    row["params"] = spec.parameter_count()
-    row["flops_per_step"] = flops.flops_per_step(
-        pass_name, spec.batch_size, spec.context_length, **spec.dims
-    )
-    return row
-
-
-def _measured_row(row: dict, times: list[float], spec: TimingSpec, device: torch.device) -> dict:
-    row.update(status="ok", **summarize_ms(times))
-    row["step_times_ms"] = json.dumps([round(t * 1e3, 4) for t in times])
-    row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
-    row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
-    on_gpu = device.type == "cuda"
-    # The CPU has no caching allocator to ask; its peak stays empty.
-    row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None
-    row["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(device) if on_gpu else None
-    return row
-
-
-def _finish(row: dict, device: torch.device, spec: TimingSpec, env: dict) -> dict:
-    gpu = env["gpu"]
-    peak = hardware.peak_tflops(gpu, spec.precision, spec.tf32) if device.type == "cuda" else None
-    row["peak_tflops"] = peak
-    ok = row.get("status") == "ok"
-    row["mfu"] = row["achieved_tflops"] / peak if peak and ok else None
-    row.update(env)
-    return row
+        # Peak so far: what a fresh process running this many steps would report.
+        peaks.append(torch.cuda.max_memory_allocated(device) if on_gpu else None)
+    return times, peaks
 
 
 def _build(spec: TimingSpec, device: torch.device):
@@ -109,138 +101,129 @@ def _build(spec: TimingSpec, device: torch.device):
     return work
 
 
-def measure_in_process(spec: TimingSpec, plan: list[tuple[str, int]]) -> list[dict]:
-    """Rows for each (pass, warm-up) of `plan`, in order, sharing one model build.
+def measure_pass(spec: TimingSpec, pass_name: str) -> dict:
+    """One fresh process's trajectory of `pass_name` (run it in a fresh process).
 
-    A warm-up of 0 is a cold start only as the first entry of a fresh process.
+    Plain data: per-step seconds and peaks, the phases' seconds, the
+    environment, and the error that ended the trajectory early, if any.
     """
+    start = time.perf_counter()
     device = resolve_device(spec.device, spec.tf32)
+    initialize_device(device)
     apply_memory_cap(device, spec.memory_cap_gb)
     env = environment.describe(device)
-    rows = []
-    work, build_error = None, None
-    build_start = time.perf_counter()
+    result = {"pass": pass_name, "device": device.type, "start_s": time.perf_counter() - start, "env": env,
+              "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0}
+    start = time.perf_counter()
     try:
         work = _build(spec, device)
         synchronize(device)
+        result["build_s"] = time.perf_counter() - start
+        step = make_step(work, pass_name)
+        times, peaks = trajectory(step, device, spec.steps_per_process)
     except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
         if not is_out_of_memory(error):
             raise
-        build_error = error
+        if not result["build_s"]:
+            result["build_s"] = time.perf_counter() - start
+        times, peaks = getattr(error, "trajectory", ([], []))
+        result["error"] = str(error).splitlines()[0][:300]
         free_memory(device)
-    build_s = time.perf_counter() - build_start
-    for pass_name, warmup in plan:
-        row = _base_row(spec, pass_name, warmup)
-        row["build_s"] = build_s
-        if build_error is not None:
-            row.update(status="OOM", error=str(build_error).splitlines()[0][:300])
-            if warmup == 0:
-                row["process_s"] = seconds_since_process_start()
-            rows.append(_finish(row, device, spec, env))
-            continue
-        start = time.perf_counter()
-        try:
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
-            step = make_step(work, pass_name)
-            times = time_steps(step, device, warmup, spec.timed_steps)
-            _measured_row(row, times, spec, device)
-        except Exception as error:  # noqa: BLE001
-            if not is_out_of_memory(error):
-                raise
-            row.update(status="OOM", error=str(error).splitlines()[0][:300])
-            step = None
-            work.model.zero_grad(set_to_none=True)
-            if work.optimizer is not None:
-                work.optimizer.state.clear()
-            free_memory(device)
-        row["measure_s"] = time.perf_counter() - start
-        if warmup == 0:
-            row["process_s"] = seconds_since_process_start()
-        rows.append(_finish(row, device, spec, env))
-    return rows
+    result["step_s"], result["peak_allocated"] = times, peaks
+    result["peak_reserved"] = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
+    return result
 
 
-def measure_cold(spec: TimingSpec, pass_name: str) -> dict:
-    """Warm-up 0 for one pass, in a fresh Python process.
+def _base_row(spec: TimingSpec, pass_name: str, warmup: int, params: int) -> dict:
+    return {
+        "size": spec.size, **spec.dims, "context_length": spec.context_length,
+        "batch_size": spec.batch_size, "pass": pass_name, "precision": spec.precision,
+        "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
+        "params": params,
+        "flops_per_step": flops.flops_per_step(pass_name, spec.batch_size, spec.context_length, **spec.dims),
+    }
 
-    The child reports its row as JSON on the last line of its stdout; its
-    whole wall time, interpreter start and imports included, is `process_s`.
+
+def rows_from_trajectory(spec: TimingSpec, result: dict, params: int) -> list[dict]:
+    """The rows of one pass: for warm-up w, the timed window after the trajectory's first w steps.
+
+    A window the trajectory did not reach (it ran out of memory first) is an
+    OOM row, as a fresh process with that many warm-up steps would be.
     """
-    payload = json.dumps({**dataclasses.asdict(spec), "passes": [pass_name]})
-    # The child imports this package from wherever this process found it.
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p
-    )}
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "lmstudy.timing", payload],
-        capture_output=True, text=True, env=env,
-    )
-    process_s = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"the cold-start measurement of {spec.size} ctx {spec.context_length} "
-            f"{spec.precision} {pass_name} failed (exit {done.returncode}):\n{done.stderr[-4000:]}"
+    times, peaks = result["step_s"], result["peak_allocated"]
+    env = result["env"]
+    on_gpu = result["device"] == "cuda"
+    peak_tflops = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if on_gpu else None
+    rows = []
+    for warmup in sorted(spec.warmup_steps):
+        row = _base_row(spec, result["pass"], warmup, params)
+        window = times[warmup: warmup + spec.timed_steps]
+        row.update(
+            first_step_ms=times[0] * 1e3 if times else None,
+            trajectory_ms=json.dumps([round(t * 1e3, 4) for t in times]),
+            start_s=result["start_s"], fork_s=result.get("fork_s"), build_s=result["build_s"],
+            steps_run=len(times), peak_tflops=peak_tflops,
         )
-    sys.stderr.write(done.stderr)
-    row = json.loads(done.stdout.strip().splitlines()[-1])
-    row["process_s"] = process_s
-    return row
-
-
-def run_job(spec: TimingSpec) -> list[dict]:
-    """All rows of one job.
-
-    Each pass's cold start needs a fresh process. The first pass's is this
-    process's own first measurement; the others run in child processes
-    first, while this process has not touched the GPU, so that each child
-    has the device to itself. Then this process measures every pass at the
-    warm-ups above 0 on one model build.
-    """
-    job_start = time.perf_counter()
-    rows, plan = [], []
-    if 0 in spec.warmup_steps:
-        rows += [measure_cold(spec, p) for p in spec.passes[1:]]
-        plan.append((spec.passes[0], 0))
-    plan += [(p, w) for p in spec.passes for w in sorted(spec.warmup_steps) if w > 0]
-    if plan:
-        own = measure_in_process(spec, plan)
-        if plan[0][1] == 0:  # this process's share before its cold start ended
-            own[0]["process_s"] -= sum(r["process_s"] for r in rows)
-        rows += own
-    # The job's whole process, interpreter start and imports included.
-    job_s = seconds_since_process_start()
-    if job_s != job_s:
-        job_s = time.perf_counter() - job_start
-    for row in rows:
-        row["job_s"] = job_s
+        row["compile_s"] = compile_seconds(times) if spec.compiled else None
+        if len(window) < spec.timed_steps:
+            row.update(status="OOM", error=result["error"] or "the trajectory ended early")
+        else:
+            row.update(status="ok", **summarize_ms(window))
+            row["step_times_ms"] = json.dumps([round(t * 1e3, 4) for t in window])
+            seconds = row["median_ms"] / 1e3
+            row["tokens_per_s"] = spec.batch_size * spec.context_length / seconds
+            row["achieved_tflops"] = row["flops_per_step"] / seconds / 1e12
+            row["mfu"] = row["achieved_tflops"] / peak_tflops if peak_tflops else None
+            # The peak a fresh process reaches by the end of this window.
+            row["peak_allocated_bytes"] = peaks[warmup + spec.timed_steps - 1]
+            row["peak_reserved_bytes"] = result["peak_reserved"]
+        row.update(env)
+        rows.append(row)
     return rows
 
 
-def seconds_since_process_start() -> float:
-    """Wall time since this process started (Linux), NaN where unknown."""
-    try:
-        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
-            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
-            return float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return float("nan")
+def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
+    """All rows of one job: one fresh process per pass, forked from this one.
+
+    This process must not initialise CUDA: each child initialises it afresh.
+    """
+    if torch.cuda.is_initialized():
+        raise RuntimeError("run_job must start in a process that has not initialised CUDA: "
+                           "each pass's fresh process is forked from it and initialises CUDA itself")
+    clock = clock or PhaseClock()
+    params = spec.parameter_count()
+    rows = []
+    for pass_name in spec.passes:
+        what = (f"the {pass_name} process of {spec.size} ctx {spec.context_length} "
+                f"{spec.precision} {spec.variant}")
+        started = time.perf_counter()
+        result = run_forked(measure_pass, spec, pass_name, what=what)
+        result["process_s"] = time.perf_counter() - started
+        _account(clock, spec, result)
+        pass_rows = rows_from_trajectory(spec, result, params)
+        for row in pass_rows:
+            row["process_s"] = result["process_s"]
+        rows += pass_rows
+        # Progress in the job's log: which fresh processes are done.
+        print(f"{pass_name}: {len(result['step_s'])} steps in a fresh process of "
+              f"{result['process_s']:.1f} s" + (f", {result['error']}" if result["error"] else ""),
+              flush=True)
+    return rows
 
 
-def spec_from_json(payload: str) -> TimingSpec:
-    data = json.loads(payload)
-    for key in ("passes", "warmup_steps"):
-        data[key] = tuple(data[key])
-    return TimingSpec(**data)
+def _account(clock: PhaseClock, spec: TimingSpec, result: dict) -> None:
+    """Add one process's phases to the job's: start, build, compile and measure."""
+    times = result["step_s"]
+    compile_s = compile_seconds(times) if spec.compiled else 0.0
+    steps_s = sum(times) - compile_s
+    clock.add("start", result["fork_s"] + result["start_s"])
+    clock.add("build", result["build_s"])
+    clock.add("compile", compile_s)
+    clock.add("measure", steps_s)
 
 
-def _cold_main(payload: str) -> None:
-    spec = spec_from_json(payload)
-    (row,) = measure_in_process(spec, [(spec.passes[0], 0)])
-    print(json.dumps(row, default=str))
-
-
-if __name__ == "__main__":
-    _cold_main(sys.argv[1])
+def compile_seconds(step_seconds: list[float]) -> float:
+    """torch.compile traces and compiles in the first call: its excess over the median step."""
+    if not step_seconds:
+        return 0.0
+    return max(0.0, step_seconds[0] - statistics.median(step_seconds))

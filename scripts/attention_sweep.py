@@ -30,6 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--implementation", choices=IMPLEMENTATIONS, required=True)
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="dtype of q, k, v")
     p.add_argument("--head-dim", type=int, required=True)
+    p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
     p.add_argument("--seq-lens", type=int, nargs="+", required=True)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--steps", type=int, default=100, help="timed forwards, and timed backwards")
@@ -50,6 +51,9 @@ def main(argv=None) -> None:
 
     from lmstudy.atomic import write_csv
     from lmstudy.attention import SweepSpec, run_sweep
+    from lmstudy.phases import PhaseClock
+
+    clock = PhaseClock()
 
     spec = SweepSpec(
         implementation=args.implementation,
@@ -63,7 +67,9 @@ def main(argv=None) -> None:
         tf32=args.tf32,
         memory_cap_gb=args.memory_cap_gb,
     )
-    rows = run_sweep(spec)
+    rows = run_sweep(spec, clock)
+    if args.phases:
+        clock.write(args.phases)
     write_csv(args.out, pd.DataFrame(rows))
     for row in rows:
         detail = (

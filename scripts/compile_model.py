@@ -27,6 +27,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True, help="CSV of result rows")
     add_model_arguments(p)
     p.add_argument("--attention", choices=["naive", "sdpa"], default="naive")
+    p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
     p.add_argument(
         "--passes",
         nargs="+",
@@ -48,6 +49,9 @@ def main(argv=None) -> None:
 
     from lmstudy.atomic import write_csv
     from lmstudy.compile_bench import CompileSpec, run_job
+    from lmstudy.phases import PhaseClock
+
+    clock = PhaseClock()
 
     spec = CompileSpec(
         **model_kwargs(args),
@@ -56,7 +60,9 @@ def main(argv=None) -> None:
         warmup_steps=args.warmup_steps,
         timed_steps=args.timed_steps,
     )
-    rows = run_job(spec)
+    rows = run_job(spec, clock)
+    if args.phases:
+        clock.write(args.phases)
     write_csv(args.out, pd.DataFrame(rows))
     for row in rows:
         detail = (

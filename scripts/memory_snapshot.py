@@ -28,6 +28,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="the snapshot pickle to write")
     p.add_argument("--meta", type=Path, help="its metadata JSON (default: --out with .json)")
+    p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
     add_model_arguments(p, recorded_in="metadata")
     p.add_argument("--pass", dest="pass_name", choices=["forward", "train_step"], required=True)
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps before recording")
@@ -40,6 +41,9 @@ def main(argv=None) -> None:
     from lmstudy.atomic import write_json
     from lmstudy.devices import UserError
     from lmstudy.memory.capture import SnapshotSpec, capture
+    from lmstudy.phases import PhaseClock
+
+    clock = PhaseClock()
 
     if args.warmup_steps < 1:
         raise UserError("--warmup-steps must be at least 1: recording starts after warm-up.")
@@ -49,7 +53,9 @@ def main(argv=None) -> None:
         warmup_steps=args.warmup_steps,
         max_entries=args.max_entries,
     )
-    meta = capture(spec, args.out)
+    meta = capture(spec, args.out, clock)
+    if args.phases:
+        clock.write(args.phases)
     write_json(args.meta or args.out.with_suffix(".json"), meta)
     print(
         f"{args.size} ctx {args.context_length} {args.pass_name} {args.precision}: "

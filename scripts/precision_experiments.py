@@ -28,16 +28,24 @@ def main(argv=None) -> None:
     p.add_argument("--accumulation", type=Path, required=True, help="CSV of the accumulation rows")
     p.add_argument("--dtypes", type=Path, required=True, help="CSV of the toy model's dtypes")
     p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
+    p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
     args = p.parse_args(argv)
     import pandas as pd
 
     from lmstudy import environment, precision
     from lmstudy.atomic import write_csv
-    from lmstudy.devices import resolve_device
+    from lmstudy.devices import initialize_device, resolve_device
+    from lmstudy.phases import PhaseClock
 
-    device = resolve_device(args.device, args.tf32)
-    accumulation, dtypes = precision.run_all(device)
-    env = environment.describe(device)
+    clock = PhaseClock()
+    with clock.timing("start"):
+        device = resolve_device(args.device, args.tf32)
+        initialize_device(device)
+        env = environment.describe(device)
+    with clock.timing("measure"):
+        accumulation, dtypes = precision.run_all(device)
+    if args.phases:
+        clock.write(args.phases)
     write_csv(
         args.accumulation, pd.DataFrame([{**row, "device": device.type, **env} for row in accumulation])
     )

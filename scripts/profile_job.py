@@ -31,15 +31,20 @@ def main(argv=None) -> None:
     add_workload_args(p)
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--nsys", default="nsys", help="the nsys program (config: nsys.executable)")
+    p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
     args = p.parse_args(argv)
     from lmstudy.devices import UserError
     from lmstudy.nsys.executable import NsysMissing
     from lmstudy.nsys.job import run_job
+    from lmstudy.phases import PhaseClock
 
+    clock = PhaseClock()
     try:
-        record = run_job(spec_from_args(args), args.out_dir, nsys=args.nsys)
+        record = run_job(spec_from_args(args), args.out_dir, nsys=args.nsys, clock=clock)
     except NsysMissing as error:
         raise UserError(str(error)) from None
+    if args.phases:
+        clock.write(args.phases)
     print(record["status"], record.get("error", ""), "files:", record["files"])
 
 

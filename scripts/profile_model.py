@@ -53,10 +53,14 @@ def main(argv=None) -> None:
     from lmstudy.atomic import write_json
     from lmstudy.devices import UserError
     from lmstudy.nsys.capture import run_profile
+    from lmstudy.phases import PhaseClock
 
+    clock = PhaseClock()
     if args.backend == "torch" and args.trace is None:
         raise UserError("the torch backend writes a trace: pass --trace PATH (e.g. trace.json.gz).")
-    record = run_profile(spec_from_args(args), trace=args.trace)
+    record = run_profile(spec_from_args(args), trace=args.trace, clock=clock)
+    # The launcher (lmstudy.nsys.job) adds these to the job's phases.
+    record["phases"] = dict(clock.seconds)
     if args.record:
         write_json(args.record, record)
     print(record["status"], record.get("error", ""), "steps (ms):", record["captured_step_ms"])

@@ -1,6 +1,10 @@
 #!/usr/bin/env python
 """Time one model configuration for every pass and warm-up count (section 1).
 
+Each pass runs in one fresh process forked from this one (torch imported,
+CUDA untouched) that times every step; warm-up w's row is the window of
+timed steps after its first w steps.
+
 Example, by hand:
     python scripts/time_model.py --out small_ctx128.csv --size small \
         --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 \
@@ -22,6 +26,7 @@ compile_from_scratch()
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of result rows")
+    p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
     add_model_arguments(p)
     p.add_argument("--variant", default="naive", choices=["naive", "sdpa", "naive-compile", "sdpa-compile"])
     p.add_argument("--passes", nargs="+", default=["forward", "forward_backward", "train_step"])
@@ -35,17 +40,22 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
+    from lmstudy.phases import PhaseClock
     from lmstudy.timing import TimingSpec, run_job
+
+    clock = PhaseClock()  # the imports are done: torch is loaded, CUDA untouched
 
     spec = TimingSpec(
         **model_kwargs(args), variant=args.variant, passes=tuple(args.passes),
         warmup_steps=tuple(args.warmup_steps), timed_steps=args.timed_steps,
     )
-    rows = run_job(spec)
+    rows = run_job(spec, clock)
+    if args.phases:
+        clock.write(args.phases)
     write_csv(args.out, pd.DataFrame(rows))
     for row in rows:
         print(row["pass"], "warm-up", row["warmup_steps"], row["status"],
-              f"median {row.get('median_ms', float('nan')):.3f} ms" if row["status"] == "ok" else "")
+              f"median {row['median_ms']:.3f} ms" if row["status"] == "ok" else "")
 
 
 if __name__ == "__main__":

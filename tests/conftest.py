@@ -41,3 +41,29 @@ def smoke_run(tmp_path_factory) -> Path:
     workdir = new_workdir(tmp_path_factory.mktemp("smoke"))
     snakemake(workdir, "--cores", "2", "--config", "preset=smoke")
     return workdir
+
+
+def timing_job(spec) -> list[dict]:
+    """lmstudy.timing.run_job(spec) in a process of its own, as scripts/time_model.py runs it.
+
+    The job forks one fresh process per pass; a process that already ran
+    CPU work in parallel (this test session has) cannot fork safely, since
+    OpenMP's thread pool does not survive a fork.
+    """
+    import dataclasses
+    import json
+
+    code = (
+        "import json, sys\n"
+        "from lmstudy.timing import TimingSpec, run_job\n"
+        "data = json.loads(sys.argv[1])\n"
+        "data.update(passes=tuple(data['passes']), warmup_steps=tuple(data['warmup_steps']))\n"
+        "print(json.dumps(run_job(TimingSpec(**data)), default=str))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(dataclasses.asdict(spec))],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"the timing job failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

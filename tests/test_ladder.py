@@ -8,7 +8,9 @@ import pytest
 from lmstudy.atomic import write_csv
 from lmstudy.report import Findings, Table
 from lmstudy.sections import ladder
-from lmstudy.timing import TimingSpec, run_job
+from lmstudy.timing import TimingSpec
+
+from .conftest import timing_job
 
 TINY = {"d_model": 32, "d_ff": 128, "num_layers": 1, "num_heads": 2}
 
@@ -30,7 +32,7 @@ def timing_rows():
             timed_steps=2,
             device="cpu",
         )
-        rows += run_job(spec)  # warm-up 1 only: no fresh processes
+        rows += timing_job(spec)
     return pd.DataFrame(rows)
 
 

@@ -6,7 +6,9 @@ import torch
 from lmstudy import flops, hardware
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import build_workload, make_step
-from lmstudy.timing import TimingSpec, run_job, time_steps
+from lmstudy.timing import TimingSpec, rows_from_trajectory, time_steps
+
+from .conftest import timing_job
 
 TINY = dict(size="t", d_model=32, d_ff=64, num_layers=1, num_heads=2, context_length=16,
             batch_size=2, vocab_size=64, device="cpu", timed_steps=3)
@@ -14,7 +16,7 @@ TINY = dict(size="t", d_model=32, d_ff=64, num_layers=1, num_heads=2, context_le
 
 def test_job_rows_cover_every_pass_and_warmup():
     spec = TimingSpec(precision="fp32", warmup_steps=(0, 2), **TINY)
-    rows = run_job(spec)
+    rows = timing_job(spec)
     got = {(r["pass"], r["warmup_steps"]) for r in rows}
     assert got == {(p, w) for p in spec.passes for w in (0, 2)}
     for row in rows:
@@ -25,19 +27,64 @@ def test_job_rows_cover_every_pass_and_warmup():
         assert row["tokens_per_s"] == pytest.approx(2 * 16 / (row["median_ms"] / 1e3))
         assert row["torch"] == torch.__version__ and row["commit"]
         assert row["mfu"] is None  # a CPU has no datasheet peak
-    cold = [r for r in rows if r["warmup_steps"] == 0]
-    assert all(r["process"] == "fresh" and r["process_s"] > 0 for r in cold)
+        assert row["process_s"] > 0 and row["steps_run"] == 5
+
+
+def test_every_warmup_row_is_its_window_of_one_trajectory():
+    """Warm-up w's row is the timed window after the first w steps of its pass's one process."""
+    spec = TimingSpec(precision="fp32", warmup_steps=(0, 1, 3), **TINY)
+    rows = timing_job(spec)
+    for pass_name in spec.passes:
+        mine = [r for r in rows if r["pass"] == pass_name]
+        (trajectory,) = {r["trajectory_ms"] for r in mine}  # one process per pass
+        trajectory = json.loads(trajectory)
+        assert len(trajectory) == 3 + 3  # max(warm-ups) + timed steps, each timed
+        # each pass ran in its own process: its own pid, its own trajectory
+        assert len({r["fork_s"] for r in mine}) == 1
+        for row in mine:
+            w = row["warmup_steps"]
+            assert json.loads(row["step_times_ms"]) == trajectory[w: w + 3]
+            assert row["first_step_ms"] == pytest.approx(trajectory[0], abs=1e-3)  # the cold start
+            window = [t / 1e3 for t in trajectory[w: w + 3]]
+            assert row["median_ms"] == pytest.approx(summarize_ms(window)["median_ms"], rel=1e-3)
+    assert len({r["trajectory_ms"] for r in rows}) == len(spec.passes)
+
+
+def _trajectory(step_ms, error=None):
+    return {"pass": "train_step", "device": "cpu", "env": {"gpu": "cpu (x86_64)"},
+            "step_s": [t / 1e3 for t in step_ms], "peak_allocated": [None] * len(step_ms),
+            "peak_reserved": None, "start_s": 0.1, "fork_s": 0.01, "build_s": 0.2, "error": error}
+
+
+def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
+    """A process that ran out of memory at step 4 gave warm-ups 0 and 1 their windows, not 5."""
+    spec = TimingSpec(precision="fp32", warmup_steps=(0, 1, 5), **TINY)
+    rows = rows_from_trajectory(spec, _trajectory([50, 10, 11, 12], error="CUDA out of memory"), 1000)
+    status = {r["warmup_steps"]: r["status"] for r in rows}
+    assert status == {0: "ok", 1: "ok", 5: "OOM"}
+    by_warmup = {r["warmup_steps"]: r for r in rows}
+    assert json.loads(by_warmup[1]["step_times_ms"]) == [10, 11, 12]
+    assert by_warmup[0]["median_ms"] == pytest.approx(11)
+    assert by_warmup[5]["error"] == "CUDA out of memory"
+    assert all(r["first_step_ms"] == pytest.approx(50) for r in rows)
+
+
+def test_compile_time_is_the_first_steps_excess():
+    spec = TimingSpec(precision="bf16", variant="sdpa-compile", passes=("train_step",),
+                      warmup_steps=(0, 1), **TINY)
+    rows = rows_from_trajectory(spec, _trajectory([9000, 10, 12, 11]), 1000)
+    assert rows[0]["compile_s"] == pytest.approx((9000 - 11.5) / 1e3)
 
 
 def test_out_of_memory_is_a_row_and_the_job_goes_on():
     huge = {**TINY, "d_ff": 2**34}  # a 2**39-byte weight: no allocator grants it
     spec = TimingSpec(precision="bf16", warmup_steps=(0, 1), **huge)
-    rows = run_job(spec)
+    rows = timing_job(spec)
     assert [r["status"] for r in rows] == ["OOM"] * 6
     assert sorted(r["warmup_steps"] for r in rows) == [0, 0, 0, 1, 1, 1]
     assert all("allocate" in r["error"] for r in rows)
-    # The next configuration in the same process is unaffected.
-    ok = run_job(TimingSpec(precision="bf16", warmup_steps=(1,), **TINY))
+    # The next job is unaffected.
+    ok = timing_job(TimingSpec(precision="bf16", warmup_steps=(1,), **TINY))
     assert [r["status"] for r in ok] == ["ok"] * 3
 
 

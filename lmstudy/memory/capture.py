@@ -17,13 +17,22 @@ recording had begun) and the metadata says status OOM and at which stage.
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import torch
 
 from lmstudy import environment
 from lmstudy.atomic import atomic_path
-from lmstudy.devices import UserError, apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.devices import (
+    UserError,
+    apply_memory_cap,
+    free_memory,
+    initialize_device,
+    is_out_of_memory,
+    resolve_device,
+)
+from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.steps import make_step, synchronize
 
@@ -67,8 +76,14 @@ def _observe_residual_dtype(model, step) -> str:
     return str(seen[0]).removeprefix("torch.") if seen else ""
 
 
-def capture(spec: SnapshotSpec, snapshot_path: str | Path) -> dict:
-    """Record the snapshot into `snapshot_path`; return the metadata."""
+def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | None = None) -> dict:
+    """Record the snapshot into `snapshot_path`; return the metadata.
+
+    `clock` gets the phases: start, build, measure (warm-up and the
+    recorded step) and profile (dumping the snapshot).
+    """
+    clock = clock or PhaseClock()
+    started = time.perf_counter()
     if spec.pass_name not in PASSES:
         raise UserError(f"pass must be one of {PASSES} for a memory snapshot, not {spec.pass_name!r}.")
     if spec.device != "cuda":
@@ -77,14 +92,20 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path) -> dict:
             "run this job with --device cuda on a GPU machine."
         )
     device = resolve_device(spec.device, spec.tf32)
+    initialize_device(device)
     apply_memory_cap(device, spec.memory_cap_gb)
     meta = {**spec.describe(), **environment.describe(device)}
     meta["device_index"] = torch.cuda.current_device()
     meta["params"] = spec.parameter_count()
+    clock.add("start", time.perf_counter() - started)
     stage, recording, work, step = "build", False, None, None
+    started = time.perf_counter()
     try:
         work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
         step = make_step(work, spec.pass_name)
+        synchronize(device)
+        clock.add("build", time.perf_counter() - started)
+        started = time.perf_counter()
         stage = "warm-up"
         meta["residual_dtype"] = _observe_residual_dtype(work.model, step)
         for _ in range(spec.warmup_steps - 1):
@@ -111,6 +132,8 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path) -> dict:
             raise
         meta.update(status="OOM", stage=stage, error=str(error).splitlines()[0][:300])
     finally:
+        clock.add("build" if stage == "build" else "measure", time.perf_counter() - started)
+        started = time.perf_counter()
         if recording or meta.get("status") == "OOM":
             with atomic_path(snapshot_path) as tmp:
                 torch.cuda.memory._dump_snapshot(str(tmp))
@@ -119,6 +142,7 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path) -> dict:
     meta["max_memory_allocated"] = torch.cuda.max_memory_allocated(device)
     meta["memory_allocated_after"] = torch.cuda.memory_allocated(device)
     meta["recorded"] = recording
+    clock.add("profile", time.perf_counter() - started)
     del work, step
     free_memory(device)
     return meta

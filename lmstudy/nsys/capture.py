@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from lmstudy import environment
-from lmstudy.devices import apply_memory_cap, free_memory, is_out_of_memory, resolve_device
+from lmstudy.devices import apply_memory_cap, free_memory, initialize_device, is_out_of_memory, resolve_device
+from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.steps import make_step, synchronize
 
@@ -82,21 +83,30 @@ def torch_profiler_capture(device: torch.device, trace: Path):
     return capture()
 
 
-def run_profile(spec: ProfileSpec, trace: Path | None = None) -> dict:
+def run_profile(spec: ProfileSpec, trace: Path | None = None, clock: PhaseClock | None = None) -> dict:
     """Warm up, capture `profiled_steps` steps; return the run's record.
 
     `trace` is where the torch backend writes its Chrome trace (.json or
     .json.gz). Out-of-memory, in the build, the warm-up or the capture, is a
-    record with status OOM.
+    record with status OOM. `clock` gets the phases: start, build, measure
+    (the torch backend's trace export counts as profile).
     """
     if spec.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {spec.backend!r}")
-    device = resolve_device(spec.device, spec.tf32)
-    apply_memory_cap(device, spec.memory_cap_gb)
-    record = {**spec.columns(), **environment.describe(device), "status": "ok", "error": ""}
+    clock = clock or PhaseClock()
+    with clock.timing("start"):
+        device = resolve_device(spec.device, spec.tf32)
+        initialize_device(device)
+        apply_memory_cap(device, spec.memory_cap_gb)
+        record = {**spec.columns(), **environment.describe(device), "status": "ok", "error": ""}
     step_ms: list[float] = []
+    phase = "build"
+    started = time.perf_counter()
     try:
         work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
+        synchronize(device)
+        clock.add("build", time.perf_counter() - started)
+        phase, started = "measure", time.perf_counter()
         step = make_step(work, spec.pass_name)
         for _ in range(spec.warmup_steps):
             step()
@@ -113,9 +123,13 @@ def run_profile(spec: ProfileSpec, trace: Path | None = None) -> dict:
                 step()
                 synchronize(device)
                 step_ms.append((time.perf_counter() - start) * 1e3)
+            clock.add("measure", time.perf_counter() - started)
+            phase, started = "profile", time.perf_counter()
+        clock.add("profile", time.perf_counter() - started)
     except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
         if not is_out_of_memory(error):
             raise
+        clock.add(phase, time.perf_counter() - started)
         record.update(status="OOM", error=str(error).splitlines()[0][:300])
         free_memory(device)
     record["captured_step_ms"] = step_ms

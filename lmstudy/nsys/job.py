@@ -16,6 +16,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +26,7 @@ from lmstudy.environment import REPO_ROOT
 from lmstudy.nsys import events as ev
 from lmstudy.nsys.capture import ProfileSpec
 from lmstudy.nsys.executable import nsys_version
+from lmstudy.phases import PhaseClock
 
 PROGRAM = REPO_ROOT / "scripts" / "profile_model.py"
 NSYS_TRACE = "cuda,nvtx"
@@ -78,6 +80,10 @@ def nsys_command(nsys: str, spec: ProfileSpec, report: Path, record: Path) -> li
         NSYS_TRACE,
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
+        # No CPU sampling or context switches: nothing here reads them, and
+        # they make the report, its export and the job slower.
+        "--sample=none",
+        "--cpuctxsw=none",
         "--force-overwrite=true",
         "-o",
         str(report),
@@ -105,26 +111,28 @@ def _write(out_dir: Path, record: dict, kernels: pd.DataFrame, ranges: pd.DataFr
     write_json(out_dir / "run.json", record)
 
 
-def run_torch(spec: ProfileSpec, out_dir: Path) -> dict:
+def run_torch(spec: ProfileSpec, out_dir: Path, clock: PhaseClock) -> dict:
     from lmstudy.nsys import torch_trace
     from lmstudy.nsys.capture import run_profile
 
     trace = out_dir / "trace.json.gz"
     trace.unlink(missing_ok=True)
-    record = run_profile(spec, trace=trace)
+    record = run_profile(spec, trace=trace, clock=clock)
     record.update(nsys_version="", files=[])
-    if record["status"] == "ok":
-        record["files"] = [trace.name]
-        kernels, ranges = _tables(torch_trace.read_events(trace), record)
-    else:
-        kernels, ranges = _tables(_no_events(), record)
-    _write(out_dir, record, kernels, ranges)
+    with clock.timing("profile"):
+        if record["status"] == "ok":
+            record["files"] = [trace.name]
+            kernels, ranges = _tables(torch_trace.read_events(trace), record)
+        else:
+            kernels, ranges = _tables(_no_events(), record)
+        _write(out_dir, record, kernels, ranges)
     return record
 
 
-def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str) -> dict:
+def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> dict:
     from lmstudy.nsys import sqlite
 
+    started = time.perf_counter()
     version = nsys_version(nsys)
     report = out_dir / "profile.nsys-rep"
     export = out_dir / "profile.sqlite"
@@ -138,16 +146,24 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str) -> dict:
         raise RuntimeError(f"the profiled program failed (nsys exit {done.returncode}); see the log above")
     record = json.loads(record_path.read_text())
     record_path.unlink()
+    # The profiled program's own phases; the rest of nsys's run is the profiler's.
+    program = record.pop("phases", {})
+    for phase, seconds in program.items():
+        clock.add(phase, seconds)
+    clock.add("profile", time.perf_counter() - started - sum(program.values()))
     record.update(nsys_version=version, files=[])
-    if record["status"] == "ok":
-        if not report.exists():
-            raise RuntimeError(f"nsys wrote no report {report} (exit {done.returncode}); see the log above")
-        sqlite.export_sqlite(report, nsys, export)
-        record["files"] = [report.name, export.name]
-        kernels, ranges = _tables(sqlite.read_events(export), record)
-    else:
-        kernels, ranges = _tables(_no_events(), record)
-    _write(out_dir, record, kernels, ranges)
+    with clock.timing("profile"):
+        if record["status"] == "ok":
+            if not report.exists():
+                raise RuntimeError(
+                    f"nsys wrote no report {report} (exit {done.returncode}); see the log above"
+                )
+            sqlite.export_sqlite(report, nsys, export)
+            record["files"] = [report.name, export.name]
+            kernels, ranges = _tables(sqlite.read_events(export), record)
+        else:
+            kernels, ranges = _tables(_no_events(), record)
+        _write(out_dir, record, kernels, ranges)
     return record
 
 
@@ -159,12 +175,13 @@ def _no_events() -> ev.Events:
     )
 
 
-def run_job(spec: ProfileSpec, out_dir: Path, nsys: str = "nsys") -> dict:
+def run_job(spec: ProfileSpec, out_dir: Path, nsys: str = "nsys", clock: PhaseClock | None = None) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    clock = clock or PhaseClock()
     if spec.backend == "nsys":
-        return run_nsys(spec, out_dir, nsys)
-    return run_torch(spec, out_dir)
+        return run_nsys(spec, out_dir, nsys, clock)
+    return run_torch(spec, out_dir, clock)
 
 
 def spec_dict(spec: ProfileSpec) -> dict:

@@ -78,11 +78,15 @@ def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
         f"{m:.2f} ± {s:.2f} (CV {c:.2f})" if st == "ok" else st
         for m, s, c, st in zip(rows["mean_ms"], rows["std_ms"], rows["cv"], rows["status"], strict=True)
     ]
+    index = ["size", "context_length", "pass", "precision"]
     table = rows.pivot_table(
-        index=["size", "context_length", "pass", "precision"], columns="warmup_steps",
-        values="cell", aggfunc="first", observed=True,
+        index=index, columns="warmup_steps", values="cell", aggfunc="first", observed=True,
     )
     table.columns = [f"warm-up {w}: mean ± std ms" for w in table.columns]
+    if "first_step_ms" in rows:
+        # The fresh process's first step: the cold start's cost in one number.
+        first = rows.groupby(index, observed=True)["first_step_ms"].first()
+        table.insert(0, "first step ms", first.reindex(table.index))
     table = table.reset_index()
     table["pass"] = table["pass"].map(PASS_LABELS)
     return table.rename(columns={"context_length": "context"})
@@ -122,24 +126,6 @@ def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
     )
     table.columns = [f"ctx {c}" for c in table.columns]
     return table.reset_index()
-
-
-def overhead_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Where a job's time goes: timed measurement vs process start-up and builds."""
-    jobs = frame.groupby(["size", "context_length", "precision", "variant"], observed=True)
-    rows = []
-    for key, job in jobs:
-        job_s = job["job_s"].iloc[0]
-        timed = (job["mean_ms"].fillna(0) * job["timed_steps"]).sum() / 1e3
-        measuring = job["measure_s"].sum()
-        rows.append({
-            "size": key[0], "context": key[1], "precision": key[2], "variant": key[3],
-            "job s": job_s,
-            "start-up and builds s": job_s - measuring,
-            "measuring s": measuring,
-            "timed steps s": timed,
-        })
-    return pd.DataFrame(rows)
 
 
 def _plot_by_pass(frame, y, ylabel, out: Path, logy=True):
@@ -311,9 +297,13 @@ def build(results: Path, figures: Path) -> Section:
         return section.add(Text("No timing results: the section is switched off or produced no rows."))
     top = int(frame["warmup_steps"].max())
     section.add(Text(
-        f"Each configuration ran {int(frame['timed_steps'].iloc[0])} timed steps, synchronizing the "
-        f"device after each, with batch {int(frame['batch_size'].iloc[0])}. Steady-state numbers use "
-        f"{top} warm-up steps; warm-up 0 is a fresh process (the cold start). MFU counts "
+        f"Each pass of each configuration ran in one fresh process that timed all its "
+        f"{top + int(frame['timed_steps'].iloc[0])} steps, synchronizing the device after each, with "
+        f"batch {int(frame['batch_size'].iloc[0])}. Warm-up w's row is the window of "
+        f"{int(frame['timed_steps'].iloc[0])} steps after the first w: what a fresh process with w "
+        f"warm-up steps times. Warm-up 0 is the cold start (CUDA initialisation, model build, first "
+        f"steps; not the interpreter's start or the imports). Steady-state numbers use {top} warm-up "
+        "steps. MFU counts "
         "6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward pass) "
         "over the GPU's datasheet dense peak for the precision; it is n/a for unknown GPUs and CPUs."
     ))
@@ -330,21 +320,4 @@ def build(results: Path, figures: Path) -> Section:
         section.add(Table(caption, speedup_table(speedups)))
         section.add(Figure(figures / "speedup.png", "bf16 speed-up over fp32 vs context length."))
     section.add(Table("Model FLOPs utilization of the training step (%)", mfu_table(frame)))
-    overhead = overhead_table(frame)
-    section.add(Table(
-        "Where each job's time went (s): the job's processes from start to end; start-up and "
-        "builds = interpreter, imports, CUDA initialisation and model builds of its fresh processes; "
-        "measuring = warm-up and timed steps",
-        overhead,
-    ))
-    if len(overhead) and overhead["job s"].sum() > 0:
-        total = overhead["job s"].sum()
-        timed = overhead["timed steps s"].sum() / total
-        startup = overhead["start-up and builds s"].sum() / total
-        section.add(Text(
-            f"Across the {len(overhead)} timing jobs ({total:.0f} s), timed steps are "
-            f"{timed * 100:.0f}% of the time, warm-up steps {(1 - timed - startup) * 100:.0f}% and "
-            f"process start-up with model builds {startup * 100:.0f}%: each pass's cold start "
-            "needs a fresh process."
-        ))
     return section

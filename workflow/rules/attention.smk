@@ -2,20 +2,24 @@
 # size; it sweeps the sequence lengths in one process, smallest first, and
 # records out-of-memory as a result row.
 ATTENTION = config["attention"]
-ATTENTION_RAW = f"{RESULTS}/attention/raw/{{impl}}_{{precision}}_d{{head_dim}}.csv"
-ATTENTION_JOBS = expand(
-    ATTENTION_RAW,
+ATTENTION_JOB = "{impl}_{precision}_d{head_dim}"
+ATTENTION_RAW = f"{RESULTS}/attention/raw/{ATTENTION_JOB}.csv"
+ATTENTION_CONFIGS = grid(
     impl=ATTENTION["implementations"],
     precision=ATTENTION["precisions"],
     head_dim=ATTENTION["head_dims"],
 )
+ATTENTION_JOBS = [ATTENTION_RAW.format(**job) for job in ATTENTION_CONFIGS]
 
 
 rule attention_sweep:
     output:
-        ATTENTION_RAW,
+        rows=ATTENTION_RAW,
+        phases=phases_file("attention", "attention_sweep", ATTENTION_JOB),
     log:
         f"{LOGS}/attention/{{impl}}_{{precision}}_d{{head_dim}}.log",
+    benchmark:
+        benchmark_file("attention", "attention_sweep", ATTENTION_JOB)
     wildcard_constraints:
         impl="naive|naive-compile|sdpa",
         head_dim=r"\d+",
@@ -32,7 +36,7 @@ rule attention_sweep:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "lmstudy attention_sweep --out {output}"
+        "lmstudy attention_sweep --out {output.rows} --phases {output.phases}"
         " --implementation {wildcards.impl} --precision {wildcards.precision}"
         " --head-dim {wildcards.head_dim} {params.seq_lens}"
         " {params.batch_size} {params.steps} {params.warmup}"
@@ -51,6 +55,8 @@ rule aggregate_attention:
         ),
     log:
         f"{LOGS}/attention/aggregate.log",
+    benchmark:
+        benchmark_file("attention", "aggregate_attention")
     conda:
         LMSTUDY_ENV
     shell:
@@ -59,3 +65,7 @@ rule aggregate_attention:
 
 if ATTENTION["enabled"]:
     SECTION_TABLES["attention"] = [f"{RESULTS}/attention/attention.csv"]
+    count_cost(
+        "attention", "attention_sweep", ATTENTION_JOB, ATTENTION_CONFIGS, measuring=True
+    )
+    count_cost("attention", "aggregate_attention")

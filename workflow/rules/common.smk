@@ -9,6 +9,7 @@ from snakemake.settings.types import DeploymentMethod
 sys.path.insert(0, workflow.basedir)
 
 from lmstudy import config as study_config  # noqa: E402
+from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
 
 try:
@@ -46,6 +47,40 @@ LOGS = f"logs/{RUN}"
 # section name -> its aggregated tables; filled by each section's rule file,
 # read by report.smk.
 SECTION_TABLES = {}
+# The study's own cost (section 8): every job's Snakemake benchmark (its wall
+# time) and, for the jobs that measure on the device, the record of its
+# phases; filled through count_cost() by each section's rule file.
+BENCHMARKS = f"{RESULTS}/benchmarks"
+COST_RECORDS = {"benchmarks": [], "phases": []}
+
+
+def benchmark_file(section, rule_name, job="all"):
+    """Where Snakemake writes a job's benchmark: {BENCHMARKS}/<section>/<rule>/<job>.tsv"""
+    return f"{BENCHMARKS}/{section}/{rule_name}/{job}.tsv"
+
+
+def phases_file(section, rule_name, job="all"):
+    """Where a measuring job writes where its time went (lmstudy.phases)."""
+    return f"{BENCHMARKS}/{section}/{rule_name}/{job}.phases.json"
+
+
+def count_cost(section, rule_name, job="all", jobs=({},), measuring=False):
+    """Add the records of `rule_name`'s jobs (wildcard dicts filling `job`) to section 8."""
+    COST_RECORDS["benchmarks"].extend(
+        benchmark_file(section, rule_name, job).format(**w) for w in jobs
+    )
+    if measuring:
+        COST_RECORDS["phases"].extend(
+            phases_file(section, rule_name, job).format(**w) for w in jobs
+        )
+
+
+def grid(**values):
+    """Every combination of the values (a list, or one value), as wildcard dicts."""
+    import itertools
+
+    lists = [v if isinstance(v, list) else [v] for v in values.values()]
+    return [dict(zip(values, combo)) for combo in itertools.product(*lists)]
 
 
 def enabled(section):

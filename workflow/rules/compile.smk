@@ -4,23 +4,25 @@
 # ladder (fp32 -> bf16 -> bf16 + SDPA -> bf16 + SDPA + compile) is read from
 # the timing section's table.
 COMPILE = config["compile"]
-COMPILE_RAW = (
-    f"{RESULTS}/compile/raw/{{size}}_ctx{{ctx}}_{{precision}}_{{attention}}.csv"
-)
-COMPILE_JOBS = expand(
-    COMPILE_RAW,
+COMPILE_JOB = "{size}_ctx{ctx}_{precision}_{attention}"
+COMPILE_RAW = f"{RESULTS}/compile/raw/{COMPILE_JOB}.csv"
+COMPILE_CONFIGS = grid(
     size=COMPILE["sizes"],
     ctx=COMPILE["context_length"],
     precision=COMPILE["precisions"],
     attention=COMPILE["attention"],
 )
+COMPILE_JOBS = [COMPILE_RAW.format(**job) for job in COMPILE_CONFIGS]
 
 
 rule compile_model:
     output:
-        COMPILE_RAW,
+        rows=COMPILE_RAW,
+        phases=phases_file("compile", "compile_model", COMPILE_JOB),
     log:
         f"{LOGS}/compile/{{size}}_ctx{{ctx}}_{{precision}}_{{attention}}.log",
+    benchmark:
+        benchmark_file("compile", "compile_model", COMPILE_JOB)
     wildcard_constraints:
         attention="naive|sdpa",
     conda:
@@ -38,7 +40,8 @@ rule compile_model:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "lmstudy compile_model --out {output} --size {wildcards.size}"
+        "lmstudy compile_model --out {output.rows} --phases {output.phases}"
+        " --size {wildcards.size}"
         " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --precision {wildcards.precision}"
@@ -60,6 +63,8 @@ rule aggregate_compile:
         ),
     log:
         f"{LOGS}/compile/aggregate.log",
+    benchmark:
+        benchmark_file("compile", "aggregate_compile")
     conda:
         LMSTUDY_ENV
     shell:
@@ -68,6 +73,8 @@ rule aggregate_compile:
 
 if COMPILE["enabled"]:
     SECTION_TABLES["compile"] = [f"{RESULTS}/compile/compile.csv"]
+    count_cost("compile", "compile_model", COMPILE_JOB, COMPILE_CONFIGS, measuring=True)
+    count_cost("compile", "aggregate_compile")
 # The ladder reads the timing rows of bf16 with the sdpa and sdpa-compile variants.
 if COMPILE["enabled"] and config["timing"]["enabled"]:
     SECTION_TABLES["ladder"] = [f"{RESULTS}/timing/timing.csv"]

@@ -16,9 +16,8 @@ MEMORY_SKIPPED = (
 )
 
 
-MEMORY_SUMMARIES = (
-    expand(
-        f"{MEMORY_SUMMARY}/summary.json",
+MEMORY_CONFIGS = (
+    grid(
         size=MEMORY["sizes"],
         ctx=MEMORY["context_lengths"],
         mempass=MEMORY["passes"],
@@ -27,14 +26,20 @@ MEMORY_SUMMARIES = (
     if MEMORY_ON_GPU
     else []
 )
+MEMORY_SUMMARIES = [
+    f"{MEMORY_SUMMARY}/summary.json".format(**job) for job in MEMORY_CONFIGS
+]
 
 
 rule memory_snapshot:
     output:
         snapshot=f"{MEMORY_RAW}.pickle",
         meta=f"{MEMORY_RAW}.json",
+        phases=phases_file("memory", "memory_snapshot", MEMORY_CFG),
     log:
         f"{LOGS}/memory/{MEMORY_CFG}.log",
+    benchmark:
+        benchmark_file("memory", "memory_snapshot", MEMORY_CFG)
     wildcard_constraints:
         mempass="forward|train_step",
     conda:
@@ -52,6 +57,7 @@ rule memory_snapshot:
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
         "lmstudy memory_snapshot --out {output.snapshot} --meta {output.meta}"
+        " --phases {output.phases}"
         " --size {wildcards.size} --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --pass {wildcards.mempass}"
@@ -72,6 +78,8 @@ rule memory_summary:
         kinds=f"{MEMORY_SUMMARY}/kinds.csv",
     log:
         f"{LOGS}/memory/summary_{MEMORY_CFG}.log",
+    benchmark:
+        benchmark_file("memory", "memory_summary", MEMORY_CFG)
     wildcard_constraints:
         mempass="forward|train_step",
     conda:
@@ -91,6 +99,8 @@ rule memory_table:
         f"{RESULTS}/memory/memory.csv",
     log:
         f"{LOGS}/memory/table.log",
+    benchmark:
+        benchmark_file("memory", "memory_table")
     conda:
         LMSTUDY_ENV
     params:
@@ -108,3 +118,6 @@ rule memory_table:
 
 if MEMORY["enabled"]:
     SECTION_TABLES["memory"] = [f"{RESULTS}/memory/memory.csv"]
+    count_cost("memory", "memory_snapshot", MEMORY_CFG, MEMORY_CONFIGS, measuring=True)
+    count_cost("memory", "memory_summary", MEMORY_CFG, MEMORY_CONFIGS)
+    count_cost("memory", "memory_table")

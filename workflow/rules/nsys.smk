@@ -4,7 +4,8 @@
 from lmstudy.nsys import executable as nsys_executable  # noqa: E402
 
 NSYS = config["nsys"]
-NSYS_RAW = f"{RESULTS}/nsys/raw/{{size}}_ctx{{ctx}}_{{nsys_pass}}_{{precision}}"
+NSYS_JOB = "{size}_ctx{ctx}_{nsys_pass}_{precision}"
+NSYS_RAW = f"{RESULTS}/nsys/raw/{NSYS_JOB}"
 NSYS_TABLES = [
     f"{RESULTS}/nsys/kernels.csv",
     f"{RESULTS}/nsys/ranges.csv",
@@ -23,15 +24,15 @@ if NSYS["enabled"] and NSYS_BACKEND == "nsys" and workflow.check_envvars:
         raise WorkflowError(str(error)) from None
 
 
+NSYS_CONFIGS = grid(
+    size=NSYS["sizes"],
+    ctx=NSYS["context_lengths"],
+    nsys_pass=NSYS["passes"],
+    precision=NSYS["precision"],
+)
 # Each job's file `name`, for every profiled configuration.
 NSYS_JOBS = {
-    name: expand(
-        f"{NSYS_RAW}/{name}",
-        size=NSYS["sizes"],
-        ctx=NSYS["context_lengths"],
-        nsys_pass=NSYS["passes"],
-        precision=[NSYS["precision"]],
-    )
+    name: [f"{NSYS_RAW}/{name}".format(**job) for job in NSYS_CONFIGS]
     for name in ("kernels.csv", "ranges.csv", "run.json")
 }
 
@@ -41,8 +42,11 @@ rule profile_model:
         kernels=f"{NSYS_RAW}/kernels.csv",
         ranges=f"{NSYS_RAW}/ranges.csv",
         record=f"{NSYS_RAW}/run.json",
+        phases=phases_file("nsys", "profile_model", NSYS_JOB),
     log:
         f"{LOGS}/nsys/{{size}}_ctx{{ctx}}_{{nsys_pass}}_{{precision}}.log",
+    benchmark:
+        benchmark_file("nsys", "profile_model", NSYS_JOB)
     wildcard_constraints:
         nsys_pass="forward|train_step",
     conda:
@@ -62,7 +66,7 @@ rule profile_model:
         backend=flag("--backend", NSYS_BACKEND),
         nsys=flag("--nsys", NSYS["executable"]),
     shell:
-        "lmstudy profile_job --out-dir {params.out_dir}"
+        "lmstudy profile_job --out-dir {params.out_dir} --phases {output.phases}"
         " --size {wildcards.size} --d-model {params.dims[d_model]}"
         " --d-ff {params.dims[d_ff]} --num-layers {params.dims[num_layers]}"
         " --num-heads {params.dims[num_heads]} --context-length {wildcards.ctx}"
@@ -84,6 +88,8 @@ rule aggregate_nsys:
         runs=NSYS_TABLES[2],
     log:
         f"{LOGS}/nsys/aggregate.log",
+    benchmark:
+        benchmark_file("nsys", "aggregate_nsys")
     conda:
         LMSTUDY_ENV
     shell:
@@ -93,3 +99,5 @@ rule aggregate_nsys:
 
 if NSYS["enabled"]:
     SECTION_TABLES["nsys"] = NSYS_TABLES
+    count_cost("nsys", "profile_model", NSYS_JOB, NSYS_CONFIGS, measuring=True)
+    count_cost("nsys", "aggregate_nsys")

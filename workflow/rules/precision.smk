@@ -8,8 +8,11 @@ rule precision_experiments:
     output:
         accumulation=f"{RESULTS}/precision/accumulation.csv",
         dtypes=f"{RESULTS}/precision/toy_dtypes.csv",
+        phases=phases_file("precision", "precision_experiments"),
     log:
         f"{LOGS}/precision/experiments.log",
+    benchmark:
+        benchmark_file("precision", "precision_experiments")
     conda:
         LMSTUDY_ENV
     resources:
@@ -19,10 +22,12 @@ rule precision_experiments:
         tf32="--tf32" if config["tf32"] else "",
     shell:
         "lmstudy precision_experiments {params.device} {params.tf32}"
-        " --accumulation {output.accumulation} --dtypes {output.dtypes} > {log} 2>&1"
+        " --accumulation {output.accumulation} --dtypes {output.dtypes}"
+        " --phases {output.phases} > {log} 2>&1"
 
 
 if PRECISION["enabled"]:
+    count_cost("precision", "precision_experiments", measuring=True)
     SECTION_TABLES["precision"] = [
         f"{RESULTS}/precision/accumulation.csv",
         f"{RESULTS}/precision/toy_dtypes.csv",

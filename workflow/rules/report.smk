@@ -26,6 +26,8 @@ rule figures:
         ),
     log:
         f"{LOGS}/figures/{{section}}.log",
+    benchmark:
+        benchmark_file("{section}", "figures", "{section}")
     conda:
         LMSTUDY_ENV
     params:
@@ -55,6 +57,8 @@ rule report:
         ),
     log:
         f"{LOGS}/report.log",
+    benchmark:
+        benchmark_file("report", "report")
     conda:
         LMSTUDY_ENV
     params:

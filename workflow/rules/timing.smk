@@ -1,31 +1,22 @@
 # Section 1: end-to-end timing. One job per size x context length x
-# precision x variant; it measures every pass and warm-up count.
+# precision x variant; one fresh process per pass times every warm-up count.
 TIMING = config["timing"]
-TIMING_RAW = f"{RESULTS}/timing/raw/{{size}}_ctx{{ctx}}_{{precision}}_{{variant}}.csv"
+TIMING_JOB = "{size}_ctx{ctx}_{precision}_{variant}"
+TIMING_RAW = f"{RESULTS}/timing/raw/{TIMING_JOB}.csv"
 # The naive model in every precision; the other variants are ladder rungs,
-# measured in bf16 only.
-TIMING_JOBS = [
-    path
-    for variant in TIMING["variants"]
-    for path in expand(
-        TIMING_RAW,
-        size=TIMING["sizes"],
-        ctx=TIMING["context_lengths"],
-        precision=(
-            TIMING["precisions"]
-            if variant == "naive"
-            else [p for p in TIMING["precisions"] if p == "bf16"]
-        ),
-        variant=variant,
-    )
-]
+# measured in bf16 only (lmstudy.plan).
+TIMING_CONFIGS = plan.timing_configurations(TIMING)
+TIMING_JOBS = [TIMING_RAW.format(**job) for job in TIMING_CONFIGS]
 
 
 rule time_model:
     output:
-        TIMING_RAW,
+        rows=TIMING_RAW,
+        phases=phases_file("timing", "time_model", TIMING_JOB),
     log:
         f"{LOGS}/timing/{{size}}_ctx{{ctx}}_{{precision}}_{{variant}}.log",
+    benchmark:
+        benchmark_file("timing", "time_model", TIMING_JOB)
     conda:
         LMSTUDY_ENV
     resources:
@@ -34,14 +25,17 @@ rule time_model:
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
-        passes=flag("--passes", TIMING["passes"]),
+        passes=lambda w: flag(
+            "--passes", plan.timing_passes(w.variant, TIMING["passes"])
+        ),
         warmup_steps=flag("--warmup-steps", TIMING["warmup_steps"]),
         timed_steps=flag("--timed-steps", TIMING["timed_steps"]),
         device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "lmstudy time_model --out {output} --size {wildcards.size}"
+        "lmstudy time_model --out {output.rows} --phases {output.phases}"
+        " --size {wildcards.size}"
         " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} --precision {wildcards.precision}"
@@ -63,6 +57,8 @@ rule aggregate_timing:
         ),
     log:
         f"{LOGS}/timing/aggregate.log",
+    benchmark:
+        benchmark_file("timing", "aggregate_timing")
     conda:
         LMSTUDY_ENV
     shell:
@@ -71,3 +67,5 @@ rule aggregate_timing:
 
 if TIMING["enabled"]:
     SECTION_TABLES["timing"] = [f"{RESULTS}/timing/timing.csv"]
+    count_cost("timing", "time_model", TIMING_JOB, TIMING_CONFIGS, measuring=True)
+    count_cost("timing", "aggregate_timing")

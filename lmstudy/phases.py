@@ -1,0 +1,67 @@
+"""Where a job's own time goes: the study's cost is a result too (section 8).
+
+Every GPU job writes a small JSON record of its phases beside Snakemake's
+benchmark of it (the job's wall time). Whatever the phases do not cover is
+Snakemake's own start of the job, writing results and the like.
+
+Torch-free: the measuring scripts write it, the report side reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import defaultdict
+
+# The phases a record may hold, in the order the report shows them.
+PHASES = {
+    "imports": "interpreter start and imports",
+    "start": "starting fresh processes and CUDA",
+    "build": "building models",
+    "compile": "compiling (torch.compile)",
+    "measure": "measuring (warm-up and timed steps)",
+    "profile": "profiler capture, export and analysis",
+}
+
+
+def seconds_since_process_start() -> float:
+    """Wall time since this process started (Linux), NaN where unknown."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            return float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+class PhaseClock:
+    """Seconds per phase of one job; create it once the job's imports are done."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        imports = seconds_since_process_start()
+        if imports == imports:
+            self.seconds["imports"] = imports
+
+    def add(self, phase: str, seconds: float) -> None:
+        if phase not in PHASES:
+            raise ValueError(f"phase must be one of {list(PHASES)}, not {phase!r}")
+        self.seconds[phase] += max(0.0, seconds)
+
+    @contextlib.contextmanager
+    def timing(self, phase: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(phase, time.perf_counter() - start)
+
+    def record(self) -> dict:
+        """The record to write: each phase's seconds and the process's own wall time."""
+        return {"phases": dict(self.seconds), "process_s": seconds_since_process_start()}
+
+    def write(self, path) -> None:
+        from lmstudy.atomic import write_json
+
+        write_json(path, self.record())

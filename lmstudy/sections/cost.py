@@ -1,0 +1,147 @@
+"""Section 8, the study's own cost: where this run's time went, by section, rule and phase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lmstudy.phases import PHASES  # noqa: E402
+from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.study_cost import PHASE_COLUMNS  # noqa: E402
+
+# The phases as the report names them, "other" last.
+PHASE_LABELS = {f"{phase}_s": label for phase, label in PHASES.items()}
+PHASE_LABELS["other_s"] = "other (Snakemake's job start, writing results)"
+SHORT = {
+    "imports_s": "imports", "start_s": "process start", "build_s": "model builds",
+    "compile_s": "compiling", "measure_s": "measuring", "profile_s": "profiler",
+    "other_s": "other",
+}
+SECTION_ORDER = ["timing", "nsys", "precision", "memory", "attention", "compile", "report"]
+
+
+def load(results: Path) -> pd.DataFrame:
+    path = results / "cost" / "jobs.csv"
+    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+
+
+def _shares(frame: pd.DataFrame) -> dict[str, float]:
+    total = frame["wall_s"].sum()
+    columns = [*PHASE_COLUMNS, "other_s"]
+    return {c: frame[c].sum() / total if total else float("nan") for c in columns}
+
+
+def by_rule(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per section and rule: jobs, seconds, share of the run, and each phase's share."""
+    total = frame["wall_s"].sum()
+    rows = []
+    for (section, rule), part in frame.groupby(["section", "rule"], sort=False):
+        row = {
+            "section": section, "rule": rule, "jobs": len(part),
+            "measures on the device": "yes" if part["measuring"].any() else "no",
+            "seconds": part["wall_s"].sum(),
+            "share of run %": 100 * part["wall_s"].sum() / total if total else None,
+        }
+        for column, share in _shares(part).items():
+            row[f"{SHORT[column]} %"] = 100 * share
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    order = {s: i for i, s in enumerate(SECTION_ORDER)}
+    table["_order"] = table["section"].map(lambda s: order.get(s, len(order)))
+    table = table.sort_values(["_order", "seconds"], ascending=[True, False], kind="stable")
+    return table.drop(columns="_order").reset_index(drop=True)
+
+
+def by_section(frame: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per section and phase, sections in the report's order."""
+    columns = [*PHASE_COLUMNS, "other_s"]
+    table = frame.groupby("section")[["wall_s", *columns]].sum()
+    order = [s for s in SECTION_ORDER if s in table.index] + [
+        s for s in table.index if s not in SECTION_ORDER
+    ]
+    return table.loc[order]
+
+
+def slowest(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
+    top = frame.nlargest(count, "wall_s")
+    table = top[["section", "rule", "job", "wall_s"]].rename(columns={"wall_s": "seconds"})
+    for column in [*PHASE_COLUMNS, "other_s"]:
+        table[f"{SHORT[column]} s"] = top[column]
+    return table.reset_index(drop=True)
+
+
+def findings(frame: pd.DataFrame) -> list[str]:
+    if frame.empty:
+        return []
+    total = frame["wall_s"].sum()
+    measuring = frame[frame["measuring"]]
+    items = [
+        f"The run's {len(frame)} jobs took {total:.0f} s ({total / 60:.1f} min) one after another; "
+        f"the {len(measuring)} jobs that measure on the device took {measuring['wall_s'].sum():.0f} s "
+        f"of it ({100 * measuring['wall_s'].sum() / total:.0f}%)."
+    ]
+    if len(measuring):
+        shares = _shares(measuring)
+        parts = sorted(shares.items(), key=lambda kv: -kv[1])
+        items.append(
+            "In the measuring jobs the time went to "
+            + ", ".join(f"{SHORT[c]} {100 * s:.0f}%" for c, s in parts if s >= 0.005)
+            + "."
+        )
+    sections = by_section(frame)["wall_s"]
+    top = sections.idxmax()
+    items.append(
+        f"The costliest section is {top}: {sections[top]:.0f} s, "
+        f"{100 * sections[top] / total:.0f}% of the run."
+    )
+    worst = frame.loc[frame["wall_s"].idxmax()]
+    items.append(f"The slowest job is {worst['rule']} {worst['job']} ({worst['wall_s']:.1f} s).")
+    timing = measuring[measuring["rule"] == "time_model"]
+    if len(timing):
+        share = timing["measure_s"].sum() / timing["wall_s"].sum()
+        items.append(f"Timing jobs spend {100 * share:.0f}% of their wall time measuring.")
+    return items
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = load(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if frame.empty:
+        return
+    table = by_section(frame)
+    columns = [c for c in [*PHASE_COLUMNS, "other_s"] if table[c].sum() > 0]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(table) + 1.6))
+    left = pd.Series(0.0, index=table.index)
+    for column in columns:
+        ax.barh(table.index, table[column], left=left, label=SHORT[column])
+        left += table[column]
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (jobs one after another)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.tight_layout()
+    fig.savefig(out_dir / "cost.png")
+    plt.close(fig)
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("cost", "8. The study's own cost")
+    frame = load(results)
+    if frame.empty:
+        return section.add(Text("No cost records: the run had no jobs."))
+    section.add(Text(
+        "Every job's wall time is Snakemake's benchmark record of it (results/<run>/benchmarks/). "
+        "Jobs that measure on the device also record their phases: "
+        + "; ".join(f"{SHORT[c]} = {PHASE_LABELS[c]}" for c in [*PHASE_COLUMNS, "other_s"])
+        + ". Seconds add up as if the jobs ran one after another (--cores 1). This report's own "
+        "rendering is not counted: it is being written."
+    ))
+    section.add(Findings(findings(frame)))
+    section.add(Figure(figures / "cost.png", "Seconds per section, by phase."))
+    section.add(Table("Time by section and rule", by_rule(frame)))
+    section.add(Table("The ten slowest jobs (s)", slowest(frame)))
+    return section

@@ -1,0 +1,36 @@
+#!/usr/bin/env python
+"""Gather every job's wall time and phases into the study's cost table (section 8).
+
+Example, by hand:
+    python scripts/study_cost.py --out results/default/cost/jobs.csv \
+        --benchmarks results/default/benchmarks/*/*/*.tsv \
+        --phases results/default/benchmarks/*/*/*.phases.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="CSV, one row per job")
+    p.add_argument("--benchmarks", type=Path, nargs="+", required=True, help="Snakemake benchmark records")
+    p.add_argument("--phases", type=Path, nargs="*", default=[], help="the measuring jobs' phase records")
+    args = p.parse_args(argv)
+    from lmstudy.atomic import write_csv
+    from lmstudy.study_cost import job_table
+
+    table = job_table(args.benchmarks, args.phases)
+    write_csv(args.out, table)
+    print(f"{len(table)} jobs, {table['wall_s'].sum():.1f} s in all -> {args.out}")
+
+
+if __name__ == "__main__":
+    run_main(main)
