@@ -49,12 +49,14 @@ def settle_backend(backend: str, executable: str = "nsys", device: str = "cuda",
     is torch.profiler: Nsight Systems traces CUDA kernels. `record` is the
     file the answer is kept in, named in that advice.
     """
-    answer = {"requested": backend, "backend": backend, "executable": "", "nsys_version": "", "note": ""}
+    # executable: as configured, for the profile jobs (on other nodes of the same
+    # kind it may sit elsewhere on PATH); path: where this job found it.
+    answer = dict(requested=backend, backend=backend, executable="", path="", nsys_version="", note="")
     if backend == "torch":
         return answer
     if backend == "nsys":
         version = nsys_version(executable)
-        answer.update(nsys_version=version, executable=shutil.which(executable) or executable)
+        answer.update(nsys_version=version, executable=executable, path=_found(executable))
         return answer
     if backend != "auto":
         raise ValueError(f"nsys.backend must be nsys, torch or auto, not {backend!r}")
@@ -73,14 +75,18 @@ def settle_backend(backend: str, executable: str = "nsys", device: str = "cuda",
             "profiled the jobs. " + GET_NSYS.format(record=record or "the nsys backend record"),
         )
         return answer
-    answer.update(backend="nsys", executable=shutil.which(executable) or executable, nsys_version=version)
+    answer.update(backend="nsys", executable=executable, path=_found(executable), nsys_version=version)
     return answer
+
+
+def _found(executable: str) -> str:
+    return shutil.which(executable) or executable
 
 
 def describe(answer: dict) -> str:
     """One line for the logs: which backend runs, and why."""
     which = "Nsight Systems" if answer["backend"] == "nsys" else "torch.profiler"
     line = f"profiling backend: {answer['backend']} ({which}"
-    line += f", {answer['executable']}: {answer['nsys_version']})" if answer["backend"] == "nsys" else ")"
+    line += f", {answer['path']}: {answer['nsys_version']})" if answer["backend"] == "nsys" else ")"
     line += f"; requested: {answer['requested']}"
     return line + (f". {answer['note']}" if answer["note"] else "")
