@@ -2,6 +2,8 @@
 #   make study                       the full study on this machine's GPU
 #   make study PRESET=quick          every section in a few minutes
 #   make test                        unit tests + the smoke workflow (CPU only)
+#   make test-slurm                  the smoke workflow on a private SLURM cluster it
+#                                    installs, starts, then stops and removes (root)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PRESET ?= full
@@ -10,7 +12,7 @@ PRESET ?= full
 TORCH ?= torch
 TEST_TORCH ?= torch==2.13.0
 
-.PHONY: study test install install-test lint
+.PHONY: study test test-slurm install install-test lint
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -29,6 +31,10 @@ install-test: $(VENV)/bin/python
 
 test: install-test
 	$(PY) -m pytest -q tests
+
+# Outside CI (CI set), `make test` skips the real-SLURM test; this runs it.
+test-slurm: install-test
+	LMSTUDY_TEST_SLURM=1 $(PY) -m pytest -q tests/test_slurm.py
 
 lint: install-test
 	$(VENV)/bin/snakemake --lint --cores 1

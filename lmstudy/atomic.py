@@ -9,6 +9,17 @@ import tempfile
 from pathlib import Path
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux says it."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere: the only portable way is to set it and set it back
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yield a temporary path next to `path`; rename it over `path` on success.
@@ -19,6 +30,9 @@ def atomic_path(path: str | os.PathLike):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # mkstemp creates the file 0600 whatever the umask; a result is for
+    # whoever may read the folder (a group, a web server), as with open().
+    os.fchmod(fd, 0o666 & ~current_umask())
     os.close(fd)
     try:
         yield Path(tmp)

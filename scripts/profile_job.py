@@ -5,7 +5,9 @@ With --backend nsys it runs scripts/profile_model.py under `nsys profile`
 (capture range: cudaProfilerApi, so warm-up is left out), exports the report
 to SQLite and writes OUT_DIR/kernels.csv, ranges.csv and run.json, keeping
 profile.nsys-rep and profile.sqlite. With --backend torch it profiles with
-torch.profiler instead (trace.json.gz). Example:
+torch.profiler instead (trace.json.gz). In the workflow the backend comes from
+--backend-record, the answer of scripts/nsys_backend.py (which settled
+nsys.backend `auto` on this kind of machine). Example:
 
     python scripts/profile_job.py --out-dir results/default/nsys/raw/small_ctx256_train_step_fp32 \
         --size small --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 \
@@ -15,6 +17,7 @@ torch.profiler instead (trace.json.gz). Example:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -32,13 +35,25 @@ def main(argv=None) -> None:
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--nsys", default="nsys", help="the nsys program (config: nsys.executable)")
     p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
+    p.add_argument(
+        "--backend-record",
+        type=Path,
+        help="JSON from scripts/nsys_backend.py; its backend and nsys replace --backend and --nsys",
+    )
     args = p.parse_args(argv)
     from lmstudy.devices import UserError
-    from lmstudy.nsys.executable import NsysMissing
+    from lmstudy.nsys.executable import NsysMissing, describe
     from lmstudy.nsys.job import run_job
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()
+    if args.backend_record:
+        answer = json.loads(args.backend_record.read_text())
+        args.backend = answer["backend"]
+        args.nsys = answer["executable"] or args.nsys
+        print(describe(answer), flush=True)
+    else:
+        print(f"profiling backend: {args.backend}", flush=True)
     try:
         record = run_job(spec_from_args(args), args.out_dir, nsys=args.nsys, clock=clock)
     except NsysMissing as error:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -80,10 +82,59 @@ def test_smoke_section_has_its_tables_figure_and_findings(smoke):
     assert set(table_a[table_a["size"] == "oversized"]["nsys step ms"]) == {"OOM"}
 
 
-def test_missing_nsys_stops_the_workflow_at_start(tmp_path):
-    done = snakemake(tmp_path, "-n", override="preset: quick\nnsys: {executable: /no/such/nsys}\n")
+def test_a_dry_run_needs_no_nsys(tmp_path):
+    """A login node or a laptop without Nsight Systems plans the study, nsys.backend auto or nsys."""
+    assert shutil.which("nsys") is None, "this test needs a machine without nsys"
+    for override in ("", "nsys: {backend: nsys, executable: /no/such/nsys}\n"):
+        done = snakemake(tmp_path, "-n", override=override)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "nsys_backend" in done.stdout and "profile_model" in done.stdout
+
+
+def test_missing_nsys_stops_at_the_check_before_any_profile_job(tmp_path):
+    done = snakemake(
+        tmp_path,
+        "results/default/nsys/kernels.csv",
+        "--cores",
+        "1",
+        override="preset: smoke\nnsys: {backend: nsys, executable: /no/such/nsys}\n",
+    )
     assert done.returncode != 0
-    assert "nsys.executable" in done.stdout + done.stderr
+    log = (tmp_path / "logs/default/nsys/backend.log").read_text()
+    assert "set `nsys.executable` in config.yaml" in log
+    assert "nsys.executable" in done.stderr
+    assert not (tmp_path / "results/default/nsys/raw").exists()
+    assert not (tmp_path / "results/default/nsys/backend.json").exists()
+
+
+def test_auto_backend_without_nsys_profiles_with_torch_and_says_how_to_get_nsys(tmp_path, smoke):
+    done = snakemake(
+        tmp_path,
+        "results/default/nsys/backend.json",
+        "--cores",
+        "1",
+        override="preset: quick\nnsys: {backend: auto, executable: /no/such/nsys}\n",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads((tmp_path / "results/default/nsys/backend.json").read_text())
+    assert answer["requested"] == "auto" and answer["backend"] == "torch"
+    assert "install it" in answer["note"] and "nsys.executable" in answer["note"]
+    log = (tmp_path / "logs/default/nsys/backend.log").read_text()
+    assert log.startswith("profiling backend: torch (torch.profiler); requested: auto.")
+    # section 2 of a report from those profiles says so
+    results = tmp_path / "copy"
+    shutil.copytree(smoke, results)
+    shutil.copy(tmp_path / "results/default/nsys/backend.json", results / "nsys/backend.json")
+    texts = [b.text for b in section.build(results, results / "figures/nsys").blocks if hasattr(b, "text")]
+    assert texts[0].startswith("Backend: torch.")
+    assert answer["note"] in texts
+
+
+def test_the_profile_jobs_log_which_backend_ran(smoke):
+    logs = sorted((smoke.parent.parent / "logs/default/nsys").glob("tiny_*.log"))
+    assert logs
+    for log in logs:
+        assert log.read_text().startswith("profiling backend: torch (torch.profiler); requested: auto."), log
 
 
 def test_switched_off_section_needs_no_nsys(tmp_path):

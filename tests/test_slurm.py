@@ -1,9 +1,16 @@
 """The smoke study on a real SLURM cluster, through profiles/slurm.
 
-The session fixture brings up a single-node cluster on this machine
-(slurmctld + slurmd + munge from Debian's slurm-wlm, one GPU GRES) with
-.ci/slurm-up.sh. In CI (the CI environment variable set) a cluster that does
-not come up fails the test; elsewhere the test is skipped, saying why.
+The session fixture brings up a private single-node cluster on this machine
+with .ci/slurm-up.sh (slurmctld + slurmd + munged from Debian's slurm-wlm) in
+the shape of a real one: a default CPU partition, a non-default GPU partition
+with a typed GPU GRES, no accounting database, MinJobAge at its default, and
+slurm.conf found only through SLURM_CONF. Afterwards .ci/slurm-down.sh stops
+its daemons and undoes what it changed, whatever happened.
+
+It installs packages and starts daemons, so it runs only when asked: in CI
+(the CI environment variable set), with `make test-slurm`, or with
+LMSTUDY_TEST_SLURM=1; otherwise its tests are skipped, saying so. When asked,
+a cluster that does not come up fails the tests.
 """
 
 from __future__ import annotations
@@ -15,61 +22,97 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from .conftest import REPO, SNAKEMAKE, new_workdir
 
 SLURM_UP = REPO / ".ci/slurm-up.sh"
-PARTITION = "debug"
+SLURM_DOWN = REPO / ".ci/slurm-down.sh"
+CPU_PARTITION = "cpu"  # the default partition
+GPU_PARTITION = "gpu"
+GPU_RULES = {"time_model", "profile_model", "nsys_backend", "attention_sweep", "compile_model",
+             "precision_experiments"}
+
+
+def asked() -> bool:
+    return bool(os.environ.get("CI")) or os.environ.get("LMSTUDY_TEST_SLURM", "") not in ("", "0")
 
 
 def _unavailable(reason: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"CI needs a SLURM cluster, but {reason}")
-    pytest.skip(reason)
+    pytest.fail(f"the SLURM test was asked for, but {reason}")
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster() -> str:
-    """A running single-node SLURM cluster; returns its partition."""
+def slurm_cluster(tmp_path_factory):
+    """A running private cluster; yields the environment that reaches it."""
+    if not asked():
+        pytest.skip(
+            "the real-SLURM test installs and starts SLURM on this machine: run it with "
+            "`make test-slurm` or LMSTUDY_TEST_SLURM=1 (CI runs it)"
+        )
     if os.geteuid() != 0:
         _unavailable(".ci/slurm-up.sh must run as root to install and start SLURM")
     if not (shutil.which("apt-get") or shutil.which("sbatch")):
         _unavailable("neither SLURM nor apt-get (to install Debian's slurm-wlm) is on this machine")
-    up = subprocess.run(
-        ["bash", str(SLURM_UP)], capture_output=True, text=True, timeout=900,
-        env={**os.environ, "SLURM_PARTITION": PARTITION},
-    )
-    if up.returncode != 0:
-        _unavailable(f".ci/slurm-up.sh failed:\n{up.stdout[-2000:]}\n{up.stderr[-3000:]}")
-    return PARTITION
+    cluster = tmp_path_factory.mktemp("cluster")
+    env = {**os.environ, "SLURM_DIR": str(cluster), "SLURM_CPU_PARTITION": CPU_PARTITION,
+           "SLURM_GPU_PARTITION": GPU_PARTITION}
+    hosts_before = Path("/etc/hosts").read_text()
+    etc_before = {p: p.exists() for p in (Path("/etc/slurm/slurm.conf"), Path("/etc/munge/munge.key"))}
+    try:
+        up = subprocess.run(["bash", str(SLURM_UP)], capture_output=True, text=True, timeout=900, env=env)
+        if up.returncode != 0:
+            _unavailable(f".ci/slurm-up.sh failed:\n{up.stdout[-2000:]}\n{up.stderr[-3000:]}")
+        yield {"SLURM_CONF": str(cluster / "slurm.conf"), "LMSTUDY_SLURM_PARTITION": GPU_PARTITION,
+               "logs": cluster / "log"}
+    finally:
+        kept = tmp_path_factory.mktemp("cluster-logs")
+        if (cluster / "log").exists():
+            shutil.copytree(cluster / "log", kept, dirs_exist_ok=True)
+        down = subprocess.run(["bash", str(SLURM_DOWN)], capture_output=True, text=True, timeout=600, env=env)
+        assert down.returncode == 0, down.stdout + down.stderr
+        # what it changed is undone: no daemon of it, no directory, /etc as it was
+        assert not cluster.exists()
+        assert Path("/etc/hosts").read_text() == hosts_before
+        if os.environ.get("SLURM_KEEP_PACKAGES") != "1":  # the packages' own files go with them
+            assert {p: p.exists() for p in etc_before} == etc_before
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert str(cluster) not in ps
 
 
-def timing_only_smoke_config(workdir: Path) -> None:
-    """The smoke preset with only the timing section and only the `tiny` size.
+def slurm_env(cluster: dict, **extra) -> dict:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
+    env.update({k: v for k, v in cluster.items() if k != "logs"})
+    env.pop("LMSTUDY_SLURM_CPU_PARTITION", None)  # the CPU jobs: the cluster's default partition
+    return env
 
-    `oversized` asks for more host memory than this one node has, so SLURM
-    would refuse it; the other sections add nothing to what is tested here.
-    """
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
-    config["preset"] = "smoke"
-    for name, section in config.items():
-        if isinstance(section, dict) and "enabled" in section:
-            section["enabled"] = name == "timing"
-    config["presets"]["smoke"]["timing"]["sizes"] = ["tiny"]
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+def submitted(log: str) -> dict[str, list[str]]:
+    """rule -> the SLURM job ids its jobs were submitted as, from Snakemake's log."""
+    jobs = {}
+    pattern = r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/rule_(\w+?)/"
+    for jobid, rule in re.findall(pattern, log):
+        jobs.setdefault(rule, []).append(jobid)
+    return jobs
+
+
+def partitions(slurmctld_log: str) -> dict[str, str]:
+    """SLURM job id -> the partition slurmctld started it in, from its own log."""
+    started = dict(re.findall(r"Allocate JobId=(\d+) \S+ #CPUs=\d+ Partition=(\S+)", slurmctld_log))
+    started.update(re.findall(r"Started JobId=(\d+) in (\S+) on", slurmctld_log))
+    return started
 
 
 @pytest.fixture(scope="module")
 def slurm_run(slurm_cluster, tmp_path_factory):
+    """The whole smoke study, every job an sbatch job."""
     workdir = new_workdir(tmp_path_factory.mktemp("slurm"))
-    timing_only_smoke_config(workdir)
     done = subprocess.run(
         [*SNAKEMAKE, "-d", str(workdir), "--workflow-profile", str(REPO / "profiles/slurm"),
-         "--slurm-init-seconds-before-status-checks", "5", "--verbose"],
-        capture_output=True, text=True, cwd=workdir, timeout=1500,
-        env={**os.environ, "LMSTUDY_SLURM_PARTITION": slurm_cluster, "PYTHONUNBUFFERED": "1"},
+         "--config", "preset=smoke", "--slurm-init-seconds-before-status-checks", "5", "--verbose"],
+        capture_output=True, text=True, cwd=workdir, timeout=2400, env=slurm_env(slurm_cluster),
     )
     log = done.stdout + done.stderr
     (workdir / "snakemake-slurm.log").write_text(log)
@@ -80,7 +123,8 @@ def slurm_run(slurm_cluster, tmp_path_factory):
             call = line.split("sbatch call: ", 1)[1]
             rule = re.search(r"--comment rule_(\w+?)(?:_wildcards_\S*)?\s", call).group(1)
             calls.setdefault(rule, []).append(call)
-    return workdir, calls, log
+    slurmctld_log = (slurm_cluster["logs"] / "slurmctld.log").read_text()
+    return workdir, calls, submitted(log), partitions(slurmctld_log)
 
 
 def sbatch_options(call: str) -> list[str]:
@@ -88,63 +132,84 @@ def sbatch_options(call: str) -> list[str]:
     return shlex.split(call.split("--wrap=", 1)[0])
 
 
-def test_the_report_is_rendered_from_jobs_run_on_slurm(slurm_run):
-    workdir, calls, _ = slurm_run
-    assert set(calls) == {"time_model", "aggregate_timing", "figures", "report"}
-    raw = list((workdir / "results/default/timing/raw").glob("tiny_*.csv"))
+def test_the_smoke_study_completes_on_slurm(slurm_run):
+    workdir, calls, jobs, _ = slurm_run
+    assert GPU_RULES <= set(calls)
+    assert {"aggregate_timing", "aggregate_nsys", "figures", "report"} <= set(calls)
+    raw = list((workdir / "results/default/timing/raw").glob("*.csv"))
     assert raw and len(calls["time_model"]) == len(raw)  # one SLURM job per measurement
-    html = (workdir / "report/index.html").read_text()
-    assert "tiny" in html
-    md = (workdir / "report/report.md").read_text()
+    md = (workdir / "report/default/report.md").read_text()
     assert re.search(r"^\| tiny \| 32 \| forward \|", md, re.M)
+    assert re.search(r"^\| oversized \| \d+ \| training step \| OOM \|", md, re.M)
     # every job ran as a SLURM job and left its SLURM log
     slurm_logs = list((workdir / ".snakemake/slurm_logs").rglob("*.log"))
-    assert len(slurm_logs) == sum(len(c) for c in calls.values())
+    assert len(slurm_logs) == sum(len(c) for c in calls.values()) == sum(len(j) for j in jobs.values())
 
 
-def test_gpu_jobs_ask_slurm_for_one_gpu_and_others_for_none(slurm_run):
-    _, calls, _ = slurm_run
-    for call in calls["time_model"]:
-        options = sbatch_options(call)
-        assert "--gpus=1" in options, call
-        assert options[options.index("-p") + 1] == PARTITION
-    for rule in ("aggregate_timing", "figures", "report"):
-        for call in calls[rule]:
-            assert not any("gpu" in o for o in sbatch_options(call)), call
+def test_gpu_jobs_ran_on_the_gpu_partition_and_the_others_on_the_default(slurm_run):
+    _, calls, jobs, started = slurm_run
+    assert set(jobs) == set(calls)
+    where = {rule: {started[j] for j in ids} for rule, ids in jobs.items()}
+    assert {rule: parts for rule, parts in where.items() if rule in GPU_RULES} == {
+        rule: {GPU_PARTITION} for rule in GPU_RULES
+    }
+    assert {rule: parts for rule, parts in where.items() if rule not in GPU_RULES} == {
+        rule: {CPU_PARTITION} for rule in set(jobs) - GPU_RULES
+    }
+    for rule, rule_calls in calls.items():
+        for call in rule_calls:
+            options = sbatch_options(call)
+            if rule in GPU_RULES:
+                assert "--gpus=1" in options and options[options.index("-p") + 1] == GPU_PARTITION, call
+            else:
+                assert not any("gpu" in o for o in options), call
 
 
-def test_gpu_jobs_ask_for_time_and_memory_by_model_size(slurm_run):
+def test_jobs_ask_for_what_they_can_use(slurm_run):
     from lmstudy import resources
 
-    workdir, calls, _ = slurm_run
+    workdir, calls, _, _ = slurm_run
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["default-resources"]
     config = yaml.safe_load((workdir / "config.yaml").read_text())
-    tiny = config["presets"]["smoke"]["sizes"]["tiny"]
-    vocab = config["presets"]["smoke"]["vocab_size"]
+    smoke = config["presets"]["smoke"]
     for call in calls["time_model"]:
         options = sbatch_options(call)
+        size = re.search(r"size=(\w+)", call).group(1)
         ctx = int(re.search(r"ctx=(\d+)", call).group(1))
-        expected = resources.gpu_job(tiny, vocab, ctx)
+        expected = resources.gpu_job(
+            smoke["sizes"][size], smoke["vocab_size"], ctx, device="cpu",
+            max_mem_mb=profile["lmstudy_max_mem_mb"], max_runtime_min=profile["lmstudy_max_runtime"],
+        )
         assert int(options[options.index("-t") + 1]) == expected["runtime"]
-        assert int(options[options.index("--mem") + 1]) == expected["mem_mb"]
+        assert int(options[options.index("--mem") + 1]) == expected["mem_mb"] <= 5000
     for call in calls["report"]:
         options = sbatch_options(call)
-        assert options[options.index("--mem") + 1] == "4000"  # profile default
+        assert options[options.index("--mem") + 1] == str(profile["mem_mb"])
 
 
-def test_slurm_recorded_the_gpu_request(slurm_run):
-    """SLURM itself, not only the command line: squeue shows the GPU per job."""
-    _, calls, _ = slurm_run
-    run_name = re.search(r"--job-name (\S+)", calls["report"][0]).group(1)
-    jobs = subprocess.run(
-        ["squeue", "--states=all", "--noheader", "--name", run_name,
-         "-O", "JobID:12,State:12,tres-per-job:24,Comment:80"],
-        capture_output=True, text=True, check=True,
-    ).stdout.splitlines()
-    by_rule = {}
-    for line in jobs:
-        _, state, tres, comment = line.split(None, 3)
-        assert state == "COMPLETED", line
-        rule = re.match(r"rule_([a-z_]+?)(_wildcards|$)", comment.strip()).group(1)
-        by_rule.setdefault(rule, []).append(tres)
-    assert by_rule["time_model"] == ["gres:gpu:1"] * len(calls["time_model"])
-    assert set(by_rule["report"]) == {"N/A"}
+def test_the_profiler_was_settled_on_the_gpu_partition(slurm_run):
+    workdir, calls, _, _ = slurm_run
+    assert len(calls["nsys_backend"]) == 1
+    runs = pd.read_csv(workdir / "results/default/nsys/runs.csv")
+    assert set(runs["backend"]) == {"torch"}
+    log = (workdir / "logs/default/nsys/backend.log").read_text()
+    assert log.startswith("profiling backend: torch (torch.profiler); requested: auto.")
+
+
+def test_a_refused_submission_names_the_setting_to_change(slurm_cluster, tmp_path):
+    """A job asking for more memory than any node has: sbatch refuses it, the run says what to change."""
+    workdir = new_workdir(tmp_path / "work")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    settings = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    settings["set-resources"] = {"time_model": {"mem_mb": 100 * 2**20}}  # 100 TiB
+    (profile / "config.yaml").write_text(yaml.safe_dump(settings))
+    done = subprocess.run(
+        [*SNAKEMAKE, "results/default/timing/raw/tiny_ctx32_fp32_naive.csv", "-d", str(workdir),
+         "--workflow-profile", str(profile), "--config", "preset=smoke"],
+        capture_output=True, text=True, cwd=workdir, timeout=600, env=slurm_env(slurm_cluster),
+    )
+    assert done.returncode != 0
+    assert "Requested node configuration is not available" in done.stderr
+    assert "lower lmstudy_max_mem_mb (host memory, MiB)" in done.stderr
+    assert "profiles/slurm/config.yaml" in done.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .conftest import REPO
+from .conftest import REPO, snakemake
 
 
 def smoke_config() -> dict:
@@ -20,17 +20,17 @@ def smoke_config() -> dict:
 
 
 def test_report_files_and_figures_exist(smoke_run: Path):
-    html = (smoke_run / "report/index.html").read_text()
-    md = (smoke_run / "report/report.md").read_text()
+    html = (smoke_run / "report/default/index.html").read_text()
+    md = (smoke_run / "report/default/report.md").read_text()
     for src in re.findall(r'<img src="([^"]+)"', html):
-        assert (smoke_run / "report" / src).stat().st_size > 5000, src
+        assert (smoke_run / "report/default" / src).stat().st_size > 5000, src
     assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md), "the Markdown report shows no figure"
     for name in ("latency", "warmup", "speedup"):
-        assert (smoke_run / f"report/figures/timing_{name}.png").exists()
+        assert (smoke_run / f"report/default/figures/timing_{name}.png").exists()
 
 
 def test_environment_header_is_recorded(smoke_run: Path):
-    md = (smoke_run / "report/report.md").read_text()
+    md = (smoke_run / "report/default/report.md").read_text()
     for key in ("gpu", "torch", "python", "host", "commit", "date", "tf32_matmul"):
         assert re.search(rf"^\| {key} \| \S", md, re.M), key
     assert "cpu" in re.search(r"^\| gpu \| (.*) \|$", md, re.M).group(1)
@@ -39,7 +39,7 @@ def test_environment_header_is_recorded(smoke_run: Path):
 def test_timing_table_has_a_row_per_configuration(smoke_run: Path):
     config = smoke_config()
     timing = config["timing"]
-    table = pd.read_csv(smoke_run / "report/tables/timing_1.csv")
+    table = pd.read_csv(smoke_run / "report/default/tables/timing_1.csv")
     expected = {
         (size, ctx, p)
         for size in timing["sizes"] for ctx in timing["context_lengths"]
@@ -55,16 +55,16 @@ def test_forced_oom_shows_as_oom(smoke_run: Path):
     raw = pd.read_csv(smoke_run / "results/default/timing/timing.csv")
     assert set(raw.loc[raw["size"] == "oversized", "status"]) == {"OOM"}
     assert set(raw.loc[raw["size"] != "oversized", "status"]) == {"ok"}
-    md = (smoke_run / "report/report.md").read_text()
+    md = (smoke_run / "report/default/report.md").read_text()
     assert re.search(r"^\| oversized \| \d+ \| training step \| OOM \|", md, re.M)
-    html = (smoke_run / "report/index.html").read_text()
+    html = (smoke_run / "report/default/index.html").read_text()
     assert "<td>OOM</td>" in html
     assert "oversized ran out of memory" in md
 
 
 def test_findings_are_computed_from_this_run(smoke_run: Path):
     raw = pd.read_csv(smoke_run / "results/default/timing/timing.csv")
-    md = (smoke_run / "report/report.md").read_text()
+    md = (smoke_run / "report/default/report.md").read_text()
     raw = raw[raw["variant"] == "naive"]
     steady = raw[(raw["warmup_steps"] == raw["warmup_steps"].max()) & (raw["status"] == "ok")]
     fb = steady.pivot_table(index=["size", "context_length", "precision"], columns="pass",
@@ -77,3 +77,25 @@ def test_every_job_wrote_a_log(smoke_run: Path):
     logs = list((smoke_run / "logs/default").rglob("*.log"))
     raws = list((smoke_run / "results/default/timing/raw").glob("*.csv"))
     assert len(raws) == len([p for p in logs if p.parent.name == "timing" and "aggregate" not in p.name])
+
+
+def test_each_run_renders_its_report_in_its_own_folder(smoke_run: Path):
+    assert (smoke_run / "report/default/index.html").exists()
+    assert not (smoke_run / "report/index.html").exists()
+    planned = snakemake(smoke_run, "-n", "--config", "preset=smoke", "run=b").stdout
+    outputs = set(re.findall(r"^\s+output: (.*)$", planned, re.M))
+    written = {path for line in outputs for path in line.split(", ")}
+    assert {"report/b/index.html", "report/b/report.md"} <= written
+    assert not {p for p in written if p.startswith("report/") and not p.startswith("report/b/")}
+
+
+def test_results_and_report_are_readable_as_the_umask_allows(smoke_run: Path):
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    files = [p for top in ("results", "report") for p in (smoke_run / top).rglob("*") if p.is_file()]
+    assert len(files) > 50
+    modes = {p.relative_to(smoke_run): oct(stat.S_IMODE(p.stat().st_mode)) for p in files}
+    assert {path: mode for path, mode in modes.items() if mode != oct(0o666 & ~umask)} == {}

@@ -33,8 +33,60 @@ def nsys_version(executable: str = "nsys", key: str = "nsys.executable") -> str:
     return out.splitlines()[0]
 
 
-def resolve_backend(backend: str, executable: str = "nsys") -> str:
-    """'auto' becomes 'nsys' where nsys is on hand, else 'torch'."""
+GET_NSYS = (
+    "To profile with Nsight Systems, install it (https://developer.nvidia.com/nsight-systems; "
+    "on a cluster often `module load nsight-systems` or part of the CUDA toolkit) where the jobs run, "
+    "put `nsys` on PATH or set nsys.executable in config.yaml to it, then delete {record} and run again."
+)
+
+
+def settle_backend(backend: str, executable: str = "nsys", device: str = "cuda", record: str = "") -> dict:
+    """Which profiler the profile jobs use, settled on the machine they run on.
+
+    'nsys' is strict (NsysMissing naming nsys.executable when it does not
+    run), 'torch' needs nothing, and 'auto' takes nsys where it runs, else
+    torch.profiler, saying why and how to get nsys. On a CPU device 'auto'
+    is torch.profiler: Nsight Systems traces CUDA kernels. `record` is the
+    file the answer is kept in, named in that advice.
+    """
+    # executable: as configured, for the profile jobs (on other nodes of the same
+    # kind it may sit elsewhere on PATH); path: where this job found it.
+    answer = dict(requested=backend, backend=backend, executable="", path="", nsys_version="", note="")
+    if backend == "torch":
+        return answer
+    if backend == "nsys":
+        version = nsys_version(executable)
+        answer.update(nsys_version=version, executable=executable, path=_found(executable))
+        return answer
     if backend != "auto":
-        return backend
-    return "nsys" if shutil.which(executable) else "torch"
+        raise ValueError(f"nsys.backend must be nsys, torch or auto, not {backend!r}")
+    if device == "cpu":
+        answer.update(
+            backend="torch",
+            note="nsys.backend auto on a CPU device: torch.profiler, as Nsight Systems traces CUDA kernels.",
+        )
+        return answer
+    try:
+        version = nsys_version(executable)
+    except NsysMissing as error:
+        answer.update(
+            backend="torch",
+            note=f"nsys.backend auto: Nsight Systems is not usable here ({error}), so torch.profiler "
+            "profiled the jobs. " + GET_NSYS.format(record=record or "the nsys backend record"),
+        )
+        return answer
+    answer.update(backend="nsys", executable=executable, path=_found(executable), nsys_version=version)
+    return answer
+
+
+def _found(executable: str) -> str:
+    return shutil.which(executable) or executable
+
+
+def describe(answer: dict) -> str:
+    """One line for the logs: which backend runs, and why."""
+    which = "Nsight Systems" if answer["backend"] == "nsys" else "torch.profiler"
+    line = f"profiling backend: {answer['backend']} ({which}"
+    line += f", {answer['path']}: {answer['nsys_version']})" if answer["backend"] == "nsys" else ")"
+    line += f"; requested: {answer['requested']}"
+    return line + (f". {answer['note']}" if answer["note"] else "")

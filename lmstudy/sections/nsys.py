@@ -40,6 +40,14 @@ def load(results: Path) -> dict[str, pd.DataFrame]:
     return data
 
 
+def backend_record(results: Path) -> dict:
+    """How the run's profiler was chosen (scripts/nsys_backend.py's answer); {} if absent."""
+    import json
+
+    path = results / "nsys" / "backend.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def _size_order(runs: pd.DataFrame) -> list[str]:
     if runs.empty:
         return []
@@ -182,6 +190,9 @@ def build(results: Path, figures: Path) -> Section:
             + ("On a CPU the operators stand in for kernels." if str(first["gpu"]).startswith("cpu") else "")
         )
     )
+    chosen = backend_record(results)
+    if chosen.get("note"):
+        section.add(Text(chosen["note"]))
     section.add(Findings(findings(data)))
     a = T.forward_time_table(data["ranges"], runs, data["timing"])
     section.add(

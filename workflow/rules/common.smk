@@ -1,5 +1,6 @@
 # Config helpers and target lists. Parse time imports no torch and touches
 # no GPU: on a cluster the DAG is built on a submit host without one.
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -98,31 +99,76 @@ def alternatives(values):
     return "|".join(re.escape(str(v)) for v in values)
 
 
+def profile_number(name, default):
+    """A whole number the workflow profile sets under default-resources, or `default`.
+
+    profiles/slurm sets lmstudy_max_mem_mb and lmstudy_max_runtime there: the
+    most a job asks the scheduler for.
+    """
+    defaults = workflow.resource_settings.default_resources
+    value = defaults.get(name) if defaults is not None else None
+    if value is None or (not value.is_evaluable() and value.value is None):
+        return default
+    if value.is_evaluable() or not isinstance(value.value, int):
+        raise WorkflowError(
+            f"default-resources: {name} must be a whole number, not {value.raw!r}: "
+            "fix it in the workflow profile (profiles/slurm/config.yaml)."
+        )
+    return value.value
+
+
+# The most host memory (MiB) and time (minutes) a job asks for.
+MAX_MEM_MB = profile_number("lmstudy_max_mem_mb", job_resources.MAX_MEM_MB)
+MAX_RUNTIME = profile_number("lmstudy_max_runtime", job_resources.MAX_RUNTIME_MIN)
+# On SLURM, jobs that use the GPU go to this partition (empty: the
+# cluster's default); the others (aggregation, figures, report) take the
+# profile's default-resources: the default partition or the CPU partition
+# the user names there.
+GPU_PARTITION = os.environ.get("LMSTUDY_SLURM_PARTITION", "")
+
+
 def gpu_job_resources():
     """What every GPU job asks for; use as  resources: **gpu_job_resources()
 
     One GPU (locally --resources gpu=1 serializes the jobs, on SLURM it is
-    --gpus=1), and a time limit and host memory scaled by the job's model
-    size and context length (wildcards size and ctx, where it has them).
+    --gpus=1) on the GPU partition, and a time limit and host memory scaled
+    by the job's model size and context length (wildcards size and ctx,
+    where it has them), capped by the profile (lmstudy.resources.gpu_job).
     """
 
     def ask(wildcards):
         size = wildcards.get("size")
         if size is None:
             return {
-                "runtime": job_resources.BASE_RUNTIME_MIN,
-                "mem_mb": job_resources.BASE_MEM_MB,
+                "runtime": min(job_resources.BASE_RUNTIME_MIN, MAX_RUNTIME),
+                "mem_mb": min(job_resources.BASE_MEM_MB, MAX_MEM_MB),
             }
         ctx = wildcards.get("ctx")
         return job_resources.gpu_job(
-            size_dims(size), config["vocab_size"], int(ctx) if ctx else None
+            size_dims(size),
+            config["vocab_size"],
+            int(ctx) if ctx else None,
+            device=config["device"],
+            max_mem_mb=MAX_MEM_MB,
+            max_runtime_min=MAX_RUNTIME,
         )
 
     return {
         "gpu": 1,
+        "slurm_partition": GPU_PARTITION,
         "runtime": lambda w: ask(w)["runtime"],
         "mem_mb": lambda w: ask(w)["mem_mb"],
     }
+
+
+onerror:
+    # A submission the scheduler refused (more memory or time than a node or
+    # partition allows): name the settings that decide what jobs ask for.
+    from lmstudy.resources import refused_submission_hint
+
+    hint = refused_submission_hint(log)
+    if hint:
+        print(hint, file=sys.stderr)
 
 
 def flag(name, value):

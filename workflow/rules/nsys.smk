@@ -1,8 +1,6 @@
 # Section 2: Nsight Systems. One job per size x context length x pass runs the
 # profiled program under `nsys profile` (or torch.profiler), keeps the report
 # and its SQLite export, and writes the tidy kernel and range tables.
-from lmstudy.nsys import executable as nsys_executable  # noqa: E402
-
 NSYS = config["nsys"]
 NSYS_JOB = "{size}_ctx{ctx}_{nsys_pass}_{precision}"
 NSYS_RAW = f"{RESULTS}/nsys/raw/{NSYS_JOB}"
@@ -11,17 +9,10 @@ NSYS_TABLES = [
     f"{RESULTS}/nsys/ranges.csv",
     f"{RESULTS}/nsys/runs.csv",
 ]
-# 'auto' is settled here, once: nsys where it is on hand, else torch.profiler.
-NSYS_BACKEND = nsys_executable.resolve_backend(NSYS["backend"], NSYS["executable"])
-
-# Stop at start, not hours in, when nsys is missing or does not run. `--lint`
-# reads the workflow, not this machine: Snakemake skips its own environment
-# checks then (check_envvars is off only there), and this one with them.
-if NSYS["enabled"] and NSYS_BACKEND == "nsys" and workflow.check_envvars:
-    try:
-        NSYS_VERSION = nsys_executable.nsys_version(NSYS["executable"])
-    except nsys_executable.NsysMissing as error:
-        raise WorkflowError(str(error)) from None
+# Which profiler the jobs use: settled by a job where the profile jobs run
+# (a login node or laptop need no nsys; clusters often load it only on the
+# compute nodes), once, before the first profile job.
+NSYS_BACKEND = f"{RESULTS}/nsys/backend.json"
 
 
 NSYS_CONFIGS = grid(
@@ -37,7 +28,29 @@ NSYS_JOBS = {
 }
 
 
+rule nsys_backend:
+    output:
+        NSYS_BACKEND,
+    log:
+        f"{LOGS}/nsys/backend.log",
+    benchmark:
+        benchmark_file("nsys", "nsys_backend")
+    conda:
+        LMSTUDY_ENV
+    resources:
+        **gpu_job_resources(),
+    params:
+        backend=flag("--backend", NSYS["backend"]),
+        nsys=flag("--nsys", NSYS["executable"]),
+        device=flag("--device", config["device"]),
+    shell:
+        "lmstudy nsys_backend --out {output} {params.backend} {params.nsys}"
+        " {params.device} > {log} 2>&1"
+
+
 rule profile_model:
+    input:
+        backend=NSYS_BACKEND,
     output:
         kernels=f"{NSYS_RAW}/kernels.csv",
         ranges=f"{NSYS_RAW}/ranges.csv",
@@ -63,8 +76,6 @@ rule profile_model:
         device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
-        backend=flag("--backend", NSYS_BACKEND),
-        nsys=flag("--nsys", NSYS["executable"]),
     shell:
         "lmstudy profile_job --out-dir {params.out_dir} --phases {output.phases}"
         " --size {wildcards.size} --d-model {params.dims[d_model]}"
@@ -74,7 +85,7 @@ rule profile_model:
         " {params.batch_size} {params.vocab_size}"
         " {params.warmup_steps} {params.profiled_steps}"
         " {params.device} {params.tf32} {params.memory_cap}"
-        " {params.backend} {params.nsys} > {log} 2>&1"
+        " --backend-record {input.backend} > {log} 2>&1"
 
 
 rule aggregate_nsys:
@@ -98,6 +109,7 @@ rule aggregate_nsys:
 
 
 if NSYS["enabled"]:
-    SECTION_TABLES["nsys"] = NSYS_TABLES
+    SECTION_TABLES["nsys"] = NSYS_TABLES + [NSYS_BACKEND]
+    count_cost("nsys", "nsys_backend")
     count_cost("nsys", "profile_model", NSYS_JOB, NSYS_CONFIGS, measuring=True)
     count_cost("nsys", "aggregate_nsys")

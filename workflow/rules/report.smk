@@ -8,7 +8,9 @@
 # of the report from them.
 FIGURE_STYLE = str(BASE / "workflow/report/figures.mplstyle")
 TEMPLATES = sorted(str(p) for p in (BASE / "workflow/templates").glob("*.j2"))
-REPORT_FILES = ["report/index.html", "report/report.md"]
+# Each run its own report folder: run=b never overwrites run a's report.
+REPORT_DIR = f"report/{RUN}"
+REPORT_FILES = [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md"]
 
 
 rule figures:
