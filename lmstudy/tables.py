@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.devices import UserError
 from lmstudy.environment import ENVIRONMENT_COLUMNS
+from lmstudy.errors import UserError
 
 
 def read_result(path: Path) -> pd.DataFrame:

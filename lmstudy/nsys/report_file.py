@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 from lmstudy.markers import NVTX_DOMAIN
 from lmstudy.nsys.events import Events
 

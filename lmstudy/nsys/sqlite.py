@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 from lmstudy.markers import NVTX_DOMAIN
 from lmstudy.nsys.events import Events
 
