@@ -4,6 +4,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from snakemake.common.configfile import load_configfile
 from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, workflow.basedir)
@@ -11,9 +12,17 @@ sys.path.insert(0, workflow.basedir)
 from lmstudy import config as study_config  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
 
+# config.yaml < preset < --configfile < --config: Snakemake merged the
+# command line's layers over config.yaml already; they are laid over the
+# preset again, so that what a user types for a run wins over the preset.
 try:
     config = study_config.load(
-        config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+        config,
+        Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
+        overrides=[
+            *(load_configfile(f) for f in workflow.config_settings.configfiles),
+            study_config.typed_command_line(workflow.config_settings.config),
+        ],
     )
 except study_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
