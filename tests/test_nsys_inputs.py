@@ -8,6 +8,7 @@ domain of its own writes them.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -120,3 +121,21 @@ def test_a_non_executable_nsys_is_called_that_not_missing(tmp_path):
 def test_a_directory_as_nsys_is_called_a_directory(tmp_path):
     with pytest.raises(NsysMissing, match="exists but is a directory"):
         nsys_version(str(tmp_path))
+
+
+# Item 19: a GPU preset on a machine without CUDA (or nsys) first says there is no CUDA device.
+def test_a_gpu_profile_job_without_cuda_or_nsys_first_says_cuda_is_missing(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable, str(REPO / "scripts/profile_job.py"), "--out-dir", str(tmp_path / "out"),
+            "--size", "tiny", "--d-model", "64", "--d-ff", "256", "--num-layers", "2", "--num-heads", "4",
+            "--context-length", "32", "--pass", "forward", "--device", "cuda", "--backend", "nsys",
+            "--nsys", str(tmp_path / "no-nsys-here"),
+        ],
+        capture_output=True, text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},  # no CUDA device, as on a CPU machine
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: CUDA is not available on this machine")
+    assert "preset=smoke" in lines[0] and "Nsight" not in lines[0]
