@@ -155,3 +155,15 @@ def test_snakemake_refuses_run_dot_dot_and_writes_nothing(tmp_path: Path):
     assert done.returncode != 0
     assert "outside results/" in done.stderr + done.stdout
     assert not (tmp_path / "logs").exists() and not (workdir / "results").exists()
+
+
+def test_a_configfile_standing_in_for_config_yaml_is_the_base_under_the_preset(tmp_path: Path):
+    # With no config.yaml in the working directory, the first --configfile is the study's config.
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    study = str(REPO / "config.yaml")
+    commands = time_model_commands(workdir, "--configfile", study, "--config", "preset=smoke")
+    assert flag_values(commands, "--batch-size") == {"2"}
+    mine = write_configfile(tmp_path, {"batch_size": 6})
+    commands = time_model_commands(workdir, "--configfile", study, str(mine), "--config", "preset=smoke")
+    assert flag_values(commands, "--batch-size") == {"6"}

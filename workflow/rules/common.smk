@@ -15,12 +15,19 @@ from lmstudy import resources as job_resources  # noqa: E402
 # config.yaml < preset < --configfile < --config: Snakemake merged the
 # command line's layers over config.yaml already; they are laid over the
 # preset again, so that what a user types for a run wins over the preset.
+# Without config.yaml in the working directory Snakemake takes the first
+# --configfile in its place: that one is the study's base, under the preset.
+CONFIGFILES = list(workflow.config_settings.configfiles)
+OWN_CONFIGFILE_READ = len(workflow.configfiles) > len(CONFIGFILES)
 try:
     config = study_config.load(
         config,
         Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
         overrides=[
-            *(load_configfile(f) for f in workflow.config_settings.configfiles),
+            *(
+                load_configfile(f)
+                for f in (CONFIGFILES if OWN_CONFIGFILE_READ else CONFIGFILES[1:])
+            ),
             study_config.typed_command_line(workflow.config_settings.config),
         ],
     )
