@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
+
+from lmstudy.errors import UserError
+
+# A full disk, or a full quota: the user frees space and runs again.
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space_sentence(path=None) -> str:
+    where = f" to write {path}" if path else ""
+    return (
+        f"there is no space left on the device{where}: free some space there "
+        "(df -h shows how full each disk is) and run the same command again."
+    )
 
 
 def current_umask() -> int:
@@ -37,6 +51,10 @@ def atomic_path(path: str | os.PathLike):
     try:
         yield Path(tmp)
         os.replace(tmp, path)
+    except OSError as error:
+        if error.errno in FULL:
+            raise UserError(no_space_sentence(path)) from None
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

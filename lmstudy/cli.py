@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
 
 # The model's dimensions, as argparse names them (dest), in ModelSpec's order.
@@ -33,6 +34,12 @@ def run_main(main) -> None:
         main()
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as error:
+        # A full disk is the user's to fix, wherever the write was (a figure, a log).
+        if error.errno not in FULL:
+            raise
+        print(f"error: {no_space_sentence(error.filename)}", file=sys.stderr)
         sys.exit(2)
 
 

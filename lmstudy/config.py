@@ -1,5 +1,9 @@
 """The study's configuration: presets merged in, then validated.
 
+Layers, each over the one before: config.yaml, the chosen preset,
+--configfile files, --config values. What a user types for one run wins
+over what the study's file says for a whole preset.
+
 Used by the Snakefile at parse time, so it imports neither torch nor
 anything that touches a GPU.
 """
@@ -7,6 +11,7 @@ anything that touches a GPU.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
 
 import jsonschema
@@ -28,18 +33,56 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
-def apply_preset(config: dict) -> dict:
-    """Merge config['presets'][config['preset']] into config; 'full' is the base."""
+def apply_preset(config: dict, overrides: list[dict] = ()) -> dict:
+    """Merge config['presets'][config['preset']] into config, then `overrides` over both.
+
+    'full' is the base and has no entry. `overrides` are the command line's
+    layers (--configfile files, then --config), which win over the preset.
+    """
+
+    def over(base: dict) -> dict:
+        for layer in overrides:
+            base = deep_merge(base, layer)
+        return base
+
+    # The preset and the presets themselves may come from the command line too.
+    config = over(copy.deepcopy(config))
     preset = config.get("preset", "full")
     presets = config.get("presets") or {}
-    if preset == "full":
-        return copy.deepcopy(config)
-    if preset not in presets:
+    if preset != "full" and preset not in presets:
         known = ", ".join(["full", *presets])
         raise ConfigError(f"config: preset {preset!r} does not exist; choose one of: {known}.")
-    merged = deep_merge(config, presets[preset])
+    merged = over(deep_merge(config, presets[preset])) if preset != "full" else config
     merged["preset"] = preset
     return merged
+
+
+def typed_command_line(values) -> dict:
+    """--config values with their nested values read as YAML.
+
+    Snakemake types a top-level value (batch_size=8 is a number) but leaves
+    every value inside a mapping or list a string ('timing={timed_steps: 5}'
+    gives '5'); read those as YAML, as config.yaml would.
+    """
+
+    def inner(value):
+        if isinstance(value, Mapping):
+            return {key: inner(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [inner(item) for item in value]
+        if isinstance(value, str):
+            try:
+                parsed = yaml.safe_load(value)
+            except yaml.YAMLError:
+                return value
+            # A leaf stays a leaf: '{a: b}' here was a quoted string.
+            return value if isinstance(parsed, (dict, list)) else parsed
+        return value
+
+    return {
+        key: inner(value) if isinstance(value, (Mapping, list, tuple)) else value
+        for key, value in values.items()
+    }
 
 
 def _where(error: jsonschema.ValidationError) -> str:
@@ -58,6 +101,11 @@ def validate(config: dict, schema_path: str | Path) -> None:
 
 
 def _check_references(config: dict) -> None:
+    if config["run"].startswith("."):
+        raise ConfigError(
+            f"config: run: {config['run']!r} would put results outside results/ "
+            "(or hide them): name the run with a letter, digit, '-' or '_' first."
+        )
     sizes = config["sizes"]
     for name, dims in sizes.items():
         if dims["d_model"] % dims["num_heads"]:
@@ -81,8 +129,13 @@ def _check_references(config: dict) -> None:
                     )
 
 
-def load(config: dict, schema_path: str | Path) -> dict:
-    """The config a workflow runs with: preset applied, then validated."""
-    merged = apply_preset(config)
+def load(config: dict, schema_path: str | Path, overrides: list[dict] = ()) -> dict:
+    """The config a workflow runs with: preset applied, `overrides` over it, then validated.
+
+    `config` is what Snakemake merged (config.yaml under --configfile and
+    --config); `overrides` are those command-line layers again, in order,
+    so that they also win over the preset.
+    """
+    merged = apply_preset(config, overrides)
     validate(merged, schema_path)
     return merged

@@ -6,6 +6,17 @@ import torch
 
 from lmstudy.errors import UserError
 
+NO_CUDA = (
+    "CUDA is not available on this machine, so this GPU preset cannot run here: "
+    "run the CPU preset instead with `snakemake --cores 1 --config preset=smoke`."
+)
+
+
+def require_cuda() -> None:
+    """UserError(NO_CUDA) unless a CUDA device is there."""
+    if not torch.cuda.is_available():
+        raise UserError(NO_CUDA)
+
 
 def resolve_device(name: str, tf32: bool = False) -> torch.device:
     """Return the torch device for `name` ('cuda' or 'cpu') and set TF32.
@@ -13,11 +24,8 @@ def resolve_device(name: str, tf32: bool = False) -> torch.device:
     TF32 is set explicitly either way, so that a result never depends on a
     library default that changed between PyTorch releases.
     """
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UserError(
-            "CUDA is not available on this machine, so this GPU preset cannot run here: "
-            "run the CPU preset instead with `snakemake --cores 1 --config preset=smoke`."
-        )
+    if name == "cuda":
+        require_cuda()
     if name not in ("cuda", "cpu"):
         raise UserError(f"device must be 'cuda' or 'cpu', not {name!r}: fix `device` in config.yaml.")
     torch.backends.cuda.matmul.allow_tf32 = tf32

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import re
 from pathlib import Path
 
 import jinja2
@@ -76,12 +77,40 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.astype(object).map(format_cell)
 
 
-def table_markdown(frame: pd.DataFrame) -> str:
+# Markdown reads these anywhere in a line as markup (emphasis, code, links,
+# HTML tags, entities, table cells); a backslash makes each literal text.
+# '_' only where it could open or close emphasis: inside a word (tf32_matmul)
+# it cannot, and stays as it is for whoever reads the file itself.
+_MARKDOWN_INLINE = re.compile(r"([\\`*\[\]<>|#~&!]|(?<![^\W_])_|_(?![^\W_]))")
+# and these at the start of a line (list items, headings underlined, quotes).
+_MARKDOWN_LINE_START = re.compile(r"^(\s*(?:\d+)?)([-+=.)])", re.MULTILINE)
+
+
+def markdown_text(value) -> str:
+    """`value` as literal text in Markdown, as autoescape makes it literal text in HTML.
+
+    Kernel names (`void f<float>`, `a_b_c*`), config strings and paths come
+    from data: unescaped, Markdown would turn them into tags, emphasis or links.
+    """
+    text = _MARKDOWN_INLINE.sub(r"\\\1", str(value))
+    return _MARKDOWN_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
+
+
+def _markdown_output(value) -> str:
+    """What a {{ }} in the Markdown template writes: already-built markup as it is, all else escaped."""
+    return value if isinstance(value, Markup) else markdown_text(value)
+
+
+def table_markdown(frame: pd.DataFrame) -> Markup:
     frame = _display(frame)
-    cells = lambda row: "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"  # noqa: E731
+
+    def cells(row) -> str:
+        # A cell is one line of the table: a newline in a value would end it.
+        return "| " + " | ".join(markdown_text(c).replace("\n", " ") for c in row) + " |"
+
     lines = [cells(frame.columns), "|" + "|".join("---" for _ in frame.columns) + "|"]
     lines += [cells(row) for row in frame.itertuples(index=False)]
-    return "\n".join(lines)
+    return Markup("\n".join(lines))
 
 
 def table_html(frame: pd.DataFrame) -> Markup:
@@ -120,6 +149,7 @@ def render(
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=None if fmt == "html" else _markdown_output,
         )
         env.filters["table"] = table_html if fmt == "html" else table_markdown
         env.tests["table"] = lambda b: isinstance(b, Table)

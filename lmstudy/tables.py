@@ -6,24 +6,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.devices import UserError
+from lmstudy import result_files
 from lmstudy.environment import ENVIRONMENT_COLUMNS
 
 
 def read_result(path: Path) -> pd.DataFrame:
-    """Read one result CSV, naming the file when it cannot be read."""
-    try:
-        return pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise UserError(
-            f"{path} is not a readable result table ({error}): delete it and rerun."
-        ) from error
+    """Read one result CSV, checked against what its producer writes (lmstudy.result_files)."""
+    return result_files.read_csv(path)
 
 
 def concat_results(paths: list[Path]) -> pd.DataFrame:
-    frames = [read_result(Path(p)) for p in paths]
-    frames = [f for f in frames if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return result_files.read_csvs(paths)
 
 
 def environment_of(frames: list[pd.DataFrame]) -> dict[str, str]:

@@ -30,14 +30,22 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, required=True, help="the kernel table (CSV)")
     p.add_argument("--ranges", type=Path, help="also write the per-range table (CSV)")
     p.add_argument("--nsys", default="nsys", help="nsys program, to export an .nsys-rep")
-    p.add_argument("--domain", default="lmstudy", help="NVTX domain of the program's ranges")
+    p.add_argument(
+        "--domain",
+        help="NVTX domain of the program's ranges, read exactly (default: lmstudy's own, "
+        "or every domain when the profile has none of lmstudy's ranges)",
+    )
     p.add_argument("--all-domains", action="store_true", help="read ranges of every NVTX domain")
     args = p.parse_args(argv)
     from lmstudy.atomic import write_csv
+    from lmstudy.markers import NVTX_DOMAIN
     from lmstudy.nsys.events import kernel_table, range_table
     from lmstudy.nsys.report_file import read_profile
 
-    events = read_profile(args.report, args.nsys, None if args.all_domains else args.domain)
+    domain = None if args.all_domains else (args.domain or NVTX_DOMAIN)
+    events = read_profile(args.report, args.nsys, domain, exact=args.domain is not None)
+    if events.note:
+        print(f"note: {args.report}: {events.note}.", file=sys.stderr)
     table = kernel_table(events)
     write_csv(args.out, table)
     if args.ranges:

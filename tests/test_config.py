@@ -59,3 +59,111 @@ def test_snakemake_stops_before_any_job_on_a_bad_config(tmp_path: Path):
     assert done.returncode != 0
     assert "timed_stesp" in done.stderr + done.stdout
     assert "Job stats" not in done.stdout
+
+
+# Issue 13, item 2: config.yaml < preset < --configfile < --config, through Snakemake itself.
+def time_model_commands(workdir: Path, *args: str) -> list[str]:
+    """The shell commands of the time_model jobs a dry-run prints."""
+    out = snakemake(workdir, "-n", "-p", *args).stdout
+    commands = [line for line in out.splitlines() if "lmstudy time_model" in line]
+    assert commands, out[-3000:]
+    return commands
+
+
+def flag_values(commands: list[str], flag: str) -> set[str]:
+    return {command.split(f" {flag} ")[1].split()[0] for command in commands}
+
+
+def test_the_preset_overrides_config_yaml(tmp_path: Path):
+    commands = time_model_commands(new_workdir(tmp_path), "--config", "preset=smoke")
+    assert flag_values(commands, "--batch-size") == {"2"}  # smoke's, not config.yaml's 4
+
+
+def test_config_on_the_command_line_overrides_the_preset(tmp_path: Path):
+    commands = time_model_commands(new_workdir(tmp_path), "--config", "preset=smoke", "batch_size=8")
+    assert flag_values(commands, "--batch-size") == {"8"}
+
+
+def write_configfile(tmp_path: Path, values: dict) -> Path:
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def test_a_configfile_overrides_the_preset_and_config_overrides_the_configfile(tmp_path: Path):
+    workdir = new_workdir(tmp_path / "w")
+    mine = write_configfile(tmp_path, {"batch_size": 6, "timing": {"timed_steps": 7}})
+    commands = time_model_commands(workdir, "--configfile", str(mine), "--config", "preset=smoke")
+    assert flag_values(commands, "--batch-size") == {"6"}
+    assert flag_values(commands, "--timed-steps") == {"7"}
+    commands = time_model_commands(
+        workdir, "--configfile", str(mine), "--config", "preset=smoke", "batch_size=8"
+    )
+    assert flag_values(commands, "--batch-size") == {"8"}
+    assert flag_values(commands, "--timed-steps") == {"7"}  # untouched by --config
+    assert flag_values(commands, "--size") == {"tiny", "oversized"}  # the rest still smoke's
+
+
+def test_a_bad_value_in_a_configfile_is_not_hidden_by_the_preset(tmp_path: Path):
+    workdir = new_workdir(tmp_path / "w")
+    mine = write_configfile(tmp_path, {"timing": {"timed_steps": 1}})
+    done = snakemake(workdir, "-n", "--configfile", str(mine), "--config", "preset=smoke", check=False)
+    assert done.returncode != 0
+    assert "timing.timed_steps: 1 is less than the minimum of 2" in done.stderr + done.stdout
+
+
+# Item 3: nested values from the command line are read as YAML.
+def test_nested_config_values_on_the_command_line_are_typed(tmp_path: Path):
+    commands = time_model_commands(
+        new_workdir(tmp_path), "--config", "preset=smoke", "timing={timed_steps: 5, context_lengths: [48]}"
+    )
+    assert flag_values(commands, "--timed-steps") == {"5"}
+    assert flag_values(commands, "--context-length") == {"48"}
+
+
+# Item 6: empty lists are refused at start, naming the key.
+@pytest.mark.parametrize("key", [
+    ("timing", "sizes"), ("timing", "context_lengths"), ("nsys", "sizes"), ("compile", "sizes"),
+])
+def test_an_empty_list_is_refused_naming_the_key(key):
+    config = study_config()
+    config[key[0]][key[1]] = []
+    with pytest.raises(ConfigError, match=rf"config: {key[0]}\.{key[1]}: \[\] should be non-empty"):
+        load(config, SCHEMA)
+
+
+def test_snakemake_refuses_an_empty_list_before_any_job(tmp_path: Path):
+    workdir = new_workdir(tmp_path)
+    done = snakemake(workdir, "-n", "--config", "preset=smoke", "compile={sizes: []}", check=False)
+    assert done.returncode != 0
+    assert "compile.sizes: [] should be non-empty" in done.stderr + done.stdout
+    assert "Job stats" not in done.stdout
+
+
+# Item 7: a run name cannot leave results/.
+@pytest.mark.parametrize("run", ["..", ".", ".hidden"])
+def test_a_run_name_with_a_leading_dot_is_refused(run):
+    config = study_config()
+    config["run"] = run
+    with pytest.raises(ConfigError, match=r"config: run: .* outside results/"):
+        load(config, SCHEMA)
+
+
+def test_snakemake_refuses_run_dot_dot_and_writes_nothing(tmp_path: Path):
+    workdir = new_workdir(tmp_path / "w")
+    done = snakemake(workdir, "--cores", "1", "--config", "preset=smoke", "run=..", check=False)
+    assert done.returncode != 0
+    assert "outside results/" in done.stderr + done.stdout
+    assert not (tmp_path / "logs").exists() and not (workdir / "results").exists()
+
+
+def test_a_configfile_standing_in_for_config_yaml_is_the_base_under_the_preset(tmp_path: Path):
+    # With no config.yaml in the working directory, the first --configfile is the study's config.
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    study = str(REPO / "config.yaml")
+    commands = time_model_commands(workdir, "--configfile", study, "--config", "preset=smoke")
+    assert flag_values(commands, "--batch-size") == {"2"}
+    mine = write_configfile(tmp_path, {"batch_size": 6})
+    commands = time_model_commands(workdir, "--configfile", study, str(mine), "--config", "preset=smoke")
+    assert flag_values(commands, "--batch-size") == {"6"}

@@ -32,3 +32,11 @@ def test_snakefmt_check_is_clean():
 def test_ruff_is_clean():
     done = run(f"{BIN}/ruff", "check", ".")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_makefiles_virtual_environment_is_ignored_by_git():
+    # `make install` creates .venv (the Makefile's VENV) in the checkout; it must never be committed.
+    venv = next(line.split("?=")[1].strip() for line in (REPO / "Makefile").read_text().splitlines()
+                if line.startswith("VENV ?="))
+    done = run("git", "check-ignore", "--no-index", "-q", f"{venv}/bin/python")
+    assert done.returncode == 0, f"{venv} is not git-ignored"

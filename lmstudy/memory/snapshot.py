@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import pickle
 from pathlib import Path
 
 import numpy as np
 
-from lmstudy.devices import UserError
+from lmstudy import plain_pickle
+from lmstudy.errors import UserError
+from lmstudy.memory import shape
 
 BLOCK_ROUNDING = 512
 SMALL_SIZE = 1 << 20  # kSmallSize: the largest request of the small pool
@@ -135,21 +136,30 @@ class Snapshot:
 
 
 def load_pickle(path: str | Path) -> dict:
+    """The snapshot at `path` as plain data, checked to hold what the analyzer reads.
+
+    Read with lmstudy.plain_pickle: a snapshot is data, and a pickle that
+    names any class or function is refused before anything of it runs.
+    """
     path = Path(path)
+    redo = "pass a file written by torch.cuda.memory._dump_snapshot (scripts/memory_snapshot.py)"
     try:
-        with path.open("rb") as f:
-            data = pickle.load(f)
+        data = plain_pickle.load(path)
     except FileNotFoundError:
         raise UserError(f"{path} does not exist: pass the path of a memory snapshot pickle.") from None
-    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError) as error:
-        raise UserError(
-            f"{path} is not a readable memory snapshot ({error}): "
-            "pass a file written by torch.cuda.memory._dump_snapshot."
-        ) from None
+    except plain_pickle.NotPlainData as error:
+        raise UserError(f"{path} is refused as a memory snapshot because {error}: {redo}.") from None
+    except Exception as error:  # noqa: BLE001 - any failure to parse means a damaged file
+        raise UserError(f"{path} is not a readable memory snapshot ({error!r}): {redo}.") from None
     if not isinstance(data, dict) or "segments" not in data or "device_traces" not in data:
+        raise UserError(f"{path} is not a CUDA memory snapshot (no segments/device_traces): {redo}.")
+    wrong = shape.problem(data)
+    if wrong:
+        raise UserError(f"{path} is not a well-formed memory snapshot ({wrong}): {redo}.")
+    if not shape.has_allocations(data):
         raise UserError(
-            f"{path} is not a CUDA memory snapshot (no segments/device_traces): "
-            "pass a file written by torch.cuda.memory._dump_snapshot."
+            f"{path} records no memory at all (no blocks and no trace events), so it has no peak: "
+            "record it again with the model's step inside the recording."
         )
     return data
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.atomic import write_csv, write_json
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 from lmstudy.memory import kinds as kinds_mod
 from lmstudy.memory import phases as phases_mod
 from lmstudy.memory import snapshot as snapshot_mod

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from pathlib import Path
 
 import pandas as pd
 
+from lmstudy import result_files
 from lmstudy.memory.summary import table_row
 
 KEY = ("size", "context_length", "pass", "precision")
@@ -31,7 +31,7 @@ def build(
     """Rows in config order; a configuration without a summary is `skipped`."""
     found = {}
     for path in summaries:
-        summary = json.loads(Path(path).read_text())
+        summary = result_files.read_json(path)
         row = table_row(summary, os.path.relpath(Path(path).parent, results))
         row["snapshot"] = os.path.relpath(summary["snapshot"], results)
         found[tuple(row.get(k) for k in KEY)] = row

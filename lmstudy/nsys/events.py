@@ -70,6 +70,7 @@ class Events:
     launches: pd.DataFrame
     activities: pd.DataFrame
     source: str = ""  # "nsys" or "torch"
+    note: str = ""  # what a reader of the tables should know about how they were read
 
     def __post_init__(self):
         self.ranges = self.ranges[RANGE_COLUMNS].reset_index(drop=True)

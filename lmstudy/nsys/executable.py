@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 
 class NsysMissing(Exception):
@@ -13,6 +15,14 @@ class NsysMissing(Exception):
 def nsys_version(executable: str = "nsys", key: str = "nsys.executable") -> str:
     """`nsys --version`'s line, or NsysMissing naming the config `key` to fix."""
     path = shutil.which(executable)
+    given = Path(executable).expanduser()
+    if path is None and os.sep in executable and given.exists():
+        # which() skips what it cannot run: say why, rather than "not found".
+        what = "a directory" if given.is_dir() else "not executable"
+        raise NsysMissing(
+            f"{executable!r} exists but is {what}: set `{key}` in config.yaml to the nsys program "
+            f"itself{' or make it executable (chmod +x)' if what == 'not executable' else ''}."
+        )
     if path is None:
         raise NsysMissing(
             f"Nsight Systems was not found at {executable!r}: set `{key}` in config.yaml to the "

@@ -25,7 +25,7 @@ from lmstudy.atomic import write_csv, write_json
 from lmstudy.environment import REPO_ROOT
 from lmstudy.nsys import events as ev
 from lmstudy.nsys.capture import ProfileSpec
-from lmstudy.nsys.executable import nsys_version
+from lmstudy.nsys.executable import NsysMissing, nsys_version
 from lmstudy.phases import PhaseClock
 
 PROGRAM = REPO_ROOT / "scripts" / "profile_model.py"
@@ -129,11 +129,28 @@ def run_torch(spec: ProfileSpec, out_dir: Path, clock: PhaseClock) -> dict:
     return record
 
 
+def check_nsys(spec: ProfileSpec, nsys: str) -> str:
+    """nsys's version line; when nsys is missing on a machine without CUDA, say that first.
+
+    A GPU preset on a CPU machine lacks both; the device is the thing to fix
+    (run the smoke preset), not nsys. CUDA is asked about only then, so
+    that this process, the parent of the profiled one, stays off the GPU.
+    """
+    try:
+        return nsys_version(nsys)
+    except NsysMissing:
+        if spec.device == "cuda":
+            from lmstudy.devices import require_cuda
+
+            require_cuda()
+        raise
+
+
 def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> dict:
     from lmstudy.nsys import sqlite
 
     started = time.perf_counter()
-    version = nsys_version(nsys)
+    version = check_nsys(spec, nsys)
     report = out_dir / "profile.nsys-rep"
     export = out_dir / "profile.sqlite"
     record_path = out_dir / "program.json"

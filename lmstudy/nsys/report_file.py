@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 from lmstudy.markers import NVTX_DOMAIN
 from lmstudy.nsys.events import Events
 
 
-def read_profile(path: Path, nsys: str = "nsys", domain: str | None = NVTX_DOMAIN) -> Events:
+def read_profile(
+    path: Path, nsys: str = "nsys", domain: str | None = NVTX_DOMAIN, exact: bool = True
+) -> Events:
+    """The events of a profile; `domain` and `exact` as lmstudy.nsys.sqlite.read_events has them."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path} does not exist: give the path of an .nsys-rep, .sqlite or trace .json(.gz).")
@@ -29,4 +32,4 @@ def read_profile(path: Path, nsys: str = "nsys", domain: str | None = NVTX_DOMAI
         raise UserError(
             f"{path}: give an .nsys-rep, its .sqlite export, or a torch.profiler .json(.gz) trace."
         )
-    return sqlite.read_events(path, domain=domain)
+    return sqlite.read_events(path, domain=domain, exact=exact)

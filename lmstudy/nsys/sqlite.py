@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 from lmstudy.markers import NVTX_DOMAIN
 from lmstudy.nsys.events import Events
 
@@ -43,20 +43,34 @@ def export_sqlite(report: Path, nsys: str = "nsys", out: Path | None = None) -> 
     return out
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open an export read-only, never creating it.
+
+    As a URI so that mode=ro holds, and percent-quoted (Path.as_uri) so that
+    a '#', '?' or '%' in the path stays part of the path.
+    """
+    if not path.is_file():
+        raise UserError(f"{path} does not exist: give the path of an nsys SQLite export.")
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def read_events(path: Path, domain: str | None = NVTX_DOMAIN) -> Events:
+def read_events(path: Path, domain: str | None = NVTX_DOMAIN, exact: bool = True) -> Events:
     """The ranges, launches and GPU activities of an nsys SQLite export.
 
     Only ranges of NVTX `domain` are read (None: every domain), so that
     ranges libraries open themselves (CCCL's cub::DeviceRadixSort, say) do
-    not stand between the program's ranges and its kernels.
+    not stand between the program's ranges and its kernels. Unless `exact`,
+    an export without that domain (another program's, whose ranges are in
+    the default domain or its own) has the ranges of every domain read
+    instead. Either way Events.note says when the domain was not there.
     """
     path = Path(path)
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = _connect(path)
         tables = _tables(con)
     except sqlite3.DatabaseError as error:
         raise UserError(
@@ -69,7 +83,7 @@ def read_events(path: Path, domain: str | None = NVTX_DOMAIN) -> Events:
             "profile with `nsys profile -t cuda,nvtx`."
         )
     with con:
-        ranges = _ranges(con, tables, domain)
+        ranges, note = _ranges(con, tables, domain, exact)
         launches = pd.read_sql_query(
             "SELECT globalTid AS thread, start, end, correlationId AS correlation "
             "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
@@ -77,12 +91,13 @@ def read_events(path: Path, domain: str | None = NVTX_DOMAIN) -> Events:
         )
         activities = _activities(con, tables)
     con.close()
-    return Events(ranges, launches, activities, source="nsys")
+    return Events(ranges, launches, activities, source="nsys", note=note)
 
 
-def _ranges(con, tables, domain) -> pd.DataFrame:
+def _ranges(con, tables, domain, exact=True) -> tuple[pd.DataFrame, str]:
+    """The ranges to attribute kernels to, and a note when `domain` was not found."""
     if "NVTX_EVENTS" not in tables:
-        return pd.DataFrame(columns=["thread", "name", "start", "end"])
+        return pd.DataFrame(columns=["thread", "name", "start", "end"]), ""
     events = pd.read_sql_query(
         "SELECT e.globalTid AS thread, COALESCE(e.text, s.value) AS name, e.start, e.end, "
         "COALESCE(e.domainId, 0) AS domain_id, e.eventType FROM NVTX_EVENTS e "
@@ -92,11 +107,26 @@ def _ranges(con, tables, domain) -> pd.DataFrame:
     )
     domains = events[events["eventType"] == NVTX_DOMAIN_CREATE].set_index("domain_id")["name"]
     ranges = events[(events["eventType"] != NVTX_DOMAIN_CREATE) & events["end"].notna()].copy()
+    note = ""
     if domain is not None:
         ids = domains[domains == domain].index
-        ranges = ranges[ranges["domain_id"].isin(ids)]
+        mine = ranges["domain_id"].isin(ids)
+        if not mine.any() and len(ranges):
+            present = sorted({str(domains.get(i, "the default domain")) for i in ranges["domain_id"]})
+            if exact:
+                note = (
+                    f"no ranges in NVTX domain {domain!r} (the export has ranges in: "
+                    f"{', '.join(present)}), so no kernel is attributed to a range"
+                )
+            else:
+                note = (
+                    f"no ranges in NVTX domain {domain!r}, so the ranges of every domain were read "
+                    f"({', '.join(present)}); pass --domain to pick one"
+                )
+                mine = ranges["domain_id"].notna()
+        ranges = ranges[mine]
     ranges["end"] = ranges["end"].astype("int64")
-    return ranges
+    return ranges, note
 
 
 def _activities(con, tables) -> pd.DataFrame:
@@ -131,7 +161,7 @@ def _activities(con, tables) -> pd.DataFrame:
 
 def nsys_version_of(path: Path) -> str:
     """The nsys version that wrote an export, where the export records it."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = _connect(Path(path))
     try:
         if "META_DATA_EXPORT" in _tables(con):
             for name, value in con.execute("SELECT name, value FROM META_DATA_EXPORT"):

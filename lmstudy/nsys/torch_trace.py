@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 from lmstudy.nsys.events import Events
 
 TORCH_INTERNAL_RANGES = re.compile(r"^(Optimizer\.|ProfilerStep#|enumerate\(DataLoader\)|## )")

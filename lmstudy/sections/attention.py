@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmstudy import result_files  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import faster  # noqa: E402
 
@@ -23,7 +24,7 @@ GIB = 2**30
 
 def load(results: Path) -> pd.DataFrame:
     path = results / "attention" / "attention.csv"
-    frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
     frame["implementation"] = pd.Categorical(

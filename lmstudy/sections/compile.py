@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmstudy import result_files  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import PASS_LABELS, faster  # noqa: E402
 
@@ -18,7 +19,7 @@ KEY = ["size", "precision", "attention", "pass"]
 
 def load(results: Path) -> pd.DataFrame:
     path = results / "compile" / "compile.csv"
-    frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
     order = frame.groupby("size")["d_model"].first().sort_values(kind="stable").index

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from lmstudy import hardware  # noqa: E402
+from lmstudy import hardware, result_files  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 
 # (rung, precision, timing variant)
@@ -30,7 +30,7 @@ RUNGS = (
 
 def load(results: Path) -> pd.DataFrame:
     path = results / "timing" / "timing.csv"
-    frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
     frame = frame[frame["pass"] == "train_step"]

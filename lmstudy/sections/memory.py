@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -11,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmstudy import result_files  # noqa: E402
 from lmstudy.memory.kinds import KINDS  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
@@ -31,9 +31,7 @@ MEMORY_VIZ = "https://pytorch.org/memory_viz"
 
 def load(results: Path) -> pd.DataFrame:
     path = results / "memory" / "memory.csv"
-    if not path.exists():
-        return pd.DataFrame()
-    frame = pd.read_csv(path)
+    frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
@@ -115,9 +113,7 @@ def residual_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def largest_table(results: Path, row, top: int = 5) -> pd.DataFrame:
     path = results / row["summary_dir"] / "largest_allocations.csv"
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame()
-    frame = pd.read_csv(path).head(top)
+    frame = result_files.read_csv(path, missing_ok=True).head(top)
     if frame.empty:
         return frame
     return pd.DataFrame(
@@ -155,8 +151,8 @@ def _timeline_figure(results: Path, rows: pd.DataFrame, out: Path) -> bool:
             timeline_path = results / row["summary_dir"] / "timeline.csv"
             if not timeline_path.exists():
                 continue
-            line = pd.read_csv(timeline_path)
-            summary = json.loads((results / row["summary_dir"] / "summary.json").read_text())
+            line = result_files.read_csv(timeline_path)
+            summary = result_files.read_json(results / row["summary_dir"] / "summary.json")
             for span in summary["phases"]:
                 if span["phase"] in PHASE_COLORS:
                     ax.axvspan(

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmstudy import result_files  # noqa: E402
 from lmstudy.nsys import tables as T  # noqa: E402
 from lmstudy.nsys.categories import CATEGORIES  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
@@ -19,12 +20,7 @@ SHARES_FIGURE = "category_shares.png"
 
 
 def _read(path: Path) -> pd.DataFrame:
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame()
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return pd.DataFrame()
+    return result_files.read_csv(path, missing_ok=True)
 
 
 def load(results: Path) -> dict[str, pd.DataFrame]:

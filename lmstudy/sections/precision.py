@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmstudy import result_files
 from lmstudy.report import Findings, Section, Table, Text
 from lmstudy.sections import timing as timing_section
 from lmstudy.sections.labels import PASS_LABELS
@@ -14,7 +15,7 @@ PRECISIONS = ("fp16", "bf16")
 
 
 def _read(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+    return result_files.read_csv(path, missing_ok=True)
 
 
 def load(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

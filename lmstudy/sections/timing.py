@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from lmstudy import result_files  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
 
@@ -21,7 +22,7 @@ KEY = ["size", "context_length", "pass", "precision", "variant"]
 
 def load(results: Path) -> pd.DataFrame:
     path = results / "timing" / "timing.csv"
-    frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
     # Sizes in the order the config lists them: by parameter count.

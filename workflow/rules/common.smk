@@ -5,6 +5,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from snakemake.common.configfile import load_configfile
 from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, workflow.basedir)
@@ -13,9 +14,24 @@ from lmstudy import config as study_config  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
 
+# config.yaml < preset < --configfile < --config: Snakemake merged the
+# command line's layers over config.yaml already; they are laid over the
+# preset again, so that what a user types for a run wins over the preset.
+# Without config.yaml in the working directory Snakemake takes the first
+# --configfile in its place: that one is the study's base, under the preset.
+CONFIGFILES = list(workflow.config_settings.configfiles)
+OWN_CONFIGFILE_READ = len(workflow.configfiles) > len(CONFIGFILES)
 try:
     config = study_config.load(
-        config, Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+        config,
+        Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
+        overrides=[
+            *(
+                load_configfile(f)
+                for f in (CONFIGFILES if OWN_CONFIGFILE_READ else CONFIGFILES[1:])
+            ),
+            study_config.typed_command_line(workflow.config_settings.config),
+        ],
     )
 except study_config.ConfigError as error:
     raise WorkflowError(str(error)) from None

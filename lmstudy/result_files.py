@@ -1,0 +1,261 @@
+"""What each producer writes, and reading a result file checked against it.
+
+Every result file the workflow reads back (a job's CSV, an aggregated
+table, a job's JSON record) is read here. A file cut short, damaged or
+written by something else must never turn into a wrong number or a wrong
+finding (a table cut in half reports half the OOM configurations), so each
+is checked against what its producer writes:
+
+- whole: not empty, text, ending where a writer ends (pandas ends every CSV
+  with a newline; a file cut mid-row does not), parseable;
+- columns: those the readers rely on are there, with a value in every row;
+- types: numeric columns hold numbers (a value cut to '0.8' or '0.8xx' is
+  caught by the ending or here);
+- completeness: one job's rows hold every combination of what it varies
+  (every pass x warm-up of a timing job), each once.
+
+A bad file is named with the rule that writes it and how to redo it. This
+module is in the analysis layer: pandas only, never torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path, PurePosixPath
+
+import pandas as pd
+
+from lmstudy.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """One kind of result file, as its producer writes it."""
+
+    pattern: str  # the end of its path, as PurePath.match reads it: "timing/raw/*.csv"
+    rule: str  # the Snakemake rule that writes it
+    required: tuple[str, ...] = ()  # columns (or JSON keys) with a value in every row
+    numeric: tuple[str, ...] = ()  # columns whose values, where present, are numbers
+    job: tuple[str, ...] = ()  # the columns that name one job's rows ...
+    grid: tuple[str, ...] = ()  # ... which hold every combination of these, once each
+    may_be_empty: bool = False  # a table without rows (nothing to report) is whole
+
+
+_MS = ("mean_ms", "std_ms", "median_ms", "min_ms", "max_ms", "q1_ms", "q3_ms", "iqr_ms")
+_TIMING = dict(
+    required=("size", "context_length", "pass", "precision", "variant", "warmup_steps", "status", "params"),
+    numeric=("context_length", "batch_size", "warmup_steps", "timed_steps", "params", *_MS, "tokens_per_s"),
+    job=("size", "context_length", "precision", "variant"),
+    grid=("pass", "warmup_steps"),
+)
+_ATTENTION = dict(
+    required=("implementation", "precision", "head_dim", "seq_len", "status"),
+    numeric=("batch_size", "head_dim", "seq_len", "forward_median_ms", "backward_median_ms", "peak_bytes"),
+    job=("implementation", "precision", "head_dim"),
+    grid=("seq_len",),
+)
+_COMPILE = dict(
+    required=("size", "context_length", "precision", "attention", "mode", "pass", "status", "d_model"),
+    numeric=("context_length", "batch_size", "d_model", *_MS, "first_step_ms", "first_step_excess_s"),
+    job=("size", "context_length", "precision", "attention"),
+    grid=("mode", "pass"),
+)
+_KERNELS = dict(
+    required=("kernel", "kind", "instances", "total_ns", "size", "pass", "status"),
+    numeric=("instances", "total_ns", "adopted_ns", "min_ns", "max_ns", "context_length"),
+    may_be_empty=True,  # an OOM profile has no kernels
+)
+_RANGES = dict(
+    required=("range", "instances", "cpu_ns", "size", "pass", "status"),
+    numeric=("instances", "cpu_ns", "gpu_ns", "gpu_span_ns", "kernels", "context_length"),
+    may_be_empty=True,
+)
+_RUN_RECORD = ("size", "context_length", "pass", "precision", "status", "backend")
+
+PRODUCTS = (
+    Product("timing/raw/*.csv", "time_model", **_TIMING),
+    Product("timing/timing.csv", "aggregate_timing", **_TIMING),
+    Product("attention/raw/*.csv", "attention_sweep", **_ATTENTION),
+    Product("attention/attention.csv", "aggregate_attention", **_ATTENTION),
+    Product("compile/raw/*.csv", "compile_model", **_COMPILE),
+    Product("compile/compile.csv", "aggregate_compile", **_COMPILE),
+    Product("nsys/raw/*/kernels.csv", "profile_model", **_KERNELS),
+    Product("nsys/raw/*/ranges.csv", "profile_model", **_RANGES),
+    Product("nsys/raw/*/run.json", "profile_model", required=_RUN_RECORD),
+    Product("nsys/kernels.csv", "aggregate_nsys", **_KERNELS),
+    Product("nsys/ranges.csv", "aggregate_nsys", **_RANGES),
+    Product("nsys/runs.csv", "aggregate_nsys", required=_RUN_RECORD, numeric=("context_length",)),
+    Product(
+        "precision/accumulation.csv",
+        "precision_experiments",
+        required=("method", "steps", "result", "exact"),
+        numeric=("increment", "steps", "result", "exact", "abs_error", "rel_error"),
+    ),
+    Product("precision/toy_dtypes.csv", "precision_experiments", required=("precision", "tensor", "dtype")),
+    Product(
+        "memory/memory.csv",
+        "memory_table",
+        required=("size", "context_length", "pass", "precision", "status"),
+        numeric=("context_length", "peak_bytes", "max_memory_allocated", "allocated_at_start_bytes"),
+    ),
+    Product(
+        "memory/summary/*/timeline.csv",
+        "memory_summary",
+        required=("index", "time_ms", "action", "size_bytes", "allocated_bytes", "phase"),
+        numeric=("index", "time_ms", "size_bytes", "allocated_bytes"),
+    ),
+    Product(
+        "memory/summary/*/largest_allocations.csv",
+        "memory_summary",
+        required=("size_bytes", "count", "total_bytes"),
+        numeric=("size_bytes", "requested_bytes", "count", "total_bytes"),
+        may_be_empty=True,
+    ),
+    Product(
+        "memory/summary/*/kinds.csv", "memory_summary", required=("kind", "bytes"), numeric=("bytes",)
+    ),
+    Product(
+        "memory/summary/*/summary.json",
+        "memory_summary",
+        required=("snapshot", "peak_bytes", "peak_phase", "kinds_at_peak", "allocated_at_start_bytes"),
+    ),
+)
+
+
+class DamagedResult(UserError):
+    """A result file is not what its producer writes; the message names it and how to redo it."""
+
+
+def product_of(path: str | Path) -> Product | None:
+    """The producer of the file at `path`, known by the end of its path; None for a file of unknown kind."""
+    tail = PurePosixPath(Path(path).as_posix())
+    return next((p for p in PRODUCTS if tail.match(p.pattern)), None)
+
+
+def damaged(path: str | Path, what: str) -> DamagedResult:
+    """The error for a bad file: what is wrong, and how to redo it (delete it, run Snakemake again)."""
+    product = product_of(path)
+    made_by = f"the {product.rule} job writes it" if product else "it was written by a program of this study"
+    return DamagedResult(
+        f"{path} is damaged or not a result file ({what}); {made_by}: delete it (rm '{path}') "
+        "and run the same snakemake command again to redo it and what depends on it."
+    )
+
+
+def _text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise damaged(path, "it is a directory") from None
+    if not data:
+        raise damaged(path, "it is empty")
+    if b"\0" in data:
+        raise damaged(path, "it holds binary data")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise damaged(path, "it is not UTF-8 text") from None
+    # Every writer here ends its file with a newline; a file cut short ends mid-line.
+    if not text.endswith("\n"):
+        raise damaged(path, "it ends inside a line, as a file cut short does")
+    return text
+
+
+def read_csv(path: str | Path, missing_ok: bool = False) -> pd.DataFrame:
+    """The table at `path`, checked against what its producer writes.
+
+    `missing_ok`: an absent file is an empty table (a section switched off);
+    otherwise it is an error naming the file.
+    """
+    path = Path(path)
+    if not path.exists():
+        if missing_ok:
+            return pd.DataFrame()
+        raise DamagedResult(f"{path} does not exist: run snakemake again to make it.")
+    text = _text(path)
+    if not text.strip():
+        # What pandas writes for a table without columns: the producer had nothing.
+        return pd.DataFrame()
+    try:
+        frame = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise damaged(path, f"not a readable CSV: {str(error).strip().splitlines()[-1]}") from None
+    product = product_of(path)
+    if product is not None:
+        check(frame, product, path)
+    return frame
+
+
+def check(frame: pd.DataFrame, product: Product, path: str | Path) -> None:
+    """Raise DamagedResult unless `frame` is a whole table as `product`'s rule writes it."""
+    if frame.empty and product.may_be_empty:
+        return
+    missing = [c for c in product.required if c not in frame.columns]
+    if missing:
+        raise damaged(path, f"no column {', '.join(missing)}")
+    if frame.empty:
+        raise damaged(path, "it has a header but no rows")
+    for column in product.required:
+        blank = frame[column].isna()
+        if blank.any():
+            raise damaged(path, f"row {_row(blank)} has no {column}")
+    for column in (c for c in product.numeric if c in frame.columns):
+        values = frame[column]
+        numbers = pd.to_numeric(values, errors="coerce")
+        wrong = numbers.isna() & values.notna()
+        if wrong.any():
+            raise damaged(path, f"row {_row(wrong)} has {values[wrong].iloc[0]!r} for {column}, not a number")
+    if product.grid:
+        _check_complete(frame, product, path)
+
+
+def _row(mask: pd.Series) -> int:
+    """The line number in the file of the first row in `mask` (the header is line 1)."""
+    return int(mask.to_numpy().nonzero()[0][0]) + 2
+
+
+def _check_complete(frame: pd.DataFrame, product: Product, path) -> None:
+    keys = [*product.job, *product.grid]
+    repeated = frame.duplicated(keys)
+    if repeated.any():
+        row = frame[repeated].iloc[0]
+        raise damaged(path, f"row {_row(repeated)} repeats {_describe(row, keys)}")
+    expected = set(frame[list(product.grid)].itertuples(index=False, name=None))
+    for job, rows in frame.groupby(list(product.job), sort=False):
+        have = set(rows[list(product.grid)].itertuples(index=False, name=None))
+        if have != expected:
+            lacking = sorted(expected - have, key=str)[0]
+            job_text = _describe(pd.Series(dict(zip(product.job, job, strict=True))), product.job)
+            grid_text = ", ".join(f"{k} {v}" for k, v in zip(product.grid, lacking, strict=True))
+            raise damaged(path, f"the rows of {job_text} lack {grid_text}, which every other job has")
+
+
+def _describe(row: pd.Series, keys) -> str:
+    return ", ".join(f"{k} {row[k]}" for k in keys)
+
+
+def read_csvs(paths: list[str | Path]) -> pd.DataFrame:
+    """Each table checked, then concatenated (tables without rows left out)."""
+    frames = [read_csv(p) for p in paths]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def read_json(path: str | Path) -> dict:
+    """The JSON record at `path`, checked to hold the keys its producer writes."""
+    path = Path(path)
+    if not path.exists():
+        raise DamagedResult(f"{path} does not exist: run snakemake again to make it.")
+    try:
+        data = json.loads(_text(path))
+    except json.JSONDecodeError as error:
+        raise damaged(path, f"not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise damaged(path, f"it holds a JSON {type(data).__name__}, not an object")
+    product = product_of(path)
+    missing = [k for k in (product.required if product else ()) if k not in data]
+    if missing:
+        raise damaged(path, f"no {', '.join(missing)}")
+    return data
