@@ -117,6 +117,14 @@ PRODUCTS = (
         "memory/summary/*/kinds.csv", "memory_summary", required=("kind", "bytes"), numeric=("bytes",)
     ),
     Product(
+        "cost/jobs.csv",
+        "study_cost",
+        required=("section", "rule", "job", "wall_s", "measuring"),
+        numeric=(
+            "wall_s", "imports_s", "start_s", "build_s", "compile_s", "measure_s", "profile_s", "other_s"
+        ),
+    ),
+    Product(
         "memory/summary/*/summary.json",
         "memory_summary",
         required=("snapshot", "peak_bytes", "peak_phase", "kinds_at_peak", "allocated_at_start_bytes"),

@@ -21,6 +21,17 @@ PASSES = ("forward", "forward_backward", "train_step")
 PRECISIONS = ("fp32", "bf16")
 
 
+def import_lazy_modules() -> None:
+    """Import now what a build imports on first use: AdamW's constructor loads torch._dynamo.
+
+    That costs seconds, once per process, and is an import, not part of a
+    build or a cold start. Called before the phase clock starts, and in the
+    parent of forked measuring processes, which then inherit the modules.
+    Touches no device and computes nothing (torch.empty only allocates).
+    """
+    make_optimizer(torch.nn.ParameterList([torch.nn.Parameter(torch.empty(1))]))
+
+
 def autocast_context(precision: str, device: torch.device):
     if precision == "fp32":
         return contextlib.nullcontext()

@@ -11,12 +11,12 @@ Torch-free, pandas only.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from lmstudy.phases import PHASES
+from lmstudy.result_files import damaged, read_json
 
 PHASE_COLUMNS = [f"{phase}_s" for phase in PHASES]
 
@@ -28,10 +28,12 @@ def _job_of(benchmark: Path) -> tuple[str, str, str]:
 
 def read_benchmark(path: Path) -> float:
     """The wall seconds of Snakemake's benchmark record (its first repeat)."""
-    frame = pd.read_csv(path, sep="\t")
-    if "s" not in frame or frame.empty:
-        raise ValueError(f"{path} is not a Snakemake benchmark record (no 's' column): delete it and rerun")
-    return float(frame["s"].iloc[0])
+    try:
+        frame = pd.read_csv(path, sep="\t")
+        return float(frame["s"].iloc[0])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, KeyError, IndexError,
+            ValueError) as error:
+        raise damaged(path, f"not a Snakemake benchmark record: {error}") from None
 
 
 def job_table(benchmarks: list[Path], phases: list[Path]) -> pd.DataFrame:
@@ -39,7 +41,7 @@ def job_table(benchmarks: list[Path], phases: list[Path]) -> pd.DataFrame:
     records = {}
     for path in map(Path, phases):
         key = (path.parent.parent.name, path.parent.name, path.name.removesuffix(".phases.json"))
-        records[key] = json.loads(path.read_text())
+        records[key] = read_json(path)
     rows = []
     for path in map(Path, benchmarks):
         section, rule, job = _job_of(path)

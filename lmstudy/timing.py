@@ -27,7 +27,7 @@ from lmstudy.fresh_process import run_forked
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
-from lmstudy.steps import PASSES, make_step, synchronize
+from lmstudy.steps import PASSES, import_lazy_modules, make_step, synchronize
 
 VARIANTS = ("naive", "sdpa", "naive-compile", "sdpa-compile")
 
@@ -191,6 +191,8 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
         raise RuntimeError("run_job must start in a process that has not initialised CUDA: "
                            "each pass's fresh process is forked from it and initialises CUDA itself")
     clock = clock or PhaseClock()
+    with clock.timing("imports"):
+        import_lazy_modules()  # once here, not in every fresh process's build
     params = spec.parameter_count()
     rows = []
     for pass_name in spec.passes:

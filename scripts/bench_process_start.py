@@ -52,7 +52,9 @@ def main(argv=None) -> None:
     from lmstudy.atomic import write_csv
     from lmstudy.bench_process import cold_start
     from lmstudy.fresh_process import run_forked
+    from lmstudy.steps import import_lazy_modules
 
+    import_lazy_modules()  # the forked children inherit it, as the timing jobs' do
     root = str(Path(__file__).resolve().parent.parent)
     rows = []
     for size in args.sizes:

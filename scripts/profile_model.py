@@ -54,7 +54,9 @@ def main(argv=None) -> None:
     from lmstudy.devices import UserError
     from lmstudy.nsys.capture import run_profile
     from lmstudy.phases import PhaseClock
+    from lmstudy.steps import import_lazy_modules
 
+    import_lazy_modules()  # an import, counted as one, not in the build
     clock = PhaseClock()
     if args.backend == "torch" and args.trace is None:
         raise UserError("the torch backend writes a trace: pass --trace PATH (e.g. trace.json.gz).")

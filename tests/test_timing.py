@@ -132,3 +132,19 @@ def test_flops_follow_the_6n_convention():
 ])
 def test_peak_table(name, precision, tf32, expected):
     assert hardware.peak_tflops(name, precision, tf32) == expected
+
+
+def test_the_jobs_process_imports_what_builds_load_lazily_and_stays_off_the_device():
+    """AdamW's constructor imports torch._dynamo (seconds): once in the parent, not in each build."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from lmstudy.steps import import_lazy_modules\n"
+        "before = 'torch._dynamo' in sys.modules\n"
+        "import_lazy_modules()\n"
+        "print(before, 'torch._dynamo' in sys.modules, torch.cuda.is_initialized())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True", "False"]

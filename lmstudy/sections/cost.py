@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmstudy import result_files  # noqa: E402
 from lmstudy.phases import PHASES  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.study_cost import PHASE_COLUMNS  # noqa: E402
@@ -26,8 +27,7 @@ SECTION_ORDER = ["timing", "nsys", "precision", "memory", "attention", "compile"
 
 
 def load(results: Path) -> pd.DataFrame:
-    path = results / "cost" / "jobs.csv"
-    return pd.read_csv(path) if path.exists() else pd.DataFrame()
+    return result_files.read_csv(results / "cost" / "jobs.csv", missing_ok=True)
 
 
 def _shares(frame: pd.DataFrame) -> dict[str, float]:

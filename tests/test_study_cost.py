@@ -1,0 +1,60 @@
+"""Section 8, the study's own cost, on real records of an H200 run (tests/fixtures/gpu/cost)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lmstudy.errors import UserError
+from lmstudy.sections import cost
+from lmstudy.study_cost import PHASE_COLUMNS, job_table
+
+RECORDS = Path(__file__).parent / "fixtures" / "gpu" / "cost"
+
+
+@pytest.fixture(scope="module")
+def jobs() -> pd.DataFrame:
+    return job_table(sorted(RECORDS.rglob("*.tsv")), sorted(RECORDS.rglob("*.phases.json")))
+
+
+def test_every_record_is_a_job_with_its_wall_time_and_phases(jobs):
+    assert len(jobs) == 6
+    fp32 = jobs.set_index("job").loc["2.7B_ctx1024_fp32_naive"]
+    benchmark = pd.read_csv(RECORDS / "timing/time_model/2.7B_ctx1024_fp32_naive.tsv", sep="\t")
+    phases = json.loads((RECORDS / "timing/time_model/2.7B_ctx1024_fp32_naive.phases.json").read_text())
+    assert fp32["wall_s"] == benchmark["s"].iloc[0]
+    assert fp32["measure_s"] == pytest.approx(phases["phases"]["measure"])
+    assert fp32["other_s"] == pytest.approx(fp32["wall_s"] - sum(phases["phases"].values()))
+    summary = jobs[jobs["rule"] == "memory_summary"].iloc[0]
+    assert not summary["measuring"] and summary["other_s"] == summary["wall_s"]  # a CPU-side job
+    assert set(jobs.loc[jobs["measuring"], "section"]) == {"timing", "compile", "memory"}
+
+
+def test_phases_and_other_add_up_to_each_jobs_wall_time(jobs):
+    total = jobs[[*PHASE_COLUMNS, "other_s"]].sum(axis=1)
+    assert total.to_numpy() == pytest.approx(jobs["wall_s"].to_numpy())
+
+
+def test_tables_and_findings_come_from_the_records(jobs):
+    rules = cost.by_rule(jobs)
+    shares = rules.filter(like=" %").drop(columns="share of run %")
+    assert shares.sum(axis=1).to_numpy() == pytest.approx(100)
+    assert rules["seconds"].sum() == pytest.approx(jobs["wall_s"].sum())
+    assert list(cost.slowest(jobs, 2)["job"]) == list(jobs.nlargest(2, "wall_s")["job"])
+    text = " ".join(cost.findings(jobs))
+    timing = jobs[jobs["rule"] == "time_model"]
+    assert f"Timing jobs spend {100 * timing['measure_s'].sum() / timing['wall_s'].sum():.0f}%" in text
+    assert f"The run's 6 jobs took {jobs['wall_s'].sum():.0f} s" in text
+    slowest = jobs.loc[jobs["wall_s"].idxmax()]
+    assert f"The slowest job is {slowest['rule']} {slowest['job']}" in text
+
+
+def test_a_damaged_benchmark_is_named(tmp_path):
+    bad = tmp_path / "timing" / "time_model" / "x.tsv"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("h:m:s\n0:00:05\n")
+    with pytest.raises(UserError, match="x.tsv is damaged or not a result file .not a Snakemake benchmark"):
+        job_table([bad], [])
