@@ -9,8 +9,6 @@ import socket
 import subprocess
 from pathlib import Path
 
-import torch
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -47,8 +45,14 @@ def _driver_version() -> str:
     return out.strip().splitlines()[0] if out.strip() else ""
 
 
-def describe(device: torch.device) -> dict[str, str | bool]:
-    """The environment of a measurement, as flat columns for a result row."""
+def describe(device) -> dict[str, str | bool]:
+    """The environment of a measurement, as flat columns for a result row (`device`: a torch.device).
+
+    torch is imported here, not at module level: the report side reads
+    ENVIRONMENT_COLUMNS and REPO_ROOT without loading torch.
+    """
+    import torch
+
     if device.type == "cuda":
         gpu = torch.cuda.get_device_name(device)
         driver = _driver_version()
