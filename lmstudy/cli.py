@@ -8,8 +8,11 @@ arguments (and answer --help) before torch is imported.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
@@ -24,9 +27,21 @@ def compile_from_scratch() -> None:
     """Make torch.compile pay its full cost here: no inductor cache warmed by an earlier run.
 
     Compile time is measured, and a warm cache would hide it. Call before
-    torch is imported; child processes inherit it.
+    torch is imported; child processes inherit it. What inductor and Triton
+    still write (generated code, compiled kernels) goes to a folder of this
+    job's own, removed when the job ends, instead of piling up in
+    /tmp/torchinductor_<user>.
     """
     os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        cache = tempfile.mkdtemp(prefix="lmstudy-compile-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(cache, "triton"))
+        # Inductor also keeps files under the temporary folder (precompiled
+        # headers in <tmp>/torchinductor_<user>): that too is the job's own.
+        os.environ["TMPDIR"] = cache
+        tempfile.tempdir = None
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
 
 
 def run_main(main) -> None:
