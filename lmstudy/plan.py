@@ -25,14 +25,15 @@ def timing_configurations(timing: dict) -> list[dict]:
 
     The grid sizes x context lengths for the naive model; the other
     variants, rungs of the optimization ladder, at `ladder_context_lengths`
-    (default: every context length); each variant in its precisions. Then
+    (null or absent: the longest of context_lengths); each variant in its
+    precisions. Then
     `extra_configurations`: single (size, context length) points with their
     own variants (default naive), such as one compute-bound model in a quick
     preset.
     """
     rungs = [v for v in timing["variants"] if v != "naive"]
     naive = ["naive"] if "naive" in timing["variants"] else []
-    ladder_contexts = timing.get("ladder_context_lengths", timing["context_lengths"])
+    ladder_contexts = timing.get("ladder_context_lengths") or [max(timing["context_lengths"])]
     contexts = list(dict.fromkeys([*timing["context_lengths"], *ladder_contexts]))
     points = [
         (size, ctx, [*(naive if ctx in timing["context_lengths"] else []),

@@ -116,6 +116,8 @@ PRODUCTS = (
     Product(
         "memory/summary/*/kinds.csv", "memory_summary", required=("kind", "bytes"), numeric=("bytes",)
     ),
+    Product("benchmarks/*/*/*.phases.json", "measuring", required=("phases",)),
+    Product("nsys/backend.json", "nsys_backend", required=("backend", "requested")),
     Product(
         "cost/jobs.csv",
         "study_cost",

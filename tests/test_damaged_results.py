@@ -128,7 +128,7 @@ def test_the_report_refuses_a_timing_table_cut_in_half(finished):
     path = finished / TIMING
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    report = finished / "report/report.md"
+    report = finished / "report/default/report.md"
     rendered = report.stat().st_mtime_ns
     out = rerun(finished)
     named = rf"error: {re.escape(str(TIMING))} is damaged .*aggregate_timing job.*rm '{TIMING}'"

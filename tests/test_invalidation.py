@@ -19,7 +19,7 @@ import yaml
 from .conftest import REPO, snakemake
 
 # Rules that only gather, draw or render: never a measurement.
-REPORT_SIDE = {"figures", "report", "all"}
+REPORT_SIDE = {"figures", "study_cost", "report", "all"}
 
 
 @dataclass

@@ -38,10 +38,9 @@ def load(results: Path) -> dict[str, pd.DataFrame]:
 
 def backend_record(results: Path) -> dict:
     """How the run's profiler was chosen (scripts/nsys_backend.py's answer); {} if absent."""
-    import json
 
     path = results / "nsys" / "backend.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    return result_files.read_json(path) if path.exists() else {}
 
 
 def _size_order(runs: pd.DataFrame) -> list[str]:
