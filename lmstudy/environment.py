@@ -45,17 +45,27 @@ def _driver_version() -> str:
     return out.strip().splitlines()[0] if out.strip() else ""
 
 
-def describe(device) -> dict[str, str | bool]:
+def host_facts() -> dict[str, str]:
+    """What describe() records that needs no device (the driver by nvidia-smi, not CUDA).
+
+    A job that forks several measuring processes asks once and hands it to each.
+    """
+    return {"driver": _driver_version(), "commit": git_commit()}
+
+
+def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | bool]:
     """The environment of a measurement, as flat columns for a result row (`device`: a torch.device).
 
-    torch is imported here, not at module level: the report side reads
+    `facts`: host_facts(), when the caller already has them. torch is
+    imported here, not at module level: the report side reads
     ENVIRONMENT_COLUMNS and REPO_ROOT without loading torch.
     """
     import torch
 
+    facts = facts or host_facts()
     if device.type == "cuda":
         gpu = torch.cuda.get_device_name(device)
-        driver = _driver_version()
+        driver = facts["driver"]
         cuda = torch.version.cuda or ""
     else:
         gpu, driver, cuda = f"cpu ({platform.processor() or platform.machine()})", "", ""
@@ -66,7 +76,7 @@ def describe(device) -> dict[str, str | bool]:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "host": socket.gethostname(),
-        "commit": git_commit(),
+        "commit": facts["commit"],
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,

@@ -71,12 +71,16 @@ def run_forked(function: Callable[..., dict], *args, what: str = "the fresh proc
             # No atexit handlers, no parent's buffers flushed twice.
             os._exit(status)
     os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        payload = pipe.read()
-    _, wait_status = os.waitpid(pid, 0)
-    if not payload:
-        raise ChildFailed(f"{what} died without a result ({_describe(wait_status)})")
-    result = json.loads(payload)
+    try:
+        with os.fdopen(read_end) as pipe:
+            payload = pipe.read()
+    finally:
+        _, wait_status = os.waitpid(pid, 0)
+    try:
+        result = json.loads(payload)
+    except json.JSONDecodeError:
+        # Nothing, or a result cut short: the child died while sending it.
+        raise ChildFailed(f"{what} died without a result ({_describe(wait_status)})") from None
     if not result["ok"]:
         raise ChildFailed(f"{what} failed:\n{result['error']}")
     value = result["value"]

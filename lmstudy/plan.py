@@ -15,9 +15,11 @@ def variant_precisions(variant: str, precisions: list[str]) -> list[str]:
     return list(precisions) if variant == "naive" else [p for p in precisions if p == "bf16"]
 
 
-def timing_passes(variant: str, passes: list[str]) -> list[str]:
+def timing_passes(variant: str, passes) -> list[str]:
     """The passes a timing job of `variant` measures: a compiled variant times the training step only."""
-    return list(COMPILED_VARIANT_PASSES) if variant.endswith("-compile") else list(passes)
+    if variant.endswith("-compile"):
+        return [p for p in passes if p in COMPILED_VARIANT_PASSES]
+    return list(passes)
 
 
 def timing_configurations(timing: dict) -> list[dict]:
@@ -48,6 +50,8 @@ def timing_configurations(timing: dict) -> list[dict]:
     jobs, seen = [], set()
     for size, ctx, variants in points:
         for variant in variants:
+            if not timing_passes(variant, timing["passes"]):
+                continue  # a compiled rung without the training step has nothing to time
             for precision in variant_precisions(variant, timing["precisions"]):
                 key = (size, ctx, precision, variant)
                 if key not in seen:

@@ -23,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
 from lmstudy.errors import UserError
+from lmstudy.plan import timing_passes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +43,14 @@ class Product:
     job: tuple[str, ...] = ()  # the columns that name one job's rows ...
     grid: tuple[str, ...] = ()  # ... which hold every combination of these, once each
     may_be_empty: bool = False  # a table without rows (nothing to report) is whole
+    # The part of the file's grid that one job measures (default: all of it).
+    job_grid: Callable[[dict, set], set] | None = None
+
+
+def _timing_job_grid(job: dict, grid: set) -> set:
+    """A timing job measures the passes lmstudy.plan gives its variant (a compiled one: the training step)."""
+    passes = timing_passes(job["variant"], sorted({p for p, _ in grid}))
+    return {(p, w) for p, w in grid if p in passes}
 
 
 _MS = ("mean_ms", "std_ms", "median_ms", "min_ms", "max_ms", "q1_ms", "q3_ms", "iqr_ms")
@@ -49,6 +59,7 @@ _TIMING = dict(
     numeric=("context_length", "batch_size", "warmup_steps", "timed_steps", "params", *_MS, "tokens_per_s"),
     job=("size", "context_length", "precision", "variant"),
     grid=("pass", "warmup_steps"),
+    job_grid=_timing_job_grid,
 )
 _ATTENTION = dict(
     required=("implementation", "precision", "head_dim", "seq_len", "status"),
@@ -235,11 +246,17 @@ def _check_complete(frame: pd.DataFrame, product: Product, path) -> None:
     expected = set(frame[list(product.grid)].itertuples(index=False, name=None))
     for job, rows in frame.groupby(list(product.job), sort=False):
         have = set(rows[list(product.grid)].itertuples(index=False, name=None))
-        if have != expected:
-            lacking = sorted(expected - have, key=str)[0]
+        wanted = expected
+        if product.job_grid is not None:
+            wanted = product.job_grid(dict(zip(product.job, job, strict=True)), expected)
+        if have != wanted:
             job_text = _describe(pd.Series(dict(zip(product.job, job, strict=True))), product.job)
-            grid_text = ", ".join(f"{k} {v}" for k, v in zip(product.grid, lacking, strict=True))
-            raise damaged(path, f"the rows of {job_text} lack {grid_text}, which every other job has")
+            missing = sorted(wanted - have, key=str)
+            odd = missing[0] if missing else sorted(have - wanted, key=str)[0]
+            grid_text = ", ".join(f"{k} {v}" for k, v in zip(product.grid, odd, strict=True))
+            if missing:
+                raise damaged(path, f"the rows of {job_text} lack {grid_text}, which such a job measures")
+            raise damaged(path, f"the rows of {job_text} hold {grid_text}, which such a job does not measure")
 
 
 def _describe(row: pd.Series, keys) -> str:

@@ -101,17 +101,18 @@ def _build(spec: TimingSpec, device: torch.device):
     return work
 
 
-def measure_pass(spec: TimingSpec, pass_name: str) -> dict:
+def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) -> dict:
     """One fresh process's trajectory of `pass_name` (run it in a fresh process).
 
     Plain data: per-step seconds and peaks, the phases' seconds, the
-    environment, and the error that ended the trajectory early, if any.
+    environment (`facts`: environment.host_facts() of the parent), and the
+    error that ended the trajectory early, if any.
     """
     start = time.perf_counter()
     device = resolve_device(spec.device, spec.tf32)
     initialize_device(device)
     apply_memory_cap(device, spec.memory_cap_gb)
-    env = environment.describe(device)
+    env = environment.describe(device, facts)
     result = {"pass": pass_name, "device": device.type, "start_s": time.perf_counter() - start, "env": env,
               "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0}
     start = time.perf_counter()
@@ -194,12 +195,13 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     with clock.timing("imports"):
         import_lazy_modules()  # once here, not in every fresh process's build
     params = spec.parameter_count()
+    facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
     rows = []
     for pass_name in spec.passes:
         what = (f"the {pass_name} process of {spec.size} ctx {spec.context_length} "
                 f"{spec.precision} {spec.variant}")
         started = time.perf_counter()
-        result = run_forked(measure_pass, spec, pass_name, what=what)
+        result = run_forked(measure_pass, spec, pass_name, facts, what=what)
         result["process_s"] = time.perf_counter() - started
         _account(clock, spec, result)
         pass_rows = rows_from_trajectory(spec, result, params)

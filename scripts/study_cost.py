@@ -21,7 +21,7 @@ from lmstudy.cli import run_main  # noqa: E402
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV, one row per job")
-    p.add_argument("--benchmarks", type=Path, nargs="+", required=True, help="Snakemake benchmark records")
+    p.add_argument("--benchmarks", type=Path, nargs="*", default=[], help="Snakemake benchmark records")
     p.add_argument("--phases", type=Path, nargs="*", default=[], help="the measuring jobs' phase records")
     args = p.parse_args(argv)
     from lmstudy.atomic import write_csv

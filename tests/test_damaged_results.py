@@ -171,3 +171,24 @@ def test_a_script_on_a_full_disk_says_so_in_one_sentence(tmp_path):
     assert done.returncode == 2
     assert done.stderr.startswith("error: there is no space left on the device: free some space")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_timing_table_with_a_compiled_rung_is_whole(tmp_path):
+    """A compiled rung times the training step only (lmstudy.plan): its job is complete with that alone."""
+    rows = []
+    for ctx, variant, passes in ((512, "naive", ("forward", "forward_backward", "train_step")),
+                                 (1024, "naive", ("forward", "forward_backward", "train_step")),
+                                 (1024, "sdpa-compile", ("train_step",))):
+        for pass_name in passes:
+            for warmup in (0, 1, 5):
+                rows.append({"size": "2.7B", "context_length": ctx, "pass": pass_name, "precision": "bf16",
+                             "variant": variant, "warmup_steps": warmup, "status": "ok", "params": 3})
+    table = tmp_path / "timing" / "timing.csv"
+    table.parent.mkdir()
+    pd.DataFrame(rows).to_csv(table, index=False)
+    assert len(result_files.read_csv(table)) == 21
+    # ... and a naive job without its forward rows is still caught
+    cut = [r for r in rows if not (r["context_length"] == 1024 and r["pass"] == "forward")]
+    pd.DataFrame(cut).to_csv(table, index=False)
+    with pytest.raises(result_files.DamagedResult, match="lack pass forward"):
+        result_files.read_csv(table)

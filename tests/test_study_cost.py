@@ -46,10 +46,14 @@ def test_tables_and_findings_come_from_the_records(jobs):
     assert list(cost.slowest(jobs, 2)["job"]) == list(jobs.nlargest(2, "wall_s")["job"])
     text = " ".join(cost.findings(jobs))
     timing = jobs[jobs["rule"] == "time_model"]
-    assert f"Timing jobs spend {100 * timing['measure_s'].sum() / timing['wall_s'].sum():.0f}%" in text
+    assert f"Timing jobs spend {100 * timing['measure_s'].sum() / timing['wall_s'].sum():.0f}% of" in text
     assert f"The run's 6 jobs took {jobs['wall_s'].sum():.0f} s" in text
     slowest = jobs.loc[jobs["wall_s"].idxmax()]
     assert f"The slowest job is {slowest['rule']} {slowest['job']}" in text
+
+
+def test_no_findings_without_time(jobs):
+    assert cost.findings(jobs.assign(wall_s=0.0)) == []
 
 
 def test_a_damaged_benchmark_is_named(tmp_path):

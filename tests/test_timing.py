@@ -39,8 +39,8 @@ def test_every_warmup_row_is_its_window_of_one_trajectory():
         (trajectory,) = {r["trajectory_ms"] for r in mine}  # one process per pass
         trajectory = json.loads(trajectory)
         assert len(trajectory) == 3 + 3  # max(warm-ups) + timed steps, each timed
-        # each pass ran in its own process: its own pid, its own trajectory
-        assert len({r["fork_s"] for r in mine}) == 1
+        # the pass's rows share one process's record
+        assert len({(r["fork_s"], r["process_s"]) for r in mine}) == 1
         for row in mine:
             w = row["warmup_steps"]
             assert json.loads(row["step_times_ms"]) == trajectory[w: w + 3]

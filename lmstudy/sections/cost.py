@@ -17,7 +17,7 @@ from lmstudy.study_cost import PHASE_COLUMNS  # noqa: E402
 
 # The phases as the report names them, "other" last.
 PHASE_LABELS = {f"{phase}_s": label for phase, label in PHASES.items()}
-PHASE_LABELS["other_s"] = "other (Snakemake's job start, writing results)"
+PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing results, the processes' exit"
 SHORT = {
     "imports_s": "imports", "start_s": "process start", "build_s": "model builds",
     "compile_s": "compiling", "measure_s": "measuring", "profile_s": "profiler",
@@ -76,7 +76,7 @@ def slowest(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
 
 
 def findings(frame: pd.DataFrame) -> list[str]:
-    if frame.empty:
+    if frame.empty or not frame["wall_s"].sum() > 0:
         return []
     total = frame["wall_s"].sum()
     measuring = frame[frame["measuring"]]
@@ -104,7 +104,9 @@ def findings(frame: pd.DataFrame) -> list[str]:
     timing = measuring[measuring["rule"] == "time_model"]
     if len(timing):
         share = timing["measure_s"].sum() / timing["wall_s"].sum()
-        items.append(f"Timing jobs spend {100 * share:.0f}% of their wall time measuring.")
+        items.append(
+            f"Timing jobs spend {100 * share:.0f}% of their wall time measuring (warm-up and timed steps)."
+        )
     return items
 
 
@@ -137,8 +139,8 @@ def build(results: Path, figures: Path) -> Section:
         "Every job's wall time is Snakemake's benchmark record of it (results/<run>/benchmarks/). "
         "Jobs that measure on the device also record their phases: "
         + "; ".join(f"{SHORT[c]} = {PHASE_LABELS[c]}" for c in [*PHASE_COLUMNS, "other_s"])
-        + ". Seconds add up as if the jobs ran one after another (--cores 1). This report's own "
-        "rendering is not counted: it is being written."
+        + ". Seconds add up as if the jobs ran one after another (--cores 1). Not counted: the jobs "
+        "that make this section (study_cost, its figure) and render this report."
     ))
     section.add(Findings(findings(frame)))
     section.add(Figure(figures / "cost.png", "Seconds per section, by phase."))
