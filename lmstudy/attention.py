@@ -25,8 +25,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from lmstudy import environment
-from lmstudy.devices import apply_memory_cap, free_memory, initialize_device, is_out_of_memory, resolve_device
+from lmstudy.devices import free_memory, is_out_of_memory, open_device
 from lmstudy.phases import PhaseClock
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import synchronize
@@ -263,10 +262,7 @@ def run_sweep(spec: SweepSpec, clock: PhaseClock | None = None) -> list[dict]:
     """
     clock = clock or PhaseClock()
     with clock.timing("start"):
-        device = resolve_device(spec.device, spec.tf32)
-        initialize_device(device)
-        apply_memory_cap(device, spec.memory_cap_gb)
-        env = environment.describe(device)
+        device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
     rows = []
     for seq in sorted(spec.seq_lens):
         row = {

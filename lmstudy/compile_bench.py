@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from lmstudy import environment, flops, hardware
-from lmstudy.devices import apply_memory_cap, free_memory, initialize_device, is_out_of_memory, resolve_device
+from lmstudy import flops, hardware
+from lmstudy.devices import free_memory, is_out_of_memory, open_device
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
@@ -75,10 +75,7 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
     """
     clock = clock or PhaseClock()
     with clock.timing("start"):
-        device = resolve_device(spec.device, spec.tf32)
-        initialize_device(device)
-        apply_memory_cap(device, spec.memory_cap_gb)
-        env = environment.describe(device)
+        device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
     peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
     rows = []
     for mode in MODES:

@@ -33,6 +33,17 @@ def resolve_device(name: str, tf32: bool = False) -> torch.device:
     return torch.device(name)
 
 
+def open_device(name: str, tf32: bool = False, memory_cap_gb: float | None = None, facts: dict | None = None):
+    """A measuring job's device, ready: resolved (TF32 set), CUDA initialised, capped; and its
+    environment columns (lmstudy.environment.describe, with the caller's host facts if given)."""
+    from lmstudy import environment
+
+    device = resolve_device(name, tf32)
+    initialize_device(device)
+    apply_memory_cap(device, memory_cap_gb)
+    return device, environment.describe(device, facts)
+
+
 def initialize_device(device: torch.device) -> None:
     """Create the CUDA context now, so that its cost is counted apart from what comes next."""
     if device.type == "cuda":

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from lmstudy import environment, flops, hardware
-from lmstudy.devices import apply_memory_cap, free_memory, initialize_device, is_out_of_memory, resolve_device
+from lmstudy.devices import free_memory, is_out_of_memory, open_device
 from lmstudy.fresh_process import run_forked
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
@@ -109,10 +109,7 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) ->
     error that ended the trajectory early, if any.
     """
     start = time.perf_counter()
-    device = resolve_device(spec.device, spec.tf32)
-    initialize_device(device)
-    apply_memory_cap(device, spec.memory_cap_gb)
-    env = environment.describe(device, facts)
+    device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
     result = {"pass": pass_name, "device": device.type, "start_s": time.perf_counter() - start, "env": env,
               "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0}
     start = time.perf_counter()

@@ -32,16 +32,14 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     import pandas as pd
 
-    from lmstudy import environment, precision
+    from lmstudy import precision
     from lmstudy.atomic import write_csv
-    from lmstudy.devices import initialize_device, resolve_device
+    from lmstudy.devices import open_device
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()
     with clock.timing("start"):
-        device = resolve_device(args.device, args.tf32)
-        initialize_device(device)
-        env = environment.describe(device)
+        device, env = open_device(args.device, args.tf32)
     with clock.timing("measure"):
         accumulation, dtypes = precision.run_all(device)
     if args.phases:

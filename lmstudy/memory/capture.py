@@ -22,16 +22,8 @@ from pathlib import Path
 
 import torch
 
-from lmstudy import environment
 from lmstudy.atomic import atomic_path
-from lmstudy.devices import (
-    UserError,
-    apply_memory_cap,
-    free_memory,
-    initialize_device,
-    is_out_of_memory,
-    resolve_device,
-)
+from lmstudy.devices import UserError, free_memory, is_out_of_memory, open_device
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.steps import make_step, synchronize
@@ -91,10 +83,8 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
             "memory snapshots need a CUDA GPU (the caching allocator records them): "
             "run this job with --device cuda on a GPU machine."
         )
-    device = resolve_device(spec.device, spec.tf32)
-    initialize_device(device)
-    apply_memory_cap(device, spec.memory_cap_gb)
-    meta = {**spec.describe(), **environment.describe(device)}
+    device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
+    meta = {**spec.describe(), **env}
     meta["device_index"] = torch.cuda.current_device()
     meta["params"] = spec.parameter_count()
     clock.add("start", time.perf_counter() - started)

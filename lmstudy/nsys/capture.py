@@ -18,8 +18,7 @@ from pathlib import Path
 
 import torch
 
-from lmstudy import environment
-from lmstudy.devices import apply_memory_cap, free_memory, initialize_device, is_out_of_memory, resolve_device
+from lmstudy.devices import free_memory, is_out_of_memory, open_device
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.steps import make_step, synchronize
@@ -95,10 +94,8 @@ def run_profile(spec: ProfileSpec, trace: Path | None = None, clock: PhaseClock 
         raise ValueError(f"backend must be one of {BACKENDS}, not {spec.backend!r}")
     clock = clock or PhaseClock()
     with clock.timing("start"):
-        device = resolve_device(spec.device, spec.tf32)
-        initialize_device(device)
-        apply_memory_cap(device, spec.memory_cap_gb)
-        record = {**spec.columns(), **environment.describe(device), "status": "ok", "error": ""}
+        device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
+        record = {**spec.columns(), **env, "status": "ok", "error": ""}
     step_ms: list[float] = []
     phase = "build"
     started = time.perf_counter()
