@@ -14,6 +14,7 @@ Example, by hand:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -21,6 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lmstudy.cli import add_model_arguments, compile_from_scratch, model_kwargs, run_main  # noqa: E402
 
 compile_from_scratch()
+# This process forks the measuring ones and must not start the CUDA driver:
+# should anything ask torch.cuda.is_available() here, NVML answers, not CUDA.
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
