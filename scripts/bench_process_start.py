@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -22,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# This process forks measuring ones: availability checks go through NVML, not the CUDA driver.
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 SIZES = {
     "small": dict(d_model=768, d_ff=3072, num_layers=12, num_heads=12),
     "2.7B": dict(d_model=2560, d_ff=10240, num_layers=32, num_heads=32),
