@@ -70,7 +70,7 @@ def time_steps(step: Callable[[], None], device: torch.device, warmup: int, step
 
 
 def trajectory(step: Callable[[], None], device: torch.device, steps: int) -> tuple[list[float], list]:
-    """Seconds of each of `steps` steps, each synchronized, and the peak memory after each.
+    """Seconds of each of `steps` steps, each synchronized, and the peaks (allocated, reserved) after each.
 
     An out-of-memory error ends the trajectory early: the steps before it
     are returned and the error is raised as the exception's `trajectory`.
@@ -89,8 +89,11 @@ def trajectory(step: Callable[[], None], device: torch.device, steps: int) -> tu
             error.trajectory = (times, peaks)
             raise
         times.append(time.perf_counter() - start)
-        # Peak so far: what a fresh process running this many steps would report.
-        peaks.append(torch.cuda.max_memory_allocated(device) if on_gpu else None)
+        # Peaks so far, allocated and reserved: what a fresh process running this many steps reports.
+        peaks.append(
+            (torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device))
+            if on_gpu else (None, None)
+        )
     return times, peaks
 
 
@@ -127,8 +130,9 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) ->
         times, peaks = getattr(error, "trajectory", ([], []))
         result["error"] = str(error).splitlines()[0][:300]
         free_memory(device)
-    result["step_s"], result["peak_allocated"] = times, peaks
-    result["peak_reserved"] = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
+    result["step_s"] = times
+    result["peak_allocated"] = [allocated for allocated, _ in peaks]
+    result["peak_reserved"] = [reserved for _, reserved in peaks]
     return result
 
 
@@ -174,7 +178,7 @@ def rows_from_trajectory(spec: TimingSpec, result: dict, params: int) -> list[di
             row["mfu"] = row["achieved_tflops"] / peak_tflops if peak_tflops else None
             # The peak a fresh process reaches by the end of this window.
             row["peak_allocated_bytes"] = peaks[warmup + spec.timed_steps - 1]
-            row["peak_reserved_bytes"] = result["peak_reserved"]
+            row["peak_reserved_bytes"] = result["peak_reserved"][warmup + spec.timed_steps - 1]
         row.update(env)
         rows.append(row)
     return rows

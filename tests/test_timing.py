@@ -52,8 +52,8 @@ def test_every_warmup_row_is_its_window_of_one_trajectory():
 
 def _trajectory(step_ms, error=None):
     return {"pass": "train_step", "device": "cpu", "env": {"gpu": "cpu (x86_64)"},
-            "step_s": [t / 1e3 for t in step_ms], "peak_allocated": [None] * len(step_ms),
-            "peak_reserved": None, "start_s": 0.1, "fork_s": 0.01, "build_s": 0.2, "error": error}
+            "step_s": [t / 1e3 for t in step_ms], "peak_allocated": [100 * (i + 1) for i in range(len(step_ms))],
+            "peak_reserved": [200 * (i + 1) for i in range(len(step_ms))], "start_s": 0.1, "fork_s": 0.01, "build_s": 0.2, "error": error}
 
 
 def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
@@ -66,6 +66,9 @@ def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
     assert json.loads(by_warmup[1]["step_times_ms"]) == [10, 11, 12]
     assert by_warmup[0]["median_ms"] == pytest.approx(11)
     assert by_warmup[5]["error"] == "CUDA out of memory"
+    # each window's peaks are those a fresh process reports after its last step
+    assert (by_warmup[0]["peak_allocated_bytes"], by_warmup[0]["peak_reserved_bytes"]) == (300, 600)
+    assert (by_warmup[1]["peak_allocated_bytes"], by_warmup[1]["peak_reserved_bytes"]) == (400, 800)
     assert all(r["first_step_ms"] == pytest.approx(50) for r in rows)
 
 
