@@ -51,9 +51,11 @@ def test_every_warmup_row_is_its_window_of_one_trajectory():
 
 
 def _trajectory(step_ms, error=None):
+    steps = range(1, len(step_ms) + 1)
     return {"pass": "train_step", "device": "cpu", "env": {"gpu": "cpu (x86_64)"},
-            "step_s": [t / 1e3 for t in step_ms], "peak_allocated": [100 * (i + 1) for i in range(len(step_ms))],
-            "peak_reserved": [200 * (i + 1) for i in range(len(step_ms))], "start_s": 0.1, "fork_s": 0.01, "build_s": 0.2, "error": error}
+            "step_s": [t / 1e3 for t in step_ms], "error": error,
+            "peak_allocated": [100 * i for i in steps], "peak_reserved": [200 * i for i in steps],
+            "start_s": 0.1, "fork_s": 0.01, "build_s": 0.2}
 
 
 def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
