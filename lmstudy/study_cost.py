@@ -21,9 +21,9 @@ from lmstudy.result_files import damaged, read_json
 PHASE_COLUMNS = [f"{phase}_s" for phase in PHASES]
 
 
-def _job_of(benchmark: Path) -> tuple[str, str, str]:
-    """(section, rule, job) from .../benchmarks/<section>/<rule>/<job>.tsv"""
-    return benchmark.parent.parent.name, benchmark.parent.name, benchmark.name.removesuffix(".tsv")
+def _job_of(record: Path, suffix: str) -> tuple[str, str, str]:
+    """(section, rule, job) from .../benchmarks/<section>/<rule>/<job><suffix>"""
+    return record.parent.parent.name, record.parent.name, record.name.removesuffix(suffix)
 
 
 def read_benchmark(path: Path) -> float:
@@ -38,13 +38,10 @@ def read_benchmark(path: Path) -> float:
 
 def job_table(benchmarks: list[Path], phases: list[Path]) -> pd.DataFrame:
     """One row per job: section, rule, job, wall_s, measuring, <phase>_s, other_s."""
-    records = {}
-    for path in map(Path, phases):
-        key = (path.parent.parent.name, path.parent.name, path.name.removesuffix(".phases.json"))
-        records[key] = read_json(path)
+    records = {_job_of(path, ".phases.json"): read_json(path) for path in map(Path, phases)}
     rows = []
     for path in map(Path, benchmarks):
-        section, rule, job = _job_of(path)
+        section, rule, job = _job_of(path, ".tsv")
         row = {"section": section, "rule": rule, "job": job, "wall_s": read_benchmark(path)}
         record = records.get((section, rule, job))
         row["measuring"] = record is not None
