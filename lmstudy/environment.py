@@ -9,6 +9,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from lmstudy import gpu_lease
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -80,10 +82,13 @@ def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | boo
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        # Which GPU of the machine, how it was chosen (lmstudy.gpu_lease), and
+        # processes not ours that shared it.
+        **gpu_lease.facts(),
     }
 
 
 ENVIRONMENT_COLUMNS = (
     "gpu", "driver", "cuda", "torch", "python", "host", "commit", "date",
-    "tf32_matmul", "tf32_cudnn",
+    "tf32_matmul", "tf32_cudnn", *gpu_lease.facts(),
 )

@@ -14,8 +14,11 @@ import os
 import time
 from collections import defaultdict
 
+from lmstudy import gpu_lease
+
 # The phases a record may hold, in the order the report shows them.
 PHASES = {
+    "wait": "waiting for a free GPU (another job held its lease)",
     "imports": "interpreter start and imports",
     "start": "starting fresh processes and CUDA",
     "build": "building models",
@@ -40,9 +43,14 @@ class PhaseClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        # The process started before its GPU lease was taken (lmstudy.gpu_lease):
+        # the wait is a phase of its own, not the imports'.
+        self.lease = gpu_lease.record()
+        if self.lease["waited_s"]:
+            self.seconds["wait"] = self.lease["waited_s"]
         imports = seconds_since_process_start()
         if imports == imports:
-            self.seconds["imports"] = imports
+            self.seconds["imports"] = max(0.0, imports - self.lease["waited_s"])
 
     def add(self, phase: str, seconds: float) -> None:
         if phase not in PHASES:
@@ -59,7 +67,15 @@ class PhaseClock:
 
     def record(self) -> dict:
         """The record to write: each phase's seconds and the process's own wall time."""
-        return {"phases": dict(self.seconds), "process_s": seconds_since_process_start()}
+        lease = dict(self.lease)
+        if lease["leased_at"] is None:
+            lease["leased_at"] = time.time() - seconds_since_process_start()
+        return {
+            "phases": dict(self.seconds),
+            "process_s": seconds_since_process_start(),
+            # When and where it held the device: section 8 counts the jobs that ran at once.
+            "lease": {**lease, "ended_at": time.time()},
+        }
 
     def write(self, path) -> None:
         from lmstudy.atomic import write_json

@@ -134,7 +134,8 @@ PRODUCTS = (
         "study_cost",
         required=("section", "rule", "job", "wall_s", "measuring"),
         numeric=(
-            "wall_s", "imports_s", "start_s", "build_s", "compile_s", "measure_s", "profile_s", "other_s"
+            "wall_s", "wait_s", "imports_s", "start_s", "build_s", "compile_s", "measure_s", "profile_s",
+            "other_s", "started_at", "ended_at",
         ),
     ),
     Product(

@@ -15,11 +15,14 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run Snakemake on this repository's workflow in `workdir`."""
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run Snakemake on this repository's workflow in `workdir` (in `env`, else this process's)."""
     done = subprocess.run(
         [*SNAKEMAKE, "-d", str(workdir), *args],
-        capture_output=True, text=True, cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        capture_output=True, text=True, cwd=workdir,
+        env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
     )
     if check and done.returncode != 0:
         raise AssertionError(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmstudy import gpu_lease
 from lmstudy.atomic import write_csv, write_json
 from lmstudy.environment import REPO_ROOT
 from lmstudy.nsys import events as ev
@@ -158,7 +159,8 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> 
         path.unlink(missing_ok=True)
     command = nsys_command(nsys, spec, out_dir / "profile", record_path)
     print("+", " ".join(command), flush=True)
-    done = subprocess.run(command)
+    # nsys and the profiled program hold the job's GPU lease too (lmstudy.gpu_lease).
+    done = subprocess.run(command, pass_fds=gpu_lease.inherited_fds())
     if not record_path.exists():
         raise RuntimeError(f"the profiled program failed (nsys exit {done.returncode}); see the log above")
     record = json.loads(record_path.read_text())

@@ -13,12 +13,13 @@ import pandas as pd  # noqa: E402
 from lmstudy import result_files  # noqa: E402
 from lmstudy.phases import PHASES  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.study_cost import PHASE_COLUMNS  # noqa: E402
+from lmstudy.study_cost import PHASE_COLUMNS, most_at_once  # noqa: E402
 
 # The phases as the report names them, "other" last.
 PHASE_LABELS = {f"{phase}_s": label for phase, label in PHASES.items()}
 PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing results, the processes' exit"
 SHORT = {
+    "wait_s": "waiting for a GPU",
     "imports_s": "imports", "start_s": "process start", "build_s": "model builds",
     "compile_s": "compiling", "measure_s": "measuring", "profile_s": "profiler",
     "other_s": "other",
@@ -75,13 +76,69 @@ def slowest(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def _leased(frame: pd.DataFrame) -> pd.DataFrame:
+    """The measuring jobs with a record of where and when they ran (lmstudy.gpu_lease)."""
+    if "started_at" not in frame:
+        return frame.iloc[0:0]
+    return frame[frame["measuring"]].dropna(subset=["started_at", "ended_at"])
+
+
+def by_gpu(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU the measuring jobs ran on: jobs, their seconds and the seconds they waited for it."""
+    jobs = _leased(frame)
+    if jobs.empty:
+        return pd.DataFrame()
+    jobs = jobs.assign(gpu=jobs["gpu_index"].fillna("").astype(str).replace("", "(none)"))
+    table = jobs.groupby("gpu", sort=True).agg(
+        uuid=("gpu_uuid", "first"), chosen_by=("gpu_chosen_by", "first"), cpu_cores=("cpu_cores", "first"),
+        jobs=("job", "size"), seconds=("wall_s", "sum"), waited_s=("wait_s", "sum"),
+    )
+    return table.reset_index().rename(columns={
+        "gpu": "GPU (index)", "uuid": "UUID", "chosen_by": "chosen by", "cpu_cores": "CPU cores",
+        "seconds": "job seconds", "waited_s": "seconds waited for it",
+    })
+
+
+def concurrency_findings(frame: pd.DataFrame) -> list[str]:
+    """How many measuring jobs ran at once, on how many GPUs; waits; GPUs shared with others."""
+    jobs = _leased(frame)
+    if jobs.empty:
+        return []
+    at_once = most_at_once(jobs)
+    gpus = sorted({str(g) for g in jobs["gpu_index"].fillna("") if str(g)})
+    span = jobs["ended_at"].max() - jobs["started_at"].min()
+    busy = (jobs["ended_at"] - jobs["started_at"]).sum()
+    where = f"on {len(gpus)} GPU(s) ({', '.join(gpus)})" if gpus else "with no GPU named"
+    items = [
+        f"Measuring jobs ran at most {at_once} at once, {where}: {busy:.0f} s of measuring jobs "
+        f"within {span:.0f} s from the first one's start to the last one's end "
+        f"({busy / span if span > 0 else 1:.1f} at a time on average)."
+    ]
+    waited = jobs["wait_s"].sum() if "wait_s" in jobs else 0.0
+    if waited > 0:
+        items.append(
+            f"{(jobs['wait_s'] > 0).sum()} job(s) waited {waited:.0f} s in all for a GPU that another job "
+            "held (another run on this machine, or more GPU jobs than GPUs)."
+        )
+    foreign = jobs[jobs["foreign_processes"].fillna("").astype(str) != ""]
+    if len(foreign):
+        items.append(
+            f"{len(foreign)} job(s) shared their GPU with processes not of this study, which may have "
+            f"slowed them: " + "; ".join(
+                f"{row['job']} on GPU {row['gpu_index']}: {row['foreign_processes']}"
+                for _, row in foreign.head(5).iterrows()
+            ) + "."
+        )
+    return items
+
+
 def findings(frame: pd.DataFrame) -> list[str]:
     if frame.empty or not frame["wall_s"].sum() > 0:
         return []
     total = frame["wall_s"].sum()
     measuring = frame[frame["measuring"]]
     items = [
-        f"The run's {len(frame)} jobs took {total:.0f} s ({total / 60:.1f} min) one after another; "
+        f"The run's {len(frame)} jobs took {total:.0f} s ({total / 60:.1f} min) added up; "
         f"the {len(measuring)} jobs that measure on the device took {measuring['wall_s'].sum():.0f} s "
         f"of it ({100 * measuring['wall_s'].sum() / total:.0f}%)."
     ]
@@ -123,7 +180,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
         ax.barh(table.index, table[column], left=left, label=SHORT[column])
         left += table[column]
     ax.invert_yaxis()
-    ax.set_xlabel("seconds (jobs one after another)")
+    ax.set_xlabel("job seconds, added up")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     fig.tight_layout()
     fig.savefig(out_dir / "cost.png")
@@ -139,11 +196,15 @@ def build(results: Path, figures: Path) -> Section:
         "Every job's wall time is Snakemake's benchmark record of it (results/<run>/benchmarks/). "
         "Jobs that measure on the device also record their phases: "
         + "; ".join(f"{SHORT[c]} = {PHASE_LABELS[c]}" for c in [*PHASE_COLUMNS, "other_s"])
-        + ". Seconds add up as if the jobs ran one after another (--cores 1). Not counted: the jobs "
+        + ". Seconds are added up over jobs (job-seconds: with one GPU job at a time, the GPU's time); "
+        "where several GPU jobs ran at once, the findings say how many. Not counted: the jobs "
         "that make this section (study_cost, its figure) and render this report."
     ))
-    section.add(Findings(findings(frame)))
+    section.add(Findings(findings(frame) + concurrency_findings(frame)))
     section.add(Figure(figures / "cost.png", "Seconds per section, by phase."))
     section.add(Table("Time by section and rule", by_rule(frame)))
     section.add(Table("The ten slowest jobs (s)", slowest(frame)))
+    gpus = by_gpu(frame)
+    if not gpus.empty:
+        section.add(Table("Measuring jobs per GPU", gpus))
     return section

@@ -36,7 +36,7 @@ rule attention_sweep:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "lmstudy attention_sweep --out {output.rows} --phases {output.phases}"
+        "lmstudy_gpu attention_sweep --out {output.rows} --phases {output.phases}"
         " --implementation {wildcards.impl} --precision {wildcards.precision}"
         " --head-dim {wildcards.head_dim} {params.seq_lens}"
         " {params.batch_size} {params.steps} {params.warmup}"

@@ -50,10 +50,15 @@ PYTHON = (
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
     else sys.executable
 )
+# GPU jobs run theirs through `lmstudy_gpu <name> ARGS`: the script holds an
+# exclusive lease on one GPU of the machine for its whole life, shared by
+# every run on it (lmstudy.gpu_lease; on SLURM the scheduler's GPU as it is).
 # (Braces doubled: Snakemake formats the prefix like a command.)
 shell.prefix(
-    'set -euo pipefail; lmstudy() {{ %s %s/"$1".py "${{@:2}}"; }}; '
-    % (shlex.quote(PYTHON), shlex.quote(str(SCRIPTS)))
+    "set -euo pipefail; "
+    'lmstudy() {{ %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '
+    'lmstudy_gpu() {{ %(py)s %(scripts)s/gpu_lease.py -- %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '
+    % {"py": shlex.quote(PYTHON), "scripts": shlex.quote(str(SCRIPTS))}
 )
 # The software every job needs, for each rule's conda directive; relative to
 # workflow/rules/, where the rule files are.

@@ -56,7 +56,7 @@ rule memory_snapshot:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "lmstudy memory_snapshot --out {output.snapshot} --meta {output.meta}"
+        "lmstudy_gpu memory_snapshot --out {output.snapshot} --meta {output.meta}"
         " --phases {output.phases}"
         " --size {wildcards.size} --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"

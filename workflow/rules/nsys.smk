@@ -44,7 +44,7 @@ rule nsys_backend:
         nsys=flag("--nsys", NSYS["executable"]),
         device=flag("--device", config["device"]),
     shell:
-        "lmstudy nsys_backend --out {output} {params.backend} {params.nsys}"
+        "lmstudy_gpu nsys_backend --out {output} {params.backend} {params.nsys}"
         " {params.device} > {log} 2>&1"
 
 
@@ -77,7 +77,7 @@ rule profile_model:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "lmstudy profile_job --out-dir {params.out_dir} --phases {output.phases}"
+        "lmstudy_gpu profile_job --out-dir {params.out_dir} --phases {output.phases}"
         " --size {wildcards.size} --d-model {params.dims[d_model]}"
         " --d-ff {params.dims[d_ff]} --num-layers {params.dims[num_layers]}"
         " --num-heads {params.dims[num_heads]} --context-length {wildcards.ctx}"

@@ -21,7 +21,7 @@ rule precision_experiments:
         device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
     shell:
-        "lmstudy precision_experiments {params.device} {params.tf32}"
+        "lmstudy_gpu precision_experiments {params.device} {params.tf32}"
         " --accumulation {output.accumulation} --dtypes {output.dtypes}"
         " --phases {output.phases} > {log} 2>&1"
 

@@ -34,7 +34,7 @@ rule time_model:
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
     shell:
-        "lmstudy time_model --out {output.rows} --phases {output.phases}"
+        "lmstudy_gpu time_model --out {output.rows} --phases {output.phases}"
         " --size {wildcards.size}"
         " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"

@@ -1,0 +1,340 @@
+"""One measurement per GPU, machine-wide: every GPU job holds an exclusive lease on one GPU.
+
+Two measurements on one GPU spoil each other, and Snakemake's `--resources
+gpu=K` only counts jobs inside one Snakemake process: two runs in one clone,
+or two clones, would share a GPU. So every GPU job takes a lease first: an
+exclusive flock(2) on a lock file per GPU in a directory that every run on the
+machine shares (LMSTUDY_GPU_LEASE_DIR, default /tmp/lmstudy-gpu-leases). The
+lock belongs to the open file, which the job's process inherits across exec:
+it is held for the job's whole life and released by the kernel when the job
+ends, however it ends (SIGKILL included). The job sees only its GPU
+(CUDA_VISIBLE_DEVICES, set before CUDA is initialised) and gets its own share
+of the CPU cores, so that a launch-bound model is not slowed by a neighbour.
+
+Which GPUs: LMSTUDY_GPUS (comma-separated nvidia-smi indices; on a machine
+without nvidia-smi they are taken as they are, which is how the CPU tests
+lease "fake" GPUs), else every GPU nvidia-smi lists, narrowed to
+CUDA_VISIBLE_DEVICES where the user set it. No GPU at all (a CPU run): no
+lease. Under SLURM the scheduler has chosen the job's GPU and isolates it:
+its CUDA_VISIBLE_DEVICES is used as it is, with no lease.
+
+What the job learns (environment variables, recorded in its rows' provenance
+by lmstudy.environment and in its phase record by lmstudy.phases): the
+GPU's index and UUID, how it was chosen, how long the job waited, processes
+not ours that were on the GPU when the lease was taken, and its CPU cores.
+
+Torch-free and stdlib-only: it runs before the job's Python imports anything.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+LEASE_DIR_ENV = "LMSTUDY_GPU_LEASE_DIR"
+DEFAULT_LEASE_DIR = "/tmp/lmstudy-gpu-leases"
+GPUS_ENV = "LMSTUDY_GPUS"
+# Set for the leased job (and read by lmstudy.environment / lmstudy.phases).
+FD_ENV = "LMSTUDY_GPU_LEASE_FD"
+INDEX_ENV = "LMSTUDY_GPU_INDEX"
+UUID_ENV = "LMSTUDY_GPU_UUID"
+SOURCE_ENV = "LMSTUDY_GPU_SOURCE"
+WAITED_ENV = "LMSTUDY_GPU_WAITED_S"
+LEASED_AT_ENV = "LMSTUDY_GPU_LEASED_AT"
+FOREIGN_ENV = "LMSTUDY_GPU_FOREIGN"
+CORES_ENV = "LMSTUDY_CPU_CORES"
+
+# How often a waiting job tries again: a lease is held for seconds to
+# minutes, so half a second of latency costs nothing.
+POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: str
+    uuid: str = ""
+
+    @property
+    def visible_as(self) -> str:
+        """What CUDA_VISIBLE_DEVICES names it by: the UUID, which no device ordering can renumber."""
+        return self.uuid or self.index
+
+    @property
+    def lock_name(self) -> str:
+        return f"gpu-{self.uuid or self.index}.lock"
+
+
+def _nvidia_smi(*query: str) -> list[list[str]]:
+    """Rows of an nvidia-smi CSV query; [] where nvidia-smi is missing or fails."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", *query, "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return parse_csv(out)
+
+
+def parse_csv(text: str) -> list[list[str]]:
+    return [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text)) if row]
+
+
+def gpus_of(smi_rows: list[list[str]]) -> list[Gpu]:
+    """The GPUs of `nvidia-smi --query-gpu=index,uuid` rows."""
+    return [Gpu(row[0], row[1]) for row in smi_rows if len(row) >= 2]
+
+
+def pool(environ=os.environ, listed: list[Gpu] | None = None) -> list[Gpu]:
+    """The GPUs this machine's jobs may lease (module docstring); [] for none."""
+    listed = gpus_of(_nvidia_smi("--query-gpu=index,uuid")) if listed is None else listed
+    wanted = environ.get(GPUS_ENV, "").strip()
+    if wanted:
+        by_index = {gpu.index: gpu for gpu in listed}
+        return [by_index.get(i, Gpu(i)) for i in (s.strip() for s in wanted.split(",")) if i]
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        names = {s.strip() for s in visible.split(",") if s.strip()}
+        return [gpu for gpu in listed if gpu.index in names or gpu.uuid in names]
+    return listed
+
+
+def under_slurm(environ=os.environ) -> bool:
+    return "SLURM_JOB_ID" in environ
+
+
+def core_share(cores: list[int], slot: int, slots: int) -> list[int]:
+    """The cores of the slot-th of `slots` GPUs: an equal, contiguous share, at least one core."""
+    cores = sorted(cores)
+    if slots <= 1 or not cores:
+        return cores
+    if len(cores) < slots:
+        return [cores[slot % len(cores)]]
+    per = len(cores) // slots
+    return cores[slot * per:(slot + 1) * per]
+
+
+def cores_text(cores: list[int]) -> str:
+    """0-3,8 for [0, 1, 2, 3, 8]."""
+    spans, start, prev = [], None, None
+    for core in sorted(cores):
+        if start is None:
+            start = prev = core
+        elif core == prev + 1:
+            prev = core
+        else:
+            spans.append((start, prev))
+            start = prev = core
+    if start is not None:
+        spans.append((start, prev))
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def foreign_processes(gpu: Gpu, ours: set[int], apps: list[list[str]] | None = None) -> str:
+    """Compute processes on `gpu` that are not ours, as nvidia-smi lists them; "" for none.
+
+    `apps`: rows of `nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory`.
+    """
+    if apps is None:
+        apps = _nvidia_smi("--query-compute-apps=gpu_uuid,pid,process_name,used_memory")
+    seen = []
+    for row in apps:
+        if len(row) < 4 or (gpu.uuid and row[0] != gpu.uuid) or (not gpu.uuid):
+            continue
+        try:
+            pid = int(row[1])
+        except ValueError:
+            continue
+        if pid in ours:
+            continue
+        seen.append(f"pid {pid} {os.path.basename(row[2])} ({row[3]} MiB)")
+    return "; ".join(seen)
+
+
+class Lease:
+    """An exclusive lock on one GPU's lock file, held through the open file `fd`."""
+
+    def __init__(self, gpu: Gpu, slot: int, fd: int, waited_s: float) -> None:
+        self.gpu, self.slot, self.fd, self.waited_s = gpu, slot, fd, waited_s
+        self.leased_at = time.time()
+
+    def release(self) -> None:
+        os.close(self.fd)
+
+
+def _open_lock(lease_dir: Path, gpu: Gpu) -> int:
+    path = lease_dir / gpu.lock_name
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        # Any user's run on this machine must be able to take it too.
+        os.fchmod(fd, 0o666)
+    except OSError:
+        pass
+    return fd
+
+
+def _holder(lease_dir: Path, gpu: Gpu) -> str:
+    try:
+        return json.loads((lease_dir / gpu.lock_name).read_text() or "{}").get("what", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def _try(lease_dir: Path, gpu: Gpu) -> int | None:
+    fd = _open_lock(lease_dir, gpu)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def lease_dir_of(environ=os.environ) -> Path:
+    path = Path(environ.get(LEASE_DIR_ENV) or DEFAULT_LEASE_DIR)
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            # Shared by every user's runs, like /tmp itself.
+            path.chmod(0o1777)
+        except OSError:
+            pass
+    return path
+
+
+def acquire(gpus: list[Gpu], lease_dir: Path, what: str, log=sys.stderr, poll_s: float = POLL_S) -> Lease:
+    """Lease the first free GPU of `gpus`, waiting (and saying so once) while all are leased."""
+    started = time.monotonic()
+    announced = False
+    while True:
+        for slot, gpu in enumerate(gpus):
+            fd = _try(lease_dir, gpu)
+            if fd is None:
+                continue
+            lease = Lease(gpu, slot, fd, time.monotonic() - started)
+            record = {"pid": os.getpid(), "what": f"pid {os.getpid()}: {what}", "since": lease.leased_at}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode(), 0)
+            if announced:
+                print(f"gpu lease: GPU {gpu.index} is free after {lease.waited_s:.1f} s", file=log,
+                      flush=True)
+            return lease
+        if not announced:
+            holders = "; ".join(f"GPU {g.index}: {_holder(lease_dir, g) or 'a job'}" for g in gpus)
+            print(
+                f"gpu lease: all {len(gpus)} GPU(s) are leased ({holders}); waiting for one "
+                f"(leases in {lease_dir})",
+                file=log, flush=True,
+            )
+            announced = True
+        time.sleep(poll_s)
+
+
+def job_environment(lease: Lease, slots: int, cores: list[int], foreign: str) -> dict[str, str]:
+    """The variables a leased job runs with."""
+    return {
+        "CUDA_VISIBLE_DEVICES": lease.gpu.visible_as,
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        FD_ENV: str(lease.fd),
+        INDEX_ENV: lease.gpu.index,
+        UUID_ENV: lease.gpu.uuid,
+        SOURCE_ENV: "lease",
+        WAITED_ENV: f"{lease.waited_s:.3f}",
+        LEASED_AT_ENV: f"{lease.leased_at:.3f}",
+        FOREIGN_ENV: foreign,
+        CORES_ENV: cores_text(cores),
+    }
+
+
+def unleased_environment(environ=os.environ) -> dict[str, str]:
+    """What a job without a lease records: SLURM's GPU as it is, or none."""
+    source = "slurm" if under_slurm(environ) else "none"
+    visible = environ.get("CUDA_VISIBLE_DEVICES", "")
+    uuid = ""
+    if source == "slurm" and visible:
+        rows = _nvidia_smi("--query-gpu=index,uuid")
+        uuid = rows[0][1] if len(rows) == 1 and len(rows[0]) >= 2 else ""
+    return {
+        INDEX_ENV: visible,
+        UUID_ENV: uuid,
+        SOURCE_ENV: source,
+        WAITED_ENV: "0",
+        LEASED_AT_ENV: f"{time.time():.3f}",
+        FOREIGN_ENV: "",
+        CORES_ENV: cores_text(sorted(os.sched_getaffinity(0))),
+    }
+
+
+def inherited_fds(environ=os.environ) -> tuple[int, ...]:
+    """The lease's file descriptor, for a child the job starts (nsys) to hold it too."""
+    try:
+        fd = int(environ[FD_ENV])
+        os.fstat(fd)
+    except (KeyError, ValueError, OSError):
+        return ()
+    return (fd,)
+
+
+def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
+    """Lease a GPU (or not: SLURM, no GPU, already leased), then exec `command` holding it."""
+    env = dict(environ)
+    if FD_ENV in environ or SOURCE_ENV in environ:
+        pass  # a job of a leased job: it holds its parent's lease already
+    elif under_slurm(environ):
+        env.update(unleased_environment(environ))
+    else:
+        gpus = pool(environ)
+        if not gpus:
+            env.update(unleased_environment(environ))
+        else:
+            lease = acquire(gpus, lease_dir_of(environ), " ".join(command)[:300], log=log)
+            cores = core_share(sorted(os.sched_getaffinity(0)), lease.slot, len(gpus))
+            if cores:
+                os.sched_setaffinity(0, cores)
+            foreign = foreign_processes(lease.gpu, ours={os.getpid()})
+            env.update(job_environment(lease, len(gpus), cores, foreign))
+            env.setdefault("OMP_NUM_THREADS", str(len(cores)))
+            os.set_inheritable(lease.fd, True)
+            print(
+                f"gpu lease: GPU {lease.gpu.index} {lease.gpu.uuid} (waited {lease.waited_s:.1f} s), "
+                f"CPU cores {cores_text(cores)}" + (f"; also on it, not ours: {foreign}" if foreign else ""),
+                file=log, flush=True,
+            )
+    os.execvpe(command[0], command, env)
+
+
+def facts(environ=os.environ) -> dict[str, str]:
+    """The lease as provenance columns (lmstudy.environment.describe)."""
+    return {
+        "gpu_index": environ.get(INDEX_ENV, ""),
+        "gpu_uuid": environ.get(UUID_ENV, ""),
+        "gpu_chosen_by": environ.get(SOURCE_ENV, "none"),
+        "gpu_foreign_processes": environ.get(FOREIGN_ENV, ""),
+    }
+
+
+def record(environ=os.environ) -> dict:
+    """The lease for a job's phase record (lmstudy.phases): where and when it measured."""
+    def number(name: str) -> float | None:
+        try:
+            return float(environ[name])
+        except (KeyError, ValueError):
+            return None
+
+    return {
+        "gpu_index": environ.get(INDEX_ENV, ""),
+        "gpu_uuid": environ.get(UUID_ENV, ""),
+        "chosen_by": environ.get(SOURCE_ENV, "none"),
+        "waited_s": number(WAITED_ENV) or 0.0,
+        "leased_at": number(LEASED_AT_ENV),
+        "cpu_cores": environ.get(CORES_ENV, ""),
+        "foreign_processes": environ.get(FOREIGN_ENV, ""),
+    }

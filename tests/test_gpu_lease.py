@@ -1,0 +1,239 @@
+"""One measurement per GPU, machine-wide (lmstudy.gpu_lease), on the CPU with fake GPU indices.
+
+The GPUs are named by LMSTUDY_GPUS; on this machine there is no nvidia-smi,
+so they are taken as they are. The leases are real flock(2) locks in a
+lease directory of the test's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lmstudy import gpu_lease, study_cost
+from lmstudy.sections import cost
+
+from .conftest import REPO, new_workdir, snakemake
+
+LEASE = [sys.executable, str(REPO / "scripts" / "gpu_lease.py"), "--"]
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu" / "lease"
+
+
+def lease_env(tmp_path: Path, gpus: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LMSTUDY_GPU", "SLURM_"))}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return {**env, "LMSTUDY_GPUS": gpus, "LMSTUDY_GPU_LEASE_DIR": str(tmp_path / "leases")}
+
+
+def holder(env: dict[str, str]) -> subprocess.Popen:
+    """A leased job that holds its GPU until its stdin is closed; returns once it holds it."""
+    job = subprocess.Popen(
+        [*LEASE, sys.executable, "-c", "import sys; sys.stdin.read()"],
+        env=env, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    line = job.stderr.readline()
+    assert line.startswith("gpu lease: GPU"), line
+    return job
+
+
+# -- choosing GPUs and cores -------------------------------------------------------------------
+
+
+def test_each_gpu_gets_its_own_equal_share_of_the_cores():
+    cores = list(range(16))
+    shares = [gpu_lease.core_share(cores, slot, 4) for slot in range(4)]
+    assert shares == [list(range(4 * i, 4 * i + 4)) for i in range(4)]
+    assert gpu_lease.core_share(cores, 0, 1) == cores
+    # Fewer cores than GPUs: one core each, shared round the cores.
+    assert gpu_lease.core_share([0, 1], 2, 3) == [0]
+    assert gpu_lease.cores_text([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+
+
+def test_the_pool_is_every_listed_gpu_narrowed_as_the_user_asks():
+    listed = gpu_lease.gpus_of(gpu_lease.parse_csv("0, GPU-aaa\n1, GPU-bbb\n2, GPU-ccc\n"))
+    assert [g.index for g in gpu_lease.pool({}, listed)] == ["0", "1", "2"]
+    assert [g.uuid for g in gpu_lease.pool({"CUDA_VISIBLE_DEVICES": "2,0"}, listed)] == ["GPU-aaa", "GPU-ccc"]
+    assert [g.index for g in gpu_lease.pool({"CUDA_VISIBLE_DEVICES": "GPU-bbb"}, listed)] == ["1"]
+    # LMSTUDY_GPUS names them by index; the job then sees its GPU by UUID.
+    chosen = gpu_lease.pool({"LMSTUDY_GPUS": "1"}, listed)
+    assert chosen == [gpu_lease.Gpu("1", "GPU-bbb")] and chosen[0].visible_as == "GPU-bbb"
+    assert gpu_lease.pool({}, []) == []
+
+
+def test_processes_not_ours_on_the_leased_gpu_are_named():
+    apps = gpu_lease.parse_csv(
+        "GPU-aaa, 4242, /usr/bin/python3, 1500\nGPU-bbb, 777, /opt/other, 20\nGPU-aaa, 99, /bin/ours, 10\n"
+    )
+    gpu = gpu_lease.Gpu("0", "GPU-aaa")
+    assert gpu_lease.foreign_processes(gpu, ours={99}, apps=apps) == "pid 4242 python3 (1500 MiB)"
+    assert gpu_lease.foreign_processes(gpu, ours={99, 4242}, apps=apps) == ""
+
+
+@pytest.mark.skipif(not (FIXTURES / "nvidia-smi.json").exists(), reason="no GPU fixture")
+def test_the_pool_of_a_real_nvidia_smi_listing():
+    real = json.loads((FIXTURES / "nvidia-smi.json").read_text())
+    listed = gpu_lease.gpus_of(gpu_lease.parse_csv(real["query_gpu"]))
+    assert len(listed) == real["gpu_count"] and all(g.uuid.startswith("GPU-") for g in listed)
+    assert gpu_lease.pool({"CUDA_VISIBLE_DEVICES": listed[-1].index}, listed) == [listed[-1]]
+
+
+# -- the lease itself ----------------------------------------------------------------------------
+
+
+def test_a_job_sees_only_its_gpu_and_records_the_lease(tmp_path):
+    env = lease_env(tmp_path, "5")
+    shown = subprocess.run(
+        [*LEASE, sys.executable, "-c",
+         "import os, json; print(json.dumps({k: v for k, v in os.environ.items()"
+         " if k.startswith(('LMSTUDY_', 'CUDA_'))}))"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    seen = json.loads(shown.stdout)
+    assert seen["CUDA_VISIBLE_DEVICES"] == "5"
+    assert seen["LMSTUDY_GPU_INDEX"] == "5" and seen["LMSTUDY_GPU_SOURCE"] == "lease"
+    assert float(seen["LMSTUDY_GPU_WAITED_S"]) < 5
+    assert "gpu lease: GPU 5" in shown.stderr
+    assert (tmp_path / "leases" / "gpu-5.lock").exists()
+
+
+def test_two_processes_never_hold_one_lease(tmp_path):
+    """Twelve jobs on two GPUs: each marks its GPU taken with O_EXCL, which fails if another holds it."""
+    env = lease_env(tmp_path, "0,1")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    job = (
+        "import os, sys, time\n"
+        f"mark = os.path.join({str(marks)!r}, os.environ['CUDA_VISIBLE_DEVICES'])\n"
+        "fd = os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY)\n"
+        "time.sleep(0.2)  # hold the GPU for a while, as a job does\n"
+        "os.close(fd); os.unlink(mark)\n"
+        "print(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+    )
+
+    def one(_):
+        return subprocess.run([*LEASE, sys.executable, "-c", job], env=env, capture_output=True, text=True)
+
+    with ThreadPoolExecutor(12) as pool:
+        done = list(pool.map(one, range(12)))
+    assert all(d.returncode == 0 for d in done), [d.stderr for d in done if d.returncode]
+    used = {d.stdout.strip() for d in done}
+    assert used == {"0", "1"}
+    assert sum("waiting for one" in d.stderr for d in done) >= 1
+
+
+def test_a_job_waits_while_every_gpu_is_leased_and_says_so(tmp_path):
+    env = lease_env(tmp_path, "0")
+    first = holder(env)
+    ran = tmp_path / "ran"
+    second = subprocess.Popen(
+        [*LEASE, sys.executable, "-c", f"open({str(ran)!r}, 'w').close()"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )
+    said = second.stderr.readline()
+    assert "all 1 GPU(s) are leased" in said and "GPU 0: pid" in said and "waiting" in said
+    assert not ran.exists() and second.poll() is None
+    first.stdin.close()
+    assert first.wait(timeout=30) == 0
+    assert "GPU 0 is free after" in second.stderr.readline()
+    assert second.wait(timeout=30) == 0 and ran.exists()
+
+
+def test_a_lease_is_released_when_its_job_is_killed(tmp_path):
+    env = lease_env(tmp_path, "0")
+    first = holder(env)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    after = subprocess.run(
+        [*LEASE, sys.executable, "-c", "import os; print(os.environ['LMSTUDY_GPU_WAITED_S'])"],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert "waiting" not in after.stderr and float(after.stdout) < 5
+
+
+def test_under_slurm_the_schedulers_gpu_is_used_as_it_is(tmp_path):
+    env = {**lease_env(tmp_path, "0,1"), "SLURM_JOB_ID": "17", "CUDA_VISIBLE_DEVICES": "3"}
+    shown = subprocess.run(
+        [*LEASE, sys.executable, "-c",
+         "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['LMSTUDY_GPU_SOURCE'])"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    assert shown.stdout.split() == ["3", "slurm"]
+    assert not (tmp_path / "leases").exists()
+
+
+def test_without_gpus_a_job_runs_unleased(tmp_path):
+    env = lease_env(tmp_path, "")
+    env.pop("LMSTUDY_GPUS")
+    env["PATH"] = str(tmp_path)  # no nvidia-smi to list any GPU
+    shown = subprocess.run(
+        [*LEASE, sys.executable, "-c", "import os; print(os.environ['LMSTUDY_GPU_SOURCE'])"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    assert shown.stdout.strip() == "none"
+
+
+# -- through Snakemake ---------------------------------------------------------------------------
+
+
+# A few of the smoke preset's timing jobs: enough to overlap, few enough to be quick.
+TIMING_JOBS = [f"tiny_ctx{ctx}_{precision}_naive" for ctx in (32, 64) for precision in ("fp32", "bf16")]
+
+
+def timing_targets(run: str, count: int) -> list[str]:
+    return [f"results/{run}/timing/raw/{job}.csv" for job in TIMING_JOBS[:count]]
+
+
+def job_spans(results: Path) -> pd.DataFrame:
+    """The measuring jobs' cost rows (where and when they held a GPU) of one run's results."""
+    phases = sorted(results.glob("benchmarks/*/*/*.phases.json"))
+    benchmarks = [p.with_name(p.name.removesuffix(".phases.json") + ".tsv") for p in phases]
+    return study_cost.job_table(benchmarks, phases).assign(run=results.name)
+
+
+def test_two_snakemake_runs_at_once_take_turns_on_one_gpu(tmp_path):
+    """As a user would: two runs in one clone, other run names, explicit targets, one GPU."""
+    workdir = new_workdir(tmp_path / "clone")
+    env = lease_env(tmp_path, "0")
+
+    def run(name):
+        return snakemake(
+            workdir, *timing_targets(name, 3), "--cores", "2", "--resources", "gpu=1",
+            "--config", "preset=smoke", f"run={name}", env=env,
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(run, ["first", "second"]))
+    spans = pd.concat([job_spans(workdir / "results" / name) for name in ["first", "second"]])
+    assert set(spans["run"]) == {"first", "second"} and len(spans) == 6
+    assert set(spans["gpu_index"]) == {"0"} and set(spans["gpu_chosen_by"]) == {"lease"}
+    assert study_cost.overlaps_on_one_gpu(spans).empty
+    assert study_cost.most_at_once(spans) == 1
+    # One run's jobs waited for the other's: the runs did overlap in time.
+    assert spans["wait_s"].sum() > 0
+
+
+def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):
+    workdir = new_workdir(tmp_path / "clone")
+    env = lease_env(tmp_path, "0,1")
+    snakemake(
+        workdir, *timing_targets("two", 4), "--cores", "2", "--resources", "gpu=2",
+        "--config", "preset=smoke", "run=two", env=env,
+    )
+    spans = job_spans(workdir / "results" / "two")
+    assert set(spans["gpu_index"]) == {"0", "1"}
+    assert study_cost.overlaps_on_one_gpu(spans).empty
+    assert study_cost.most_at_once(spans) == 2
+    assert set(spans["cpu_cores"]) == {gpu_lease.cores_text(gpu_lease.core_share(
+        sorted(os.sched_getaffinity(0)), slot, 2)) for slot in (0, 1)}
+    said = " ".join(cost.concurrency_findings(spans.assign(measuring=True)))
+    assert "at most 2 at once, on 2 GPU(s) (0, 1)" in said
+    per_gpu = cost.by_gpu(spans.assign(measuring=True))
+    assert list(per_gpu["GPU (index)"]) == ["0", "1"] and per_gpu["jobs"].sum() == len(spans)
