@@ -60,7 +60,8 @@ def apply_preset(config: dict, overrides: list[dict] = ()) -> dict:
 def typed_command_line(values) -> dict:
     """--config values with their nested values read as YAML.
 
-    Snakemake types a top-level value (batch_size=8 is a number) but leaves
+    Snakemake types a top-level value (batch_size=8 is a number, but true is
+    a string, which is made a boolean here) but leaves
     every value inside a mapping or list a string ('timing={timed_steps: 5}'
     gives '5'); read those as YAML, as config.yaml would.
     """
@@ -79,10 +80,16 @@ def typed_command_line(values) -> dict:
             return value if isinstance(parsed, (dict, list)) else parsed
         return value
 
-    return {
-        key: inner(value) if isinstance(value, (Mapping, list, tuple)) else value
-        for key, value in values.items()
-    }
+    def top(value):
+        if isinstance(value, (Mapping, list, tuple)):
+            return inner(value)
+        # Snakemake reads True and False as booleans, but not true and false,
+        # which config.yaml spells (tf32=true must mean what `tf32: true` does).
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        return value
+
+    return {key: top(value) for key, value in values.items()}
 
 
 def _where(error: jsonschema.ValidationError) -> str:

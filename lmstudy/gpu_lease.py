@@ -122,6 +122,17 @@ def core_share(cores: list[int], slot: int, slots: int) -> list[int]:
     return cores[slot * per:(slot + 1) * per]
 
 
+def cpu_slot(lease: Lease, gpus: list[Gpu], listed: list[Gpu]) -> tuple[int, int]:
+    """(slot, slots) of the leased GPU among the machine's GPUs, for core_share.
+
+    Among every GPU of the machine, not only those this run may use: two runs
+    limited to other GPUs (LMSTUDY_GPUS) then get other cores too.
+    """
+    if lease.gpu in listed:
+        return listed.index(lease.gpu), len(listed)
+    return lease.slot, len(gpus)
+
+
 def cores_text(cores: list[int]) -> str:
     """0-3,8 for [0, 1, 2, 3, 8]."""
     spans, start, prev = [], None, None
@@ -291,12 +302,13 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
     elif under_slurm(environ):
         env.update(unleased_environment(environ))
     else:
-        gpus = pool(environ)
+        listed = gpus_of(_nvidia_smi("--query-gpu=index,uuid"))
+        gpus = pool(environ, listed)
         if not gpus:
             env.update(unleased_environment(environ))
         else:
             lease = acquire(gpus, lease_dir_of(environ), " ".join(command)[:300], log=log)
-            cores = core_share(sorted(os.sched_getaffinity(0)), lease.slot, len(gpus))
+            cores = core_share(sorted(os.sched_getaffinity(0)), *cpu_slot(lease, gpus, listed))
             if cores:
                 os.sched_setaffinity(0, cores)
             foreign = foreign_processes(lease.gpu, ours={os.getpid()})

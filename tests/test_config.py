@@ -65,7 +65,7 @@ def test_snakemake_stops_before_any_job_on_a_bad_config(tmp_path: Path):
 def time_model_commands(workdir: Path, *args: str) -> list[str]:
     """The shell commands of the time_model jobs a dry-run prints."""
     out = snakemake(workdir, "-n", "-p", *args).stdout
-    commands = [line for line in out.splitlines() if "lmstudy time_model" in line]
+    commands = [line for line in out.splitlines() if "lmstudy_gpu time_model" in line]
     assert commands, out[-3000:]
     return commands
 
@@ -119,6 +119,12 @@ def test_nested_config_values_on_the_command_line_are_typed(tmp_path: Path):
     )
     assert flag_values(commands, "--timed-steps") == {"5"}
     assert flag_values(commands, "--context-length") == {"48"}
+
+
+def test_true_on_the_command_line_is_the_boolean_config_yaml_spells(tmp_path: Path):
+    for spelled in ("tf32=true", "tf32=True"):
+        commands = time_model_commands(new_workdir(tmp_path / spelled), "--config", "preset=smoke", spelled)
+        assert commands and all("--tf32" in c for c in commands)
 
 
 # Item 6: empty lists are refused at start, naming the key.

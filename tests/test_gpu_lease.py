@@ -237,3 +237,16 @@ def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):
     assert "at most 2 at once, on 2 GPU(s) (0, 1)" in said
     per_gpu = cost.by_gpu(spans.assign(measuring=True))
     assert list(per_gpu["GPU (index)"]) == ["0", "1"] and per_gpu["jobs"].sum() == len(spans)
+
+
+def test_cores_follow_the_gpus_place_on_the_machine_not_in_the_runs_pool():
+    listed = [gpu_lease.Gpu(str(i), f"GPU-{i}") for i in range(4)]
+    only_two = gpu_lease.pool({"LMSTUDY_GPUS": "2"}, listed)
+    lease = gpu_lease.Lease(only_two[0], slot=0, fd=-1, waited_s=0.0)
+    assert gpu_lease.cpu_slot(lease, only_two, listed) == (2, 4)
+    assert gpu_lease.core_share(list(range(64)), *gpu_lease.cpu_slot(lease, only_two, listed)) == list(
+        range(32, 48)
+    )
+    # Fake GPUs, unknown to nvidia-smi: their place in the run's own pool.
+    fake = [gpu_lease.Gpu("0"), gpu_lease.Gpu("1")]
+    assert gpu_lease.cpu_slot(gpu_lease.Lease(fake[1], 1, -1, 0.0), fake, []) == (1, 2)
