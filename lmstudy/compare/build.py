@@ -41,7 +41,9 @@ def _times(ratio: float) -> str:
 
 def _than(ratio: float) -> str:
     words = _times(ratio)
-    return words.replace("as fast (1.00×)", "as fast as A's (1.00×)") if "as fast" in words else f"{words} than A's"
+    if "as fast" in words:
+        return "as fast as A's (1.00×)"
+    return f"{words} than A's"
 
 
 def _ci(row) -> object:
@@ -85,8 +87,9 @@ def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
 
 
 def _counts(verdicts: pd.Series) -> str:
-    counts = verdicts.value_counts()
-    return ", ".join(f"{counts[v]} {v}" for v in V.VERDICTS if v in counts)
+    counts = verdicts.value_counts(sort=False)
+    order = [v for v in V.VERDICTS if v in counts] + [v for v in counts.index if v not in V.VERDICTS]
+    return ", ".join(f"{counts[v]} {v}" for v in order)
 
 
 def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[str]:
@@ -114,7 +117,7 @@ def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[str]:
             "By precision, the median ratio B/A is "
             + ", ".join(f"{p} {r:.3f} ({_times(r)})" for p, r in by.items()) + "."
         )
-    for label, side in (("A", "b"), ("B", "a")):
+    for label in ("A", "B"):
         only = rows[rows["verdict"] == f"only in {label}"]
         if len(only):
             names = ", ".join(f"{_config(r)} {r['variant']}" for _, r in only.head(6).iterrows())
@@ -184,7 +187,8 @@ def categories_figure(categories: pd.DataFrame, a: str, b: str, out: Path) -> bo
     passes = [p for p in PASS_LABELS if p in set(categories["pass"])]
     fig, axes = plt.subplots(1, len(passes), squeeze=False, figsize=(5.5 * len(passes), 3.8))
     for ax, pass_name in zip(axes[0], passes, strict=True):
-        sums = categories[categories["pass"] == pass_name].groupby("category", sort=False)[["ms_a", "ms_b"]].sum()
+        part = categories[categories["pass"] == pass_name]
+        sums = part.groupby("category", sort=False)[["ms_a", "ms_b"]].sum()
         x = range(len(sums))
         ax.bar([i - 0.2 for i in x], sums["ms_a"], 0.4, label=f"A: {a}")
         ax.bar([i + 0.2 for i in x], sums["ms_b"], 0.4, label=f"B: {b}")
@@ -207,7 +211,8 @@ def kernel_findings(categories: pd.DataFrame, configs: pd.DataFrame, min_effect:
     if categories.empty:
         return items
     for pass_name in [p for p in PASS_LABELS if p in set(categories["pass"])]:
-        sums = categories[categories["pass"] == pass_name].groupby("category", sort=False)[["ms_a", "ms_b"]].sum()
+        part = categories[categories["pass"] == pass_name]
+        sums = part.groupby("category", sort=False)[["ms_a", "ms_b"]].sum()
         sums = sums[(sums["ms_a"] > 0) | (sums["ms_b"] > 0)]
         total_a, total_b = sums["ms_a"].sum(), sums["ms_b"].sum()
         parts = []
@@ -264,22 +269,26 @@ def _section_kernels(a, b, min_effect, figures: Path) -> Section:
     section.add(Findings(kernel_findings(categories, configs, min_effect)))
     listing = configs[configs["presence"] != ""]
     if len(listing):
-        section.add(Table("Profiles in one run only, or not ok in one",
-                          listing[[*T.PROFILE_KEY, "presence"]].rename(columns={"presence": "state"})))
+        listing = listing[[*T.PROFILE_KEY, "presence"]].rename(
+            columns={"presence": "state", "context_length": "context"})
+        listing["pass"] = listing["pass"].map(PASS_LABELS)
+        section.add(Table("Profiles in one run only, or not ok in one", listing))
     if not categories.empty:
-        table = categories.rename(columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step"})
+        table = categories.rename(
+            columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step"})
         table["pass"] = table["pass"].map(PASS_LABELS)
         table["change %"] = table.pop("change") * 100
         section.add(Table("GPU time per step by kernel category", table))
         if categories_figure(categories, a.name, b.name, figures / "categories.png"):
-            section.add(Figure(figures / "categories.png", "GPU time per step by kernel category, A beside B."))
+            caption = "GPU time per step by kernel category, A beside B."
+            section.add(Figure(figures / "categories.png", caption))
     top = T.top_kernel_changes(a, b)
     if not top.empty:
         top = top.rename(columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step",
                                   "delta_ms": "B−A ms/step"})
         top["pass"] = top["pass"].map(PASS_LABELS)
-        section.add(Table("Kernels that changed most per configuration (appeared, disappeared, faster, slower)",
-                          top))
+        caption = "Kernels that changed most per configuration (appeared, disappeared, faster, slower)"
+        section.add(Table(caption, top))
     return section
 
 
@@ -367,7 +376,8 @@ def _section_compile(a, b) -> Section:
     if not speedups.empty and {"speedup_a", "speedup_b"} <= set(speedups):
         both = speedups.dropna(subset=["speedup_a", "speedup_b"])
         if len(both):
-            items.append(f"torch.compile's speed-up over eager: a median {both['speedup_a'].median():.2f}× in A, "
+            items.append("torch.compile's speed-up over eager: a median "
+                         f"{both['speedup_a'].median():.2f}× in A, "
                          f"{both['speedup_b'].median():.2f}× in B ({len(both)} configurations).")
     section.add(Findings(items))
     table = _summary_table(rows, {"size": "size", "context_length": "context", "precision": "precision",

@@ -166,7 +166,8 @@ def kernel_categories(a: Run, b: Run) -> pd.DataFrame:
         if kernels.empty:
             sums.append(pd.DataFrame(columns=[*PROFILE_KEY, "category", "ms_per_step"]))
             continue
-        sums.append(kernels.groupby([*PROFILE_KEY, "category"], sort=False)["ms_per_step"].sum().reset_index())
+        per_category = kernels.groupby([*PROFILE_KEY, "category"], sort=False)["ms_per_step"].sum()
+        sums.append(per_category.reset_index())
     configs = profiled_configurations(a, b)
     if configs.empty:
         return pd.DataFrame()
@@ -180,7 +181,7 @@ def kernel_categories(a: Run, b: Run) -> pd.DataFrame:
 
 
 def top_kernel_changes(a: Run, b: Run, per_configuration: int = 5) -> pd.DataFrame:
-    """Per configuration profiled in both: the kernels whose time per step changed most, appeared or vanished."""
+    """Per configuration profiled in both: the kernels that changed most, appeared or vanished."""
     ka, kb = _per_step_kernels(a), _per_step_kernels(b)
     configs = profiled_configurations(a, b)
     if ka.empty or kb.empty or configs.empty:
@@ -206,7 +207,8 @@ def top_kernel_changes(a: Run, b: Run, per_configuration: int = 5) -> pd.DataFra
     order = {tuple(k): i for i, k in enumerate(both.itertuples(index=False, name=None))}
     top = top.assign(_order=[order[tuple(k)] for k in top[PROFILE_KEY].itertuples(index=False, name=None)])
     top = top.sort_values(["_order", "magnitude"], ascending=[True, False], kind="stable")
-    return top[[*PROFILE_KEY, "kernel", "category", "change", "ms_a", "ms_b", "delta_ms"]].reset_index(drop=True)
+    columns = [*PROFILE_KEY, "kernel", "category", "change", "ms_a", "ms_b", "delta_ms"]
+    return top[columns].reset_index(drop=True)
 
 
 def memory(a: Run, b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -293,7 +295,8 @@ def attention(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V
     if joined.empty:
         return joined
     return _summary_comparisons(
-        joined, ATTENTION_KEY, (("forward", "forward_"), ("backward", "backward_")), "steps", min_effect, alpha
+        joined, ATTENTION_KEY, (("forward", "forward_"), ("backward", "backward_")), "steps",
+        min_effect, alpha,
     )
 
 
@@ -386,4 +389,8 @@ def ladder(timing_rows: pd.DataFrame) -> pd.DataFrame:
         base = rungs[rungs["rung_index"] == 0].set_index(["size", "context_length"])[f"median_ms_{side}"]
         keys = list(zip(rungs["size"], rungs["context_length"], strict=True))
         rungs[f"vs_fp32_{side}"] = base.reindex(keys).to_numpy() / rungs[f"median_ms_{side}"]
-    return rungs.sort_values(["size", "context_length", "rung_index"], kind="stable").reset_index(drop=True)
+    seen = dict.fromkeys(zip(timing_rows["size"], timing_rows["context_length"], strict=True))
+    first_seen = {k: i for i, k in enumerate(seen)}
+    rungs["_order"] = [first_seen[k] for k in zip(rungs["size"], rungs["context_length"], strict=True)]
+    rungs = rungs.sort_values(["_order", "rung_index"], kind="stable").drop(columns="_order")
+    return rungs.reset_index(drop=True)

@@ -14,17 +14,6 @@ COMPARE_TEMPLATES = sorted(
 )
 
 
-def run_tables_digest(name):
-    """The digest of run `name`'s tables (lmstudy.compare.runs), or a WorkflowError naming the fix."""
-    from lmstudy.compare.runs import fingerprint
-    from lmstudy.errors import UserError
-
-    try:
-        return fingerprint(Path("results"), name)
-    except UserError as error:
-        raise WorkflowError(str(error)) from None
-
-
 rule compare:
     input:
         templates=COMPARE_TEMPLATES,
@@ -36,11 +25,11 @@ rule compare:
         "logs/compare/{a}_vs_{b}.log",
     benchmark:
         "logs/compare/{a}_vs_{b}.benchmark.tsv"
-    conda:
-        LMSTUDY_ENV
     wildcard_constraints:
         a=r"[A-Za-z0-9.-][A-Za-z0-9._-]*",
         b=r"[A-Za-z0-9.-][A-Za-z0-9._-]*",
+    conda:
+        LMSTUDY_ENV
     params:
         tables_a=lambda w: run_tables_digest(w.a),
         tables_b=lambda w: run_tables_digest(w.b),
