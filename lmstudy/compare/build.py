@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from lmstudy.atomic import write_text  # noqa: E402
 from lmstudy.compare import runs as R  # noqa: E402
@@ -165,6 +166,9 @@ def ratio_figure(rows: pd.DataFrame, min_effect: float, out: Path) -> bool:
                                              zip(part["size"], part["context_length"], strict=True)],
                           fontsize=7)
             ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_xlim(-0.5, max(len(part), 1) - 0.5)
             ax.set_title(f"{PASS_LABELS[pass_name]}, {precision}", fontsize="small")
             if c == 0:
                 ax.set_ylabel("step time B/A (below 1: B faster)")
