@@ -2,6 +2,7 @@
 #   snakemake --cores 1 --resources gpu=1                      (the full study)
 #   snakemake --cores 1 --resources gpu=1 --config preset=quick
 #   snakemake --cores 1 --config preset=smoke                  (CPU only)
+#   snakemake --cores 1 report/compare/<A>_vs_<B>/index.html   (two runs compared)
 
 
 configfile: "config.yaml"
@@ -16,6 +17,7 @@ include: "workflow/rules/attention.smk"
 include: "workflow/rules/compile.smk"
 include: "workflow/rules/cost.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/compare.smk"
 
 
 rule all:

@@ -133,8 +133,14 @@ def render(
     out_dir: Path,
     title: str,
     run: str,
+    template: str = "report",
+    **context,
 ) -> None:
-    """Write out_dir/index.html and out_dir/report.md, figures beside them."""
+    """Write out_dir/index.html and out_dir/report.md, figures beside them.
+
+    `template`: the templates <template>.html.j2 and <template>.md.j2 in
+    `templates`; `context`: what else they show (a comparison's header).
+    """
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:
@@ -156,9 +162,9 @@ def render(
         env.tests["figure"] = lambda b: isinstance(b, Figure)
         env.tests["text"] = lambda b: isinstance(b, Text)
         env.tests["findings"] = lambda b: isinstance(b, Findings)
-        text = env.get_template(f"report.{fmt}.j2").render(
+        text = env.get_template(f"{template}.{fmt}.j2").render(
             title=title, run=run, environment=environment, sections=sections,
-            escape=escape,
+            escape=escape, **context,
         )
         write_text(out_dir / name, text)
 

@@ -20,6 +20,7 @@ CPU_SIDE = [
     "lmstudy.memory.table",  # memory_table
     "lmstudy.study_cost",  # study_cost
     "lmstudy.report",  # render_report
+    "lmstudy.compare.build",  # compare_runs
     *(f"lmstudy.sections.{name}" for name in
       ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")),  # figures, report
 ]

@@ -206,6 +206,17 @@ def flag(name, value):
     return " ".join([name, *(shlex.quote(str(v)) for v in values)])
 
 
+def run_tables_digest(name):
+    """The digest of run `name`'s tables (lmstudy.compare.runs), or a WorkflowError naming the fix."""
+    from lmstudy.compare.runs import fingerprint
+    from lmstudy.errors import UserError
+
+    try:
+        return fingerprint(Path("results"), name)
+    except UserError as error:
+        raise WorkflowError(str(error)) from None
+
+
 wildcard_constraints:
     size=alternatives(config["sizes"]),
     ctx=r"\d+",

@@ -7,7 +7,11 @@
 # module lmstudy/sections/<section>.py draws its figures and builds its part
 # of the report from them.
 FIGURE_STYLE = str(BASE / "workflow/report/figures.mplstyle")
-TEMPLATES = sorted(str(p) for p in (BASE / "workflow/templates").glob("*.j2"))
+TEMPLATES = sorted(
+    str(p)
+    for p in (BASE / "workflow/templates").glob("*.j2")
+    if not p.name.startswith("compare.")
+)
 # Each run its own report folder: run=b never overwrites run a's report.
 REPORT_DIR = f"report/{RUN}"
 REPORT_FILES = [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md"]

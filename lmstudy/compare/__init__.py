@@ -1,0 +1,1 @@
+"""Comparing two runs of the study (results/<A>/ and results/<B>/); report side, no torch."""

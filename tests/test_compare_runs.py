@@ -1,0 +1,41 @@
+"""The header of a comparison: what differs, and which differences make it unfair (lmstudy.compare.runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.compare import runs as R
+from lmstudy.compare import tables as T
+
+
+def run(name: str, tf32: bool = False, d_model: int = 768, status: str = "ok") -> R.Run:
+    row = {
+        "size": "small", "context_length": 128, "pass": "train_step", "precision": "fp32", "variant": "naive",
+        "warmup_steps": 5, "timed_steps": 10, "batch_size": 4, "vocab_size": 10000, "d_model": d_model,
+        "d_ff": 3072, "num_layers": 12, "num_heads": 12, "params": 1, "status": status,
+        "median_ms": 10.0 if status == "ok" else None,
+        "step_times_ms": "[10.0, 10.1, 9.9, 10.0, 10.05]" if status == "ok" else None,
+        "gpu": "NVIDIA H100", "tf32_matmul": tf32, "tf32_cudnn": tf32,
+    }
+    tables = {key: pd.DataFrame() for key in R.TABLES}
+    tables["timing"] = pd.DataFrame([row])
+    return R.Run(name, Path(name), tables)
+
+
+def test_tf32_and_a_same_named_size_with_other_dimensions_are_warned_of():
+    warnings = R.warnings(run("a"), run("b", tf32=True, d_model=1024))
+    assert any(w.startswith("TF32 for fp32 matrix products differs (A: False, B: True)") for w in warnings)
+    assert any(w.startswith("Size small has other dimensions in each run (A: d_model 768") for w in warnings)
+    assert R.warnings(run("a"), run("b")) == []
+
+
+def test_the_environment_table_marks_what_differs():
+    table = R.environment_table(run("a"), run("b", tf32=True)).set_index("setting")
+    assert table.loc["tf32_matmul", ""] == "differs" and table.loc["gpu", ""] == ""
+
+
+def test_a_configuration_out_of_memory_in_one_run_is_a_row_that_says_so():
+    rows = T.timing(run("a"), run("b", status="OOM"), unfair_sizes=frozenset({"small"}))
+    assert list(rows["verdict"]) == ["OOM in B"] and list(rows["note"]) == ["other dimensions"]

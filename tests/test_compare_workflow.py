@@ -1,0 +1,125 @@
+"""Two smoke runs compared end to end through Snakemake; assertions on the rendered comparison.
+
+Run A is the session's smoke run (results/default). Run B is measured in a
+copy of it with batch size 4 instead of 2 and the naive variant only, timing
+section only: so its sdpa rows are in A only, its other sections are
+absent, and the batch size makes the step times unfair to compare.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lmstudy.compare import verdict as V
+
+from .conftest import snakemake
+
+TARGET = "report/compare/default_vs_b/index.html"
+
+
+@pytest.fixture(scope="module")
+def two_runs(smoke_run, tmp_path_factory) -> Path:
+    workdir = Path(shutil.copytree(smoke_run, tmp_path_factory.mktemp("compare") / "w", symlinks=True))
+    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", "run=b", "batch_size=4",
+              "timing={variants: [naive]}", "--", "results/b/timing/timing.csv")
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def compared(two_runs) -> Path:
+    snakemake(two_runs, "--cores", "1", TARGET)
+    return two_runs / "report/compare/default_vs_b"
+
+
+def planned_rules(stdout: str) -> list[str]:
+    return re.findall(r"^(?:local)?rule (\w+):$", stdout, re.M)
+
+
+def test_building_a_comparison_plans_no_measurement(two_runs):
+    # Not even for the run that the config names (default), with the full preset's config.
+    for args in ((), ("--config", "preset=smoke")):
+        planned = snakemake(two_runs, "-n", TARGET, *args).stdout
+        assert planned_rules(planned) == ["compare"], planned
+
+
+def test_every_configuration_is_a_row_with_a_verdict(compared, two_runs):
+    table = pd.read_csv(compared / "tables/timing_1.csv")
+    a = pd.read_csv(two_runs / "results/default/timing/timing.csv")
+    b = pd.read_csv(two_runs / "results/b/timing/timing.csv")
+    naive = a[a["variant"] == "naive"]
+    expected = set(zip(naive["size"], naive["context_length"], naive["precision"], strict=True))
+    assert set(zip(table["size"], table["context"], table["precision"], strict=True)) == expected
+    assert len(table) == len(naive.drop_duplicates(["size", "context_length", "pass", "precision"]))
+    oversized = table[table["size"] == "oversized"]
+    assert set(oversized["verdict"]) == {"OOM in both"} and set(oversized["A median ms"]) == {"OOM"}
+    tiny = table[table["size"] == "tiny"]
+    assert set(tiny["verdict"]) <= {V.FASTER, V.SLOWER, V.SAME}
+    assert (tiny["note"] == "batch 2 vs 4").all()
+    # Each verdict is the rule's own on the two runs' steady-state step samples.
+    steady_a = naive[naive["warmup_steps"] == naive["warmup_steps"].max()]
+    steady_b = b[b["warmup_steps"] == b["warmup_steps"].max()]
+    labels = {"forward": "forward", "forward_backward": "forward+backward", "train_step": "training step"}
+    for _, row in tiny.iterrows():
+        pick = []
+        for frame in (steady_a, steady_b):
+            match = frame[(frame["size"] == "tiny") & (frame["context_length"] == row["context"])
+                          & (frame["pass"].map(labels) == row["pass"])
+                          & (frame["precision"] == row["precision"])]
+            pick.append(json.loads(match["step_times_ms"].iloc[0]))
+        result = V.compare_samples(*pick)
+        assert row["verdict"] == result.verdict
+        assert row["B/A"] == pytest.approx(result.ratio)
+
+
+def test_configurations_in_one_run_only_are_listed(compared):
+    others = pd.read_csv(compared / "tables/timing_2.csv")
+    assert set(others["variant"]) == {"sdpa"}
+    assert set(others.loc[others["size"] == "tiny", "verdict"]) == {"only in A"}
+    assert set(others.loc[others["size"] == "tiny", "B median ms"]) == {"not measured"}
+    md = (compared / "report.md").read_text()
+    assert re.search(r"configuration\(s\) measured only in A: tiny ctx 64", md)
+    # B has no attention section: A's rows are listed, not dropped.
+    attention = pd.read_csv(compared / "tables/attention_1.csv")
+    assert len(attention) and set(attention["verdict"]) == {"only in A"}
+
+
+def test_the_header_shows_both_environments_and_warns_of_the_batch_size(compared):
+    environments = pd.read_csv(compared / "tables/environments.csv", keep_default_na=False)
+    batch = environments[environments["setting"] == "batch size"].iloc[0]
+    assert (batch["A: default"], batch["B: b"], batch.iloc[-1]) == ("2", "4", "differs")
+    assert environments[environments["setting"] == "torch"].iloc[0].iloc[-1] == ""
+    md = (compared / "report.md").read_text()
+    assert re.search(r"^- Warning: The batch size differs \(A: 2, B: 4\)", md, re.M)
+    assert "TF32" not in md.split("**Environments and settings**")[0]
+    html = (compared / "index.html").read_text()
+    assert '<div class="warning">' in html and "The batch size differs" in html
+    assert (compared / "figures/timing_ratio.png").stat().st_size > 5000
+
+
+def test_a_changed_run_rebuilds_the_comparison_and_nothing_else(compared, two_runs):
+    assert planned_rules(snakemake(two_runs, "-n", TARGET).stdout) == []
+    table = two_runs / "results/b/timing/timing.csv"
+    table.write_bytes(table.read_bytes())  # a fresh copy of the run: new modification time
+    assert planned_rules(snakemake(two_runs, "-n", TARGET).stdout) == ["compare"]
+
+
+def test_a_run_that_does_not_exist_is_named_in_one_sentence(two_runs):
+    done = snakemake(two_runs, "-n", "report/compare/default_vs_h200/index.html", check=False)
+    assert done.returncode != 0
+    assert "There is no run named 'h200': results/h200/ does not exist (the runs here are b, default)" in (
+        done.stdout + done.stderr
+    )
+
+
+def test_a_run_without_its_timing_table_is_named(two_runs, tmp_path):
+    (two_runs / "results/empty").mkdir(exist_ok=True)
+    done = snakemake(two_runs, "-n", "report/compare/default_vs_empty/index.html", check=False)
+    assert done.returncode != 0
+    assert "results/empty/ has no timing/timing.csv, which a comparison needs" in done.stdout + done.stderr
+    shutil.rmtree(two_runs / "results/empty")

@@ -1,0 +1,42 @@
+# Comparing two runs: report/compare/<A>_vs_<B>/ from results/<A>/ and
+# results/<B>/. It reads the runs' tables and measures nothing: the tables
+# are not declared as input files, since Snakemake would then make them
+# (run measurements) for a run named like this one's config. Instead a
+# digest of the tables (sizes, modification times) is a param, so a changed
+# or newly copied run rebuilds the comparison, and a run that is missing
+# stops the build at once with one sentence naming what to do.
+COMPARE = {"min_effect": 0.03, "alpha": 0.01, **config.get("compare", {})}
+COMPARE_DIR = "report/compare/{a}_vs_{b}"
+COMPARE_TEMPLATES = sorted(
+    str(p)
+    for p in (BASE / "workflow/templates").glob("*.j2")
+    if p.name.startswith(("compare.", "sections."))
+)
+
+
+rule compare:
+    input:
+        templates=COMPARE_TEMPLATES,
+        style=FIGURE_STYLE,
+    output:
+        html=f"{COMPARE_DIR}/index.html",
+        md=f"{COMPARE_DIR}/report.md",
+    log:
+        "logs/compare/{a}_vs_{b}.log",
+    benchmark:
+        "logs/compare/{a}_vs_{b}.benchmark.tsv"
+    wildcard_constraints:
+        a=r"[A-Za-z0-9.-][A-Za-z0-9._-]*",
+        b=r"[A-Za-z0-9.-][A-Za-z0-9._-]*",
+    conda:
+        LMSTUDY_ENV
+    params:
+        tables_a=lambda w: run_tables_digest(w.a),
+        tables_b=lambda w: run_tables_digest(w.b),
+        min_effect=flag("--min-effect", COMPARE["min_effect"]),
+        alpha=flag("--alpha", COMPARE["alpha"]),
+        out=lambda w, output: str(Path(output.html).parent),
+    shell:
+        "lmstudy compare_runs --results results --a {wildcards.a} --b {wildcards.b}"
+        " {params.min_effect} {params.alpha} --style {input.style}"
+        ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'
