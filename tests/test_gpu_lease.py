@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from lmstudy import gpu_lease, study_cost
 from lmstudy.sections import cost
@@ -77,12 +76,26 @@ def test_processes_not_ours_on_the_leased_gpu_are_named():
     assert gpu_lease.foreign_processes(gpu, ours={99, 4242}, apps=apps) == ""
 
 
-@pytest.mark.skipif(not (FIXTURES / "nvidia-smi.json").exists(), reason="no GPU fixture")
-def test_the_pool_of_a_real_nvidia_smi_listing():
-    real = json.loads((FIXTURES / "nvidia-smi.json").read_text())
-    listed = gpu_lease.gpus_of(gpu_lease.parse_csv(real["query_gpu"]))
-    assert len(listed) == real["gpu_count"] and all(g.uuid.startswith("GPU-") for g in listed)
-    assert gpu_lease.pool({"CUDA_VISIBLE_DEVICES": listed[-1].index}, listed) == [listed[-1]]
+def test_the_pool_and_neighbours_of_a_real_four_gpu_node():
+    listed = gpu_lease.gpus_of(gpu_lease.parse_csv((FIXTURES / "query_gpu.txt").read_text()))
+    assert [g.index for g in listed] == ["0", "1", "2", "3"]
+    assert all(g.uuid.startswith("GPU-") and len(g.uuid) == 40 for g in listed)
+    assert gpu_lease.pool({"CUDA_VISIBLE_DEVICES": "3"}, listed) == [listed[3]]
+    apps = gpu_lease.parse_csv((FIXTURES / "compute_apps.txt").read_text())
+    # The process not of the study sat on GPU 0; a job of ours (pid 13816) did too.
+    assert gpu_lease.foreign_processes(listed[0], ours={13816}, apps=apps) == "pid 13359 python3 (1542 MiB)"
+    assert gpu_lease.foreign_processes(listed[1], ours=set(), apps=apps) == ""
+
+
+def test_section_8_of_a_real_run_on_four_gpus_says_four_ran_at_once():
+    jobs = pd.read_csv(FIXTURES / "qall_jobs.csv")  # as section 8 reads it: GPU indices as numbers
+    assert study_cost.most_at_once(jobs[jobs["measuring"]]) == 4
+    assert study_cost.overlaps_on_one_gpu(jobs[jobs["measuring"]]).empty
+    said = " ".join(cost.concurrency_findings(jobs))
+    assert "at most 4 at once, on 4 GPU(s) (0, 1, 2, 3)" in said
+    per_gpu = cost.by_gpu(jobs)
+    assert list(per_gpu["GPU (index)"]) == ["0", "1", "2", "3"]
+    assert per_gpu["jobs"].sum() == jobs["measuring"].sum()
 
 
 # -- the lease itself ----------------------------------------------------------------------------

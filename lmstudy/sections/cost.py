@@ -76,6 +76,18 @@ def slowest(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def _text(values: pd.Series) -> pd.Series:
+    """Values as text, "" where missing; a whole number read back as a float (a GPU index: 0.0) as 0."""
+    def one(value) -> str:
+        if pd.isna(value):
+            return ""
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    return values.astype(object).map(one)
+
+
 def _leased(frame: pd.DataFrame) -> pd.DataFrame:
     """The measuring jobs with a record of where and when they ran (lmstudy.gpu_lease)."""
     if "started_at" not in frame:
@@ -88,7 +100,7 @@ def by_gpu(frame: pd.DataFrame) -> pd.DataFrame:
     jobs = _leased(frame)
     if jobs.empty:
         return pd.DataFrame()
-    jobs = jobs.assign(gpu=jobs["gpu_index"].fillna("").astype(str).replace("", "(none)"))
+    jobs = jobs.assign(gpu=_text(jobs["gpu_index"]).replace("", "(none)"))
     table = jobs.groupby("gpu", sort=True).agg(
         uuid=("gpu_uuid", "first"), chosen_by=("gpu_chosen_by", "first"), cpu_cores=("cpu_cores", "first"),
         jobs=("job", "size"), seconds=("wall_s", "sum"), waited_s=("wait_s", "sum"),
@@ -105,7 +117,7 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
     if jobs.empty:
         return []
     at_once = most_at_once(jobs)
-    gpus = sorted({str(g) for g in jobs["gpu_index"].fillna("") if str(g)})
+    gpus = sorted(g for g in set(_text(jobs["gpu_index"])) if g)
     span = jobs["ended_at"].max() - jobs["started_at"].min()
     busy = (jobs["ended_at"] - jobs["started_at"]).sum()
     where = f"on {len(gpus)} GPU(s) ({', '.join(gpus)})" if gpus else "with no GPU named"
@@ -120,7 +132,8 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
             f"{(jobs['wait_s'] > 0).sum()} job(s) waited {waited:.0f} s in all for a GPU that another job "
             "held (another run on this machine, or more GPU jobs than GPUs)."
         )
-    foreign = jobs[jobs["foreign_processes"].fillna("").astype(str) != ""]
+    jobs = jobs.assign(gpu_index=_text(jobs["gpu_index"]), foreign_processes=_text(jobs["foreign_processes"]))
+    foreign = jobs[jobs["foreign_processes"] != ""]
     if len(foreign):
         items.append(
             f"{len(foreign)} job(s) shared their GPU with processes not of this study, which may have "
