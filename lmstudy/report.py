@@ -86,13 +86,16 @@ _MARKDOWN_INLINE = re.compile(r"([\\`*\[\]<>|#~&!]|(?<![^\W_])_|_(?![^\W_]))")
 _MARKDOWN_LINE_START = re.compile(r"^(\s*(?:\d+)?)([-+=.)])", re.MULTILINE)
 
 
-def markdown_text(value) -> str:
+def markdown_text(value, cell: bool = False) -> str:
     """`value` as literal text in Markdown, as autoescape makes it literal text in HTML.
 
     Kernel names (`void f<float>`, `a_b_c*`), config strings and paths come
     from data: unescaped, Markdown would turn them into tags, emphasis or links.
+    A table `cell` starts no line: 10.5 or -3 there is a number, not a list item.
     """
     text = _MARKDOWN_INLINE.sub(r"\\\1", str(value))
+    if cell:
+        return text
     return _MARKDOWN_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
 
 
@@ -106,7 +109,7 @@ def table_markdown(frame: pd.DataFrame) -> Markup:
 
     def cells(row) -> str:
         # A cell is one line of the table: a newline in a value would end it.
-        return "| " + " | ".join(markdown_text(c).replace("\n", " ") for c in row) + " |"
+        return "| " + " | ".join(markdown_text(c, cell=True).replace("\n", " ") for c in row) + " |"
 
     lines = [cells(frame.columns), "|" + "|".join("---" for _ in frame.columns) + "|"]
     lines += [cells(row) for row in frame.itertuples(index=False)]
