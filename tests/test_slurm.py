@@ -165,6 +165,13 @@ def test_gpu_jobs_ran_on_the_gpu_partition_and_the_others_on_the_default(slurm_r
                 assert not any("gpu" in o for o in options), call
 
 
+def test_on_slurm_the_gpu_is_the_schedulers_with_no_lease(slurm_run):
+    workdir = slurm_run[0]
+    timing = pd.read_csv(workdir / "results/default/timing/timing.csv")
+    assert set(timing["gpu_chosen_by"]) == {"slurm"}
+    assert not any("gpu lease" in log.read_text() for log in (workdir / "logs/default/timing").glob("*.log"))
+
+
 def test_jobs_ask_for_what_they_can_use(slurm_run):
     from lmstudy import resources
 
