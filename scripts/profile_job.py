@@ -41,7 +41,7 @@ def main(argv=None) -> None:
         help="JSON from scripts/nsys_backend.py; its backend and nsys replace --backend and --nsys",
     )
     args = p.parse_args(argv)
-    from lmstudy.devices import UserError
+    from lmstudy.errors import UserError
     from lmstudy.nsys.executable import NsysMissing, describe
     from lmstudy.nsys.job import run_job
     from lmstudy.phases import PhaseClock

@@ -9,13 +9,13 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.nsys.categories import CATEGORIES
+from lmstudy.ranges import ATTENTION_SCORES, FINAL_MATMUL, PHASES, SOFTMAX
 
 CONFIG = ["size", "context_length", "pass"]
-PHASES = ("forward", "backward", "optimizer")
 # softmax over one row element: max, subtract, exp, sum, divide.
 SOFTMAX_FLOPS_PER_ELEMENT = 5
-ATTENTION_MATMUL_RANGES = ("computing attention scores", "final matmul")
-SOFTMAX_RANGE = "computing softmax"
+ATTENTION_MATMUL_RANGES = (ATTENTION_SCORES, FINAL_MATMUL)
+SOFTMAX_RANGE = SOFTMAX
 
 
 def per_step(frame: pd.DataFrame, column: str) -> pd.Series:
