@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from lmstudy.devices import free_memory, is_out_of_memory, open_device
+from lmstudy.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.phases import PhaseClock
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import synchronize
@@ -278,12 +278,10 @@ def run_sweep(spec: SweepSpec, clock: PhaseClock | None = None) -> list[dict]:
         predicted = predicted_bytes(spec.batch_size, seq, spec.head_dim, spec.precision)
         row.update({f"predicted_{k}_bytes": v for k, v in predicted.items()})
         start = time.perf_counter()
-        try:
+        with out_of_memory_is_a_result() as oom:
             row.update(measure_config(spec, seq, device), status="ok")
-        except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
-            if not is_out_of_memory(error):
-                raise
-            row.update(status="OOM", error=str(error).splitlines()[0][:300])
+        if oom:
+            row.update(oom.fields())
         free_memory(device)
         row["measure_s"] = time.perf_counter() - start
         compile_s = 0.0
