@@ -119,7 +119,7 @@ def test_summary_statistics():
 
 def test_flops_follow_the_6n_convention():
     dims = dict(vocab_size=10000, d_model=768, d_ff=3072, num_layers=12, num_heads=12)
-    n = flops.matmul_parameters(10000, 768, 3072, 12)
+    n = flops.parameter_count(10000, 768, 3072, 12, in_matmuls=True)
     assert n == 12 * (4 * 768**2 + 3 * 768 * 3072) + 768 * 10000
     train = flops.flops_per_step("train_step", 4, 128, **dims)
     assert train == 4 * 128 * (6 * n + 12 * 12 * 12 * 64 * 128)
