@@ -164,13 +164,23 @@ def render(
 
 
 def render_study(
-    results: Path, run: str, section_names: list[str], templates: Path, out_dir: Path, title: str
+    results: Path,
+    run: str,
+    section_names: list[str],
+    templates: Path,
+    out_dir: Path,
+    title: str,
+    environment_tables: list[Path] = (),
 ) -> None:
-    """Build every section from results/<run> and render the report into out_dir."""
+    """Build every section from results/<run> and render the report into out_dir.
+
+    The header's environment comes from `environment_tables` (the aggregated
+    tables the workflow hands over), never from whatever lies in the folder.
+    """
     from lmstudy.tables import environment_of, read_result
 
     sections = build_sections(section_names, results, results / "figures")
-    frames = [read_result(p) for p in sorted(results.glob("*/*.csv"))]
+    frames = [read_result(Path(p)) for p in environment_tables]
     render(sections, environment_of(frames), templates, out_dir, title, run)
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,16 @@ TEMPLATES = sorted(str(p) for p in (BASE / "workflow/templates").glob("*.j2"))
 # Each run its own report folder: run=b never overwrites run a's report.
 REPORT_DIR = f"report/{RUN}"
 REPORT_FILES = [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md"]
+# The aggregated tables (results/<run>/<section>/<name>.csv) whose rows carry
+# the provenance the report's header shows.
+ENVIRONMENT_TABLES = sorted(
+    {
+        t
+        for tables in SECTION_TABLES.values()
+        for t in tables
+        if t.endswith(".csv") and Path(t).parent.parent == Path(RESULTS)
+    }
+)
 
 
 rule figures:
@@ -66,9 +76,10 @@ rule report:
     params:
         run=RUN,
         sections=flag("--sections", list(SECTION_TABLES)),
+        environment=flag("--environment-tables", ENVIRONMENT_TABLES),
         title=flag("--title", config["report"]["title"]),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
         "lmstudy render_report --results results/{params.run} --run {params.run}"
-        " {params.sections} {params.title}"
+        " {params.sections} {params.environment} {params.title}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'
