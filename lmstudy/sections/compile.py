@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS, faster  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, faster, order_sizes  # noqa: E402
 
 KEY = ["size", "precision", "attention", "pass"]
 
@@ -22,9 +22,7 @@ def load(results: Path) -> pd.DataFrame:
     frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
-    order = frame.groupby("size")["d_model"].first().sort_values(kind="stable").index
-    frame["size"] = pd.Categorical(frame["size"], categories=list(order), ordered=True)
-    return frame
+    return order_sizes(frame)
 
 
 def comparison(frame: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 from lmstudy import result_files  # noqa: E402
 from lmstudy.memory.kinds import KINDS  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, order_sizes  # noqa: E402
 
 KIND_LABELS = {
     "parameters": "parameters",
@@ -35,7 +35,7 @@ def load(results: Path) -> pd.DataFrame:
     if frame.empty:
         return frame
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
-    frame["size"] = pd.Categorical(frame["size"], categories=list(dict.fromkeys(frame["size"])), ordered=True)
+    order_sizes(frame)
     return frame.sort_values(["size", "pass", "precision", "context_length"]).reset_index(drop=True)
 
 

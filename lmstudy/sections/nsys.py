@@ -14,7 +14,7 @@ from lmstudy import result_files  # noqa: E402
 from lmstudy.nsys import tables as T  # noqa: E402
 from lmstudy.nsys.categories import CATEGORIES  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, size_order  # noqa: E402
 
 SHARES_FIGURE = "category_shares.png"
 
@@ -43,20 +43,13 @@ def backend_record(results: Path) -> dict:
     return result_files.read_json(path) if path.exists() else {}
 
 
-def _size_order(runs: pd.DataFrame) -> list[str]:
-    if runs.empty:
-        return []
-    params = runs.assign(n=runs["d_model"] * runs["num_layers"] * (runs["d_model"] + runs["d_ff"]))
-    return list(params.groupby("size")["n"].first().sort_values().index)
-
-
 def make_figures(results: Path, out_dir: Path) -> None:
     data = load(results)
     shares = T.category_shares(data["kernels"])
     fig_path = out_dir / SHARES_FIGURE
     passes = [p for p in PASS_LABELS if p in set(shares.get("pass", []))]
     fig, axes = plt.subplots(1, max(1, len(passes)), figsize=(5 * max(1, len(passes)), 4), squeeze=False)
-    order = {s: i for i, s in enumerate(_size_order(data["runs"]))}
+    order = {s: i for i, s in enumerate(size_order(data["runs"].get("size", [])))}
     colors = plt.get_cmap("tab10").colors
     for ax, pass_name in zip(axes[0], passes, strict=False):
         part = shares[shares["pass"] == pass_name].copy()

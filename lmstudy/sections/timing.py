@@ -15,7 +15,7 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, order_sizes  # noqa: E402
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
@@ -25,9 +25,7 @@ def load(results: Path) -> pd.DataFrame:
     frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
-    # Sizes in the order the config lists them: by parameter count.
-    order = frame.groupby("size")["params"].first().sort_values().index
-    frame["size"] = pd.Categorical(frame["size"], categories=list(order), ordered=True)
+    order_sizes(frame)
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
     return frame
 

@@ -44,8 +44,9 @@ rule figures:
         LMSTUDY_ENV
     params:
         run=RUN,
+        sizes=flag("--sizes", list(config["sizes"])),
     shell:
-        "lmstudy make_figures --section {wildcards.section}"
+        "lmstudy make_figures --section {wildcards.section} {params.sizes}"
         " --results results/{params.run} --style {input.style} --out {output} > {log} 2>&1"
 
 
@@ -77,9 +78,10 @@ rule report:
         run=RUN,
         sections=flag("--sections", list(SECTION_TABLES)),
         environment=flag("--environment-tables", ENVIRONMENT_TABLES),
+        sizes=flag("--sizes", list(config["sizes"])),
         title=flag("--title", config["report"]["title"]),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
         "lmstudy render_report --results results/{params.run} --run {params.run}"
-        " {params.sections} {params.environment} {params.title}"
+        " {params.sections} {params.environment} {params.sizes} {params.title}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'
