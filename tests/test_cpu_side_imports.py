@@ -32,6 +32,7 @@ CPU_SIDE = [
     "lmstudy.report",  # render_report
     "lmstudy.errors",
     "lmstudy.ranges",
+    "lmstudy.attention_memory",  # the attention section's accounting
     *(f"lmstudy.sections.{name}" for name in
       ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")),  # figures, report
 ]

@@ -12,12 +12,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.attention_memory import naive_memory_accounting, predicted_bytes  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import faster  # noqa: E402
 
 IMPLEMENTATIONS = ("naive", "naive-compile", "sdpa")
 LABELS = {"naive": "naive eager", "naive-compile": "naive compiled", "sdpa": "SDPA"}
-BYTES = {"fp32": 4, "bf16": 2}
 MIB = 2**20
 GIB = 2**30
 
@@ -139,8 +139,6 @@ def _largest_fit(frame: pd.DataFrame, precision: str):
 
 
 def accounting_table(row) -> pd.DataFrame:
-    from lmstudy.attention import naive_memory_accounting
-
     items = naive_memory_accounting(
         int(row["batch_size"]), int(row["seq_len"]), int(row["head_dim"]), row["precision"]
     )
@@ -164,8 +162,6 @@ def _measured_vs_predicted(row) -> pd.DataFrame:
 
 def oom_threshold(batch: int, head_dim: int, precision: str, memory_bytes: float) -> int:
     """The smallest power-of-two sequence length whose predicted peak exceeds memory_bytes."""
-    from lmstudy.attention import predicted_bytes
-
     seq = 256
     while predicted_bytes(batch, seq, head_dim, precision)["peak"] <= memory_bytes:
         seq *= 2
