@@ -13,6 +13,7 @@ import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
 from lmstudy.attention_memory import naive_memory_accounting, predicted_bytes  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import faster  # noqa: E402
 
@@ -45,6 +46,7 @@ def _or_status(frame: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Serie
     return values.where(frame["status"] == "ok", frame["status"])
 
 
+@computes_table
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame.copy()
     rows["fwd ms"] = _or_status(rows, "forward_median_ms")
@@ -65,6 +67,7 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns={"head_dim": "d", "seq_len": "seq"})
 
 
+@computes_table
 def backend_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame[(frame["implementation"] == "sdpa") & (frame["status"] == "ok")]
     if rows.empty:
@@ -98,6 +101,7 @@ def ratio_frame(frame: pd.DataFrame, slow: str, fast: str) -> pd.DataFrame:
     return out.reset_index()
 
 
+@computes_table
 def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
     """naive compiled vs eager: speed-ups and the first call's excess (the compile)."""
     ratios = ratio_frame(frame, "naive", "naive-compile")
@@ -138,6 +142,7 @@ def _largest_fit(frame: pd.DataFrame, precision: str):
     return ok.sort_values(["predicted_before_backward_bytes", "seq_len", "head_dim"]).iloc[-1]
 
 
+@computes_table
 def accounting_table(row) -> pd.DataFrame:
     items = naive_memory_accounting(
         int(row["batch_size"]), int(row["seq_len"]), int(row["head_dim"]), row["precision"]
@@ -330,13 +335,31 @@ def build(results: Path, figures: Path) -> Section:
         )
     )
     section.add(Findings(findings(frame)))
-    section.add(Table("Forward and backward time and memory before the backward", main_table(frame)))
-    section.add(Figure(figures / "time.png", "Forward+backward time vs sequence length, per head size."))
+    section.add(
+        Table(
+            "Forward and backward time and memory before the backward",
+            main_table(frame),
+            name="attention_time_memory",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "time.png",
+            "Forward+backward time vs sequence length, per head size.",
+            data="attention_time_memory",
+        )
+    )
     if (figures / "memory.png").exists():
-        section.add(Figure(figures / "memory.png", "Memory in use before the backward vs sequence length."))
+        section.add(
+            Figure(
+                figures / "memory.png",
+                "Memory in use before the backward vs sequence length.",
+                data="attention_time_memory",
+            )
+        )
     backends = backend_table(frame)
     if not backends.empty:
-        section.add(Table("The backend SDPA dispatched to", backends))
+        section.add(Table("The backend SDPA dispatched to", backends, name="attention_sdpa_backend"))
     oom = _smallest_oom(frame)
     if oom is not None:
         section.add(
@@ -376,11 +399,18 @@ def build(results: Path, figures: Path) -> Section:
         )
     compiled = compile_table(frame)
     if not compiled.empty:
-        section.add(Table("torch.compile of naive attention: speed-up over eager and compile time", compiled))
+        section.add(
+            Table(
+                "torch.compile of naive attention: speed-up over eager and compile time",
+                compiled,
+                name="attention_compile",
+            )
+        )
         section.add(
             Figure(
                 figures / "compile_speedup.png",
                 "Speed-up of compiled over eager naive attention (forward+backward).",
+                data="attention_compile",
             )
         )
     return section

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import PASS_LABELS, faster, order_sizes  # noqa: E402
 
@@ -42,6 +43,7 @@ def comparison(frame: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+@computes_table
 def comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
     def shown(ms, status):
         return ms.astype(object).where(status == "ok", status)
@@ -145,8 +147,15 @@ def build(results: Path, figures: Path) -> Section:
         Table(
             "Eager vs compiled: median step time, speed-up and compile time",
             comparison_table(comparison(frame)),
+            name="compile_eager_vs_compiled",
         )
     )
     if (figures / "speedup.png").exists():
-        section.add(Figure(figures / "speedup.png", "Speed-up of torch.compile over eager, per size."))
+        section.add(
+            Figure(
+                figures / "speedup.png",
+                "Speed-up of torch.compile over eager, per size.",
+                data="compile_eager_vs_compiled",
+            )
+        )
     return section

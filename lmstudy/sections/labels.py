@@ -36,3 +36,50 @@ def order_sizes(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with its size column an ordered categorical in the config's order."""
     frame["size"] = pd.Categorical(frame["size"], categories=size_order(frame["size"]), ordered=True)
     return frame
+
+
+# Every column header the report shows, from the names in the result tables.
+COLUMN_LABELS = {
+    "size": "size",
+    "context_length": "context",
+    "context": "context",
+    "pass": "pass",
+    "pass_name": "pass",
+    "precision": "precision",
+    "variant": "variant",
+    "rung": "rung",
+    "category": "category",
+    "kernel": "kernel",
+    "phase": "phase",
+    "range": "range",
+    "status": "status",
+    "head_dim": "head size",
+    "seq_len": "sequence length",
+    "batch_size": "batch",
+    "implementation": "implementation",
+    "backend": "backend",
+    "mode": "mode",
+    "section": "section",
+    "rule": "rule",
+    "job": "job",
+    "seconds": "time (s)",
+    "jobs": "jobs",
+    "d_model": "d_model",
+    "warmup_steps": "warm-up steps",
+    "instances": "invocations",
+}
+# A unit at the end of a header goes in parentheses: "median ms" -> "median (ms)".
+_UNITS = ("ms", "s", "GiB", "MiB", "GB", "%", "×", "ns", "µs")
+
+
+def column_label(name: str) -> str:
+    """The header a reader sees for column `name`: one vocabulary for every section."""
+    if name in COLUMN_LABELS:
+        return COLUMN_LABELS[name]
+    if name in PASS_LABELS:  # a pivot's column per pass
+        return PASS_LABELS[name]
+    label = name.replace("_", " ") if " " not in name and "_" in name else name
+    for unit in _UNITS:
+        if label.endswith(f" {unit}") and not label.endswith(f"({unit})"):
+            return f"{label[: -len(unit) - 1]} ({unit})"
+    return label

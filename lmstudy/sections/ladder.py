@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import hardware, result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 
 # (rung, precision, timing variant)
@@ -76,6 +77,7 @@ def ladder_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return ladder.reset_index(drop=True)
 
 
+@computes_table
 def ladder_table(ladder: pd.DataFrame, context: int) -> pd.DataFrame:
     part = ladder[ladder["context_length"] == context]
     return pd.DataFrame(
@@ -91,6 +93,7 @@ def ladder_table(ladder: pd.DataFrame, context: int) -> pd.DataFrame:
     )
 
 
+@computes_table
 def best_table(ladder: pd.DataFrame) -> pd.DataFrame:
     ok = ladder.dropna(subset=["median_ms"])
     best = ok.loc[ok.groupby(["size", "context_length"], sort=False)["median_ms"].idxmin()]
@@ -192,8 +195,14 @@ def build(results: Path, figures: Path) -> Section:
         )
     )
     section.add(Findings(findings(ladder)))
-    section.add(Table(f"The ladder at context {context}", ladder_table(ladder, context)))
+    section.add(Table(f"The ladder at context {context}", ladder_table(ladder, context), name="ladder_rungs"))
     if (figures / "ladder.png").exists():
-        section.add(Figure(figures / "ladder.png", f"Speed-up and MFU per rung at context {context}."))
-    section.add(Table("Fastest rung per size and context", best_table(ladder)))
+        section.add(
+            Figure(
+                figures / "ladder.png",
+                f"Speed-up and MFU per rung at context {context}.",
+                data="ladder_rungs",
+            )
+        )
+    section.add(Table("Fastest rung per size and context", best_table(ladder), name="ladder_best"))
     return section

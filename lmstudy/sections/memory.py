@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.memory.kinds import KINDS  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import PASS_LABELS, order_sizes  # noqa: E402
@@ -59,6 +60,7 @@ def _gib_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
     )
 
 
+@computes_table
 def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(
         {
@@ -79,6 +81,7 @@ def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+@computes_table
 def kinds_table(rows: pd.DataFrame) -> pd.DataFrame:
     kinds = [k for k in KINDS if f"{k}_bytes" in rows and rows[f"{k}_bytes"].fillna(0).any()]
     table = pd.DataFrame(
@@ -95,6 +98,7 @@ def kinds_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+@computes_table
 def residual_table(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows.get("residual_stream_bytes", pd.Series(dtype=float)).notna()]
     rows = rows.drop_duplicates(["size", "context_length", "precision"])
@@ -111,6 +115,7 @@ def residual_table(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+@computes_table
 def largest_table(results: Path, row, top: int = 5) -> pd.DataFrame:
     path = results / row["summary_dir"] / "largest_allocations.csv"
     frame = result_files.read_csv(path, missing_ok=True).head(top)
@@ -362,13 +367,29 @@ def build(results: Path, figures: Path) -> Section:
         )
     section.add(Text(_method_text(rows)))
     section.add(Findings(findings(frame)))
-    section.add(Table("Peak allocated memory: snapshot analysis vs the allocator", peak_table(frame)))
-    section.add(Figure(figures / "peaks.png", "Peak allocated memory by context length, pass and precision."))
-    section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows)))
+    section.add(
+        Table(
+            "Peak allocated memory: snapshot analysis vs the allocator",
+            peak_table(frame),
+            name="memory_peaks",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "peaks.png",
+            "Peak allocated memory by context length, pass and precision.",
+            data="memory_peaks",
+        )
+    )
+    section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows), name="memory_by_kind"))
     residual = residual_table(rows)
     if not residual.empty:
         section.add(
-            Table("The size of one residual-stream activation (batch × context × d_model × bytes)", residual)
+            Table(
+                "The size of one residual-stream activation (batch × context × d_model × bytes)",
+                residual,
+                name="memory_residual_stream",
+            )
         )
     for (size, pass_name), _ in rows.groupby(["size", "pass"], observed=True):
         section.add(

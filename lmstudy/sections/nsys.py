@@ -184,16 +184,38 @@ def build(results: Path, figures: Path) -> Section:
     section.add(Findings(findings(data)))
     a = T.forward_time_table(data["ranges"], runs, data["timing"])
     section.add(
-        Table("(a) Time per step: nsys (GPU projection of the ranges) vs the Python timer", _with_status(a))
+        Table(
+            "(a) Time per step: nsys (GPU projection of the ranges) vs the Python timer",
+            _with_status(a),
+            name="nsys_step_time",
+        )
     )
     kernels = data["kernels"]
     if kernels.empty:
         return section.add(Text("No kernels were captured."))
-    section.add(Table("(b) Top kernel of forward, backward and optimizer", T.top_kernels(kernels)))
+    section.add(
+        Table(
+            "(b) Top kernel of forward, backward and optimizer",
+            T.top_kernels(kernels),
+            name="nsys_top_kernels",
+        )
+    )
     c = T.top_non_gemm_forward(kernels)
     if not c.empty:
-        section.add(Table("(c) Top non-GEMM kernels of the forward pass (inference)", c))
-    section.add(Table("(d) GEMM share of GPU time, inference vs training step (%)", T.gemm_share(kernels)))
+        section.add(
+            Table(
+                "(c) Top non-GEMM kernels of the forward pass (inference)",
+                c,
+                name="nsys_top_non_gemm_forward",
+            )
+        )
+    section.add(
+        Table(
+            "(d) GEMM share of GPU time, inference vs training step (%)",
+            T.gemm_share(kernels),
+            name="nsys_gemm_share",
+        )
+    )
     e = T.attention_table(kernels)
     if not e.empty:
         section.add(
@@ -201,8 +223,21 @@ def build(results: Path, figures: Path) -> Section:
                 "(e) Attention: softmax vs matmul time per step, next to their FLOP ratio",
                 e,
                 note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax.",
+                name="nsys_attention",
             )
         )
-    section.add(Table("Share of GPU time by kernel category (%)", T.category_shares(kernels)))
-    section.add(Figure(figures / SHARES_FIGURE, "Share of GPU time by kernel category, per size and pass."))
+    section.add(
+        Table(
+            "Share of GPU time by kernel category (%)",
+            T.category_shares(kernels),
+            name="nsys_category_shares",
+        )
+    )
+    section.add(
+        Figure(
+            figures / SHARES_FIGURE,
+            "Share of GPU time by kernel category, per size and pass.",
+            data="nsys_category_shares",
+        )
+    )
     return section

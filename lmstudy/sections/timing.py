@@ -14,6 +14,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.sections.labels import PASS_LABELS, order_sizes  # noqa: E402
 
@@ -50,6 +51,7 @@ def _ms_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
     return shown.where(frame["status"] == "ok", frame["status"])
 
 
+@computes_table
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = steady(frame).copy()
     rows["median ms"] = _ms_or_status(rows, "median_ms")
@@ -71,6 +73,7 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns={"context_length": "context"})
 
 
+@computes_table
 def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame.copy()
     rows["cell"] = [
@@ -106,6 +109,7 @@ def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
+@computes_table
 def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
     table = speedups.pivot_table(
         index=["size", "context_length"], columns="pass", values="speedup",
@@ -115,6 +119,7 @@ def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index().rename(columns={"context_length": "context"})
 
 
+@computes_table
 def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = steady(frame)
     rows = rows[rows["pass"] == "train_step"].copy()
@@ -307,16 +312,48 @@ def build(results: Path, figures: Path) -> Section:
         "over the GPU's datasheet dense peak for the precision; it is n/a for unknown GPUs and CPUs."
     ))
     section.add(Findings(findings(frame)))
-    section.add(Table(f"Step time by size, context and pass (warm-up {top})", main_table(frame)))
-    section.add(Figure(figures / "latency.png", "Median step time vs context length, per pass."))
-    section.add(Table("Warm-up effect: mean ± std per warm-up count", warmup_table(frame)))
     section.add(
-        Figure(figures / "warmup.png", "Mean step time relative to steady state, and CV, by warm-up.")
+        Table(
+            f"Step time by size, context and pass (warm-up {top})",
+            main_table(frame),
+            name="timing_step_time",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "latency.png", "Median step time vs context length, per pass.", data="timing_step_time"
+        )
+    )
+    section.add(
+        Table(
+            "Warm-up effect: mean ± std per warm-up count",
+            warmup_table(frame),
+            name="timing_warmup",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "warmup.png",
+            "Mean step time relative to steady state, and CV, by warm-up.",
+            data="timing_warmup",
+        )
     )
     speedups = speedup_frame(frame)
     if not speedups.empty:
         caption = "bf16 autocast speed-up over fp32 (fp32 time / bf16 time)"
-        section.add(Table(caption, speedup_table(speedups)))
-        section.add(Figure(figures / "speedup.png", "bf16 speed-up over fp32 vs context length."))
-    section.add(Table("Model FLOPs utilization of the training step (%)", mfu_table(frame)))
+        section.add(Table(caption, speedup_table(speedups), name="timing_bf16_speedup"))
+        section.add(
+            Figure(
+                figures / "speedup.png",
+                "bf16 speed-up over fp32 vs context length.",
+                data="timing_bf16_speedup",
+            )
+        )
+    section.add(
+        Table(
+            "Model FLOPs utilization of the training step (%)",
+            mfu_table(frame),
+            name="timing_mfu",
+        )
+    )
     return section

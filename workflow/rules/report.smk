@@ -68,6 +68,9 @@ rule report:
             category="Report",
             labels={"format": "Markdown"},
         ),
+        # every table as CSV (named by content) and the figures the pages show
+        tables=directory(f"{REPORT_DIR}/tables"),
+        figures=directory(f"{REPORT_DIR}/figures"),
     log:
         f"{LOGS}/report.log",
     benchmark:
