@@ -140,7 +140,7 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as the report shows it, values untouched: a named index becomes columns (an
     unnamed one is dropped, never shown as a column of row numbers), multi-level headers become
     one line, and every header a human label from lmstudy.sections.labels."""
-    from lmstudy.sections.labels import column_label
+    from lmstudy.sections.labels import PASS_LABELS, column_label
 
     if not isinstance(frame.index, pd.RangeIndex):
         named = any(name is not None for name in frame.index.names)
@@ -150,6 +150,9 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
         frame.columns = [" ".join(str(c) for c in col if str(c)) for col in frame.columns]
     frame.columns = [column_label(str(c)) for c in frame.columns]
     frame.columns.name = None
+    for column in frame.columns[frame.columns == "pass"]:
+        # Passes by their names in the text: "training step", never train_step.
+        frame[column] = frame[column].map(lambda p: PASS_LABELS.get(p, p) if isinstance(p, str) else p)
     return frame
 
 

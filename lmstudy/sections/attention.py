@@ -15,6 +15,7 @@ from lmstudy import result_files  # noqa: E402
 from lmstudy.attention_memory import naive_memory_accounting, predicted_bytes  # noqa: E402
 from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
 from lmstudy.sections.labels import faster  # noqa: E402
 
 IMPLEMENTATIONS = ("naive", "naive-compile", "sdpa")
@@ -251,9 +252,16 @@ def findings(frame: pd.DataFrame) -> list[str]:
 
 def _plot(frame: pd.DataFrame, y: str, ylabel: str, out: Path, scale: float = 1.0) -> None:
     dims = sorted(frame["head_dim"].unique())
-    fig, axes = plt.subplots(1, len(dims), figsize=(3.6 * len(dims), 3.6), squeeze=False, sharey=True)
+    fig, axes = plots.subplots(1, len(dims), figsize=(3.4 * len(dims) + 2.0, 3.4), sharey=True)
     markers = {"naive": "o", "naive-compile": "s", "sdpa": "^"}
     for ax, d in zip(axes[0], dims, strict=True):
+        if not plots.has_values(frame[frame["head_dim"] == d][y]):
+            # Every configuration of this head size ran out of memory: say so, no empty axes.
+            ax.text(0.5, 0.5, "out of memory\nat every length", ha="center", va="center",
+                    transform=ax.transAxes, color="0.3")
+            ax.set_title(f"d = {int(d)}")
+            ax.set_xticks([])
+            continue
         part = frame[frame["head_dim"] == d]
         for (impl, precision), line in part.groupby(["implementation", "precision"], observed=True):
             line = line.sort_values("seq_len")
@@ -269,16 +277,15 @@ def _plot(frame: pd.DataFrame, y: str, ylabel: str, out: Path, scale: float = 1.
             bad = line[line["status"] != "ok"]
             if len(bad):
                 color = drawn[0].get_color()
-                top = frame[y].max() / scale if frame[y].notna().any() else 1.0
-                ax.scatter(bad["seq_len"], [top * 1.5] * len(bad), marker="x", s=60, color=color)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+                top = frame[y].max() / scale * 1.6 if frame[y].notna().any() else 1.0
+                for seq, status in zip(bad["seq_len"], bad["status"], strict=True):
+                    plots.mark_missing(ax, seq, top, status, color)
+        plots.power_of_two_ticks(ax, part["seq_len"])
+        plots.plain_log(ax, "y")
         ax.set_title(f"d = {int(d)}")
         ax.set_xlabel("sequence length")
     axes[0][0].set_ylabel(ylabel)
-    axes[0][0].legend(fontsize="small")
-    fig.suptitle("× above the lines: out of memory")
-    fig.tight_layout()
+    plots.legend_outside(fig, axes)
     fig.savefig(out)
     plt.close(fig)
 
@@ -299,7 +306,8 @@ def make_figures(results: Path, out_dir: Path) -> None:
         )
     ratios = ratio_frame(frame, "naive", "naive-compile")
     if not ratios.empty:
-        fig, ax = plt.subplots(figsize=(5, 3.6))
+        fig, axes = plots.subplots(figsize=(6.2, 3.4))
+        ax = axes[0][0]
         for (precision, d), line in ratios.groupby(["precision", "head_dim"]):
             line = line.sort_values("seq_len")
             ax.plot(
@@ -309,12 +317,11 @@ def make_figures(results: Path, out_dir: Path) -> None:
                 marker="o",
                 label=f"d={int(d)} {precision}",
             )
-        ax.axhline(1, color="grey", lw=0.8)
-        ax.set_xscale("log", base=2)
+        plots.reference_line(ax, label="eager (1.0×)")
+        plots.power_of_two_ticks(ax, ratios["seq_len"])
         ax.set_xlabel("sequence length")
         ax.set_ylabel("naive eager / compiled time (×)")
-        ax.legend(fontsize="small")
-        fig.tight_layout()
+        plots.legend_outside(fig, axes)
         fig.savefig(out_dir / "compile_speedup.png")
         plt.close(fig)
 

@@ -14,7 +14,8 @@ from lmstudy import result_files  # noqa: E402
 from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.memory.kinds import KINDS  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS, order_sizes  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, order_sizes, size_order  # noqa: E402
 
 KIND_LABELS = {
     "parameters": "parameters",
@@ -206,8 +207,8 @@ def make_figures(results: Path, out_dir: Path) -> None:
         return
     for (size, pass_name), rows in frame.groupby(["size", "pass"], observed=True):
         _timeline_figure(results, rows, out_dir / _timeline_name(size, pass_name))
-    sizes = list(dict.fromkeys(frame["size"]))
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5 * len(sizes), 3.6), squeeze=False)
+    sizes = size_order(frame["size"])
+    fig, axes = plots.subplots(1, len(sizes), figsize=(4.2 * len(sizes) + 2.0, 3.4))
     for ax, size in zip(axes[0], sizes, strict=True):
         part = frame[frame["size"] == size]
         for (pass_name, precision), line in part.groupby(["pass", "precision"], observed=True):
@@ -230,12 +231,11 @@ def make_figures(results: Path, out_dir: Path) -> None:
                 zorder=3,
                 label="OOM (peak before failing)" if len(oom) else None,
             )
-        ax.set_xscale("log", base=2)
+        plots.power_of_two_ticks(ax, part["context_length"])
         ax.set_xlabel("context length")
-        ax.set_ylabel("peak allocated GiB")
+        ax.set_ylabel("peak allocated (GiB)")
         ax.set_title(str(size))
-        ax.legend(fontsize="small")
-    fig.tight_layout()
+    plots.legend_outside(fig, axes)
     fig.savefig(out_dir / "peaks.png")
     plt.close(fig)
 
