@@ -99,3 +99,18 @@ def test_results_and_report_are_readable_as_the_umask_allows(smoke_run: Path):
     assert len(files) > 50
     modes = {p.relative_to(smoke_run): oct(stat.S_IMODE(p.stat().st_mode)) for p in files}
     assert {path: mode for path, mode in modes.items() if mode != oct(0o666 & ~umask)} == {}
+
+
+def test_every_file_the_run_wrote_is_declared(smoke_run: Path):
+    """Snakemake knows every file a rule writes or reads: none under results/ or report/ is untracked,
+    but what lies inside a folder a rule declares as its output (directory()) and the benchmark records."""
+    done = snakemake(smoke_run, "--list-untracked", "--config", "preset=smoke")
+    declared_folders = re.compile(
+        r"^(results/default/figures/[^/]+/|results/default/nsys/raw/[^/]+/profile/"
+        r"|report/default/figures/|report/default/tables/|results/default/benchmarks/)"
+    )
+    untracked = [
+        line for line in (done.stdout + done.stderr).splitlines()
+        if line.startswith(("results/", "report/")) and not declared_folders.match(line)
+    ]
+    assert untracked == []
