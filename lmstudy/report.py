@@ -112,12 +112,16 @@ def column_formatter(values) -> Callable[[object], str]:
 
     Whole numbers get thousands separators; other numbers as many decimals
     as three significant digits of the column's typical (median) magnitude
-    need, so 1.0 and 15.0 in one column read 1.00 and 15.0, not 1 and 15.0.
-    Text (OOM, not measured, n/a, names) stays as it is; missing is n/a.
+    need, so 1.0 and 15.0 in one column read 1.00 and 15.00, not 1 and 15.0.
+    A column spanning more than three orders of magnitude (bytes of a 32x32
+    mask beside those of a 2^30-wide tensor) gets three significant digits
+    per number instead. Text (OOM, not measured, n/a, names) stays as it is;
+    missing is n/a.
     """
     numbers = [n for n in (_number(v) for v in values) if n is not None]
     whole = all(float(n).is_integer() and abs(n) < 1e15 for n in numbers)
     nonzero = sorted(abs(n) for n in numbers if n)
+    spread = bool(nonzero) and nonzero[-1] / nonzero[0] > 1e3
     if whole or not nonzero:
         decimals, scientific = 0, False
     else:
@@ -129,6 +133,12 @@ def column_formatter(values) -> Callable[[object], str]:
         number = _number(value)
         if number is None:
             return MISSING if _is_missing(value) else str(value)
+        if whole or not number:
+            return f"{number:,.{decimals}f}"
+        if spread:
+            if abs(number) >= 100:
+                return f"{number:,.0f}"
+            return f"{number:.3g}" if abs(number) >= 1e-3 else f"{number:.2e}"
         if scientific:
             return f"{number:.2e}"
         return f"{number:,.{decimals}f}"

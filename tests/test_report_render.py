@@ -68,6 +68,8 @@ def test_a_column_has_one_number_format():
     assert [write(v) for v in values] == ["1.00", "15.00", "2.25", "OOM", "n/a"]
     assert column_formatter([1234567, 12])(1234567) == "1,234,567"
     assert column_formatter([0.0001, 0.0002])(0.0001) == "1.00e-04"
+    wide = column_formatter([786432.0, 0.000977, 0.0078, 262144.0])  # MiB of a mask and of a huge tensor
+    assert [wide(v) for v in (786432.0, 0.000977, 0.0078, 0.0)] == ["786,432", "9.77e-04", "0.0078", "0"]
 
 
 def test_headers_come_from_one_vocabulary_with_units_in_parentheses():
