@@ -12,6 +12,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from .conftest import REPO
@@ -51,3 +52,31 @@ def test_the_browser_check_sees_what_a_reader_would(tmp_path: Path, browser):
     for expected in ("console error: boom", "image not loaded: missing.png", "3008 px wide",
                      'cell "nan"', 'header "index"'):
         assert expected in said, said
+
+
+def test_real_gpu_kernel_tables_fit_the_page(tmp_path: Path, browser):
+    """Section 2's (b), (c) and category tables from the real H200 captures, whose kernel names run
+    to 200 characters: each fits the page at 1280 px, the names whole on hover and in the CSV."""
+    from lmstudy.nsys import sqlite
+    from lmstudy.nsys import tables as T
+    from lmstudy.nsys.events import kernel_table
+    from lmstudy.report import Section, Table, render
+
+    frames = []
+    for name, pass_name in (("nsys_forward_fp32", "forward"), ("nsys_train_bf16", "train_step")):
+        kernels = kernel_table(sqlite.read_events(REPO / "tests/fixtures/gpu" / f"{name}.sqlite"))
+        frames.append(kernels.assign(size="small", context_length=256, pass_=pass_name, profiled_steps=2)
+                      .rename(columns={"pass_": "pass"}))
+    kernels = pd.concat(frames, ignore_index=True)
+    longest = kernels["kernel"].str.len().max()
+    assert longest > 150  # the names the issue saw cut off
+    section = Section("nsys", "2. Kernel profiles", [
+        Table("(b) Top kernel", T.top_kernels(kernels), name="nsys_top_kernels"),
+        Table("(c) Top non-GEMM kernels", T.top_non_gemm_forward(kernels), name="nsys_top_non_gemm_forward"),
+        Table("Share by category (%)", T.category_shares(kernels), name="nsys_category_shares"),
+    ])
+    render([section], {"gpu": "NVIDIA H200"}, REPO / "workflow/templates", tmp_path, "T", "gpu")
+    found = report_browser.inspect(tmp_path / "index.html", 1280, browser=browser)
+    assert report_browser.problems(found) == []
+    csv = pd.read_csv(tmp_path / "tables/nsys_top_non_gemm_forward.csv")
+    assert csv["kernel"].str.len().max() > 100  # whole in the CSV
