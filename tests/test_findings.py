@@ -74,3 +74,58 @@ def test_one_configuration_is_not_a_median():
     ]
     said = compile_section.findings(pd.DataFrame(rows))
     assert "Compiled, the forward is 2.00× slower than eager (small bf16)." in said
+
+
+def _attention_row(impl, seq, forward, backward, memory=None, status="ok", **extra):
+    return {
+        "implementation": impl, "precision": "fp32", "batch_size": 8, "head_dim": 64, "seq_len": seq,
+        "status": status, "forward_median_ms": forward, "backward_median_ms": backward,
+        "total_ms": None if forward is None else forward + backward,
+        "memory_before_backward_bytes": memory, "predicted_before_backward_bytes": memory,
+        "device_memory_bytes": None, "sdpa_backend": "flash" if impl == "sdpa" else None, **extra,
+    }
+
+
+def test_attention_findings_on_a_table_with_known_answers():
+    from lmstudy.sections import attention
+
+    rows = [
+        # naive: 4x the memory for 2x the length (quadratic), SDPA 2x then 4x faster
+        _attention_row("naive", 1024, 2.0, 6.0, memory=1 * 2**30),
+        _attention_row("naive", 2048, 8.0, 24.0, memory=4 * 2**30),
+        _attention_row("naive", 4096, None, None, status="OOM"),
+        _attention_row("sdpa", 1024, 1.0, 3.0, memory=2**28),
+        _attention_row("sdpa", 2048, 2.0, 6.0, memory=2**29),
+        _attention_row("sdpa", 4096, 4.0, 12.0, memory=2**30),
+    ]
+    frame = pd.DataFrame(rows)
+    said = attention.findings(frame)
+    assert said[0] == (
+        "naive eager ran out of memory in 1 of 3 configurations, the smallest at d=64, seq 4096 (fp32)."
+    )
+    assert "SDPA in fp32 dispatched to the flash backend." in said
+    # ratios 2x and 4x: median 3x, best 4x at seq 2048, and 4x at the longest both ran
+    assert any(s.startswith("With SDPA (fp32) forward+backward is 3.00× faster than naive eager attention "
+                            "(median; at best 4.00× faster, d=64, seq 2048); at the longest sequence both "
+                            "ran (2048) it is 4.00× faster") for s in said), said
+    assert any("grows 4× (to 4.00 GiB): an exponent of 2.00 in the sequence length" in s for s in said), said
+    sdpa_memory = "(fp32, d=64): from seq 1024 to 4096 (4× longer) the memory in use before the backward"
+    assert any(sdpa_memory in s and s.startswith("SDPA") for s in said), said
+
+
+def test_precision_findings_on_a_table_with_known_answers():
+    from lmstudy.sections import precision
+
+    frame = pd.DataFrame([
+        {"method": "fp32 into fp32", "increment": 0.01, "steps": 1000, "result": 10.0001, "abs_error": 0.0001,
+         "rel_error": 0.00001, "increment_dtype": "float32", "accumulator_dtype": "float32",
+         "increment_as_stored": 0.01},
+        {"method": "fp16 into fp16", "increment": 0.01, "steps": 1000, "result": 9.9531, "abs_error": 0.0469,
+         "rel_error": 0.00469, "increment_dtype": "float16", "accumulator_dtype": "float16",
+         "increment_as_stored": 0.0099983},
+    ])
+    said = precision.accumulation_findings(frame)
+    assert said == [
+        "Adding 0.01 1000 times: fp16 into fp16 ends at 9.9531, off by 0.0469 (0.47%), 469× the error of "
+        "fp32 into fp32 (0.0001)."
+    ]
