@@ -54,8 +54,14 @@ def make_figures(results: Path, out_dir: Path) -> None:
     fig, axes = plots.subplots(1, len(passes), figsize=(4.4 * len(passes) + 1.8, 3.8))
     order = {s: i for i, s in enumerate(size_order(data["runs"].get("size", [])))}
     colors = plt.get_cmap("tab10").colors
+    runs = data["runs"]
     for ax, pass_name in zip(axes[0], passes, strict=False):
         part = shares[shares["pass"] == pass_name].copy()
+        # A configuration that ran out of memory keeps its slot, marked OOM (no kernels to share).
+        failed = runs[(runs["pass"] == pass_name) & (runs["status"] != "ok")] if "status" in runs else runs
+        part = pd.concat(
+            [part, failed[["size", "context_length", "pass", "status"]]], ignore_index=True
+        ).fillna({c: 0.0 for c in CATEGORIES if c in part})
         part["order"] = part["size"].map(order)
         part = part.sort_values(["order", "context_length"])
         labels = [f"{s}\nctx {c}" for s, c in zip(part["size"], part["context_length"], strict=False)]
@@ -65,6 +71,10 @@ def make_figures(results: Path, out_dir: Path) -> None:
                 continue
             ax.bar(labels, part[category], bottom=bottom, label=category, color=color)
             bottom += part[category]
+        if "status" in part:
+            for label, status in zip(labels, part["status"], strict=True):
+                if isinstance(status, str) and status != "ok":
+                    plots.mark_missing(ax, label, 4, status)
         ax.set_title(PASS_LABELS[pass_name])
         ax.set_ylabel(f"share of {words(data['runs'])['time']} (%)")
         ax.set_ylim(0, 100)
