@@ -1,7 +1,8 @@
 # One command to install and run the study, one to run the tests.
 #   make study                       the full study on this machine's GPU
 #   make study PRESET=quick          every section in a few minutes
-#   make test                        unit tests + the smoke workflow (CPU only)
+#   make test                        unit tests + the smoke workflow (CPU only), its report
+#                                    in headless Chromium (installed from apt as root)
 #   make test-slurm                  the smoke workflow on a private SLURM cluster it
 #                                    installs, starts, then stops and removes (root)
 VENV ?= .venv
@@ -28,6 +29,11 @@ study: install
 install-test: $(VENV)/bin/python
 	$(PY) -m pip install -q "$(TEST_TORCH)"
 	$(PY) -m pip install -q -e ".[test,slurm]"
+	@# The browser test (tests/test_report_browser.py) opens the report in Debian's Chromium.
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "note: no chromium; the browser test is skipped (apt-get install chromium)"; fi; }
 
 test: install-test
 	$(PY) -m pytest -q tests

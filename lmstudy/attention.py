@@ -11,8 +11,8 @@ memory in use before the backward. Three implementations:
   it dispatched to and recorded.
 
 Out-of-memory in a configuration is a result row, never a crash. The memory
-accounting of the naive implementation, from shapes and dtypes alone, lives
-here too (`naive_memory_accounting`).
+accounting of the naive implementation, from shapes and dtypes alone, is
+lmstudy.attention_memory's (the report reads it without torch).
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from lmstudy.devices import free_memory, is_out_of_memory, open_device
+from lmstudy.attention_memory import BYTES, attention_flops, naive_memory_accounting, predicted_bytes  # noqa: F401
+from lmstudy.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.phases import PhaseClock
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import synchronize
 
 IMPLEMENTATIONS = ("naive", "naive-compile", "sdpa")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-BYTES = {"fp32": 4, "bf16": 2}
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -96,62 +96,6 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
         sdpa_attention(q, k, v)
     return sdpa_backend_of({event.name for event in prof.events()})
-
-
-def attention_flops(batch: int, seq: int, head_dim: int) -> float:
-    """FLOPs of the two matrix products of one forward, the full S x S computed."""
-    return 2 * 2 * batch * seq * seq * head_dim
-
-
-def naive_memory_accounting(batch: int, seq: int, head_dim: int, precision: str) -> list[dict]:
-    """The memory of one eager naive forward and backward, tensor by tensor.
-
-    From shapes and dtypes alone. `held` says when a tensor counts:
-    "before backward" for what is in use when the backward starts (the
-    inputs; the upstream gradient the benchmark holds; what autograd saved:
-    q and k for q @ k^T, the inverted causal mask for masked_fill, the softmax
-    output, saved once for softmax and for probs @ v, and v; and the output),
-    "forward peak" and "backward peak" for what exists on top of that at the
-    height of each pass. `saved` marks the tensors autograd keeps for the
-    backward. The scores before the softmax are not saved: they are freed as
-    soon as the next step has used them.
-    """
-    e = BYTES[precision]
-    bsd, bss, ss = batch * seq * head_dim, batch * seq * seq, seq * seq
-    shape_bsd, shape_bss = f"{batch}x1x{seq}x{head_dim}", f"{batch}x1x{seq}x{seq}"
-    rows = [
-        ("q, k, v (inputs)", f"3 x {shape_bsd}", precision, 3 * bsd * e, "before backward", True),
-        ("upstream gradient of the output", shape_bsd, precision, bsd * e, "before backward", False),
-        ("inverted causal mask (masked_fill)", f"{seq}x{seq}", "bool", ss, "before backward", True),
-        ("softmax output (softmax, probs @ v)", shape_bss, precision, bss * e, "before backward", True),
-        ("output", shape_bsd, precision, bsd * e, "before backward", False),
-        ("scores beside masked scores", shape_bss, precision, bss * e, "forward peak", False),
-        ("causal mask before inversion", f"{seq}x{seq}", "bool", ss, "forward peak", False),
-        (
-            "gradients of probs and of scores",
-            f"2 x {shape_bss}",
-            precision,
-            2 * bss * e,
-            "backward peak",
-            False,
-        ),
-    ]
-    keys = ("tensor", "shape", "dtype", "bytes", "held", "saved")
-    return [dict(zip(keys, row, strict=True)) for row in rows]
-
-
-def predicted_bytes(batch: int, seq: int, head_dim: int, precision: str) -> dict[str, int]:
-    """Totals of the accounting: saved for backward, in use before it, and peak."""
-    rows = naive_memory_accounting(batch, seq, head_dim, precision)
-    before = sum(r["bytes"] for r in rows if r["held"] == "before backward")
-    extra = {
-        held: sum(r["bytes"] for r in rows if r["held"] == held) for held in ("forward peak", "backward peak")
-    }
-    return {
-        "saved": sum(r["bytes"] for r in rows if r["saved"]),
-        "before_backward": before,
-        "peak": before + max(extra.values()),
-    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,12 +222,10 @@ def run_sweep(spec: SweepSpec, clock: PhaseClock | None = None) -> list[dict]:
         predicted = predicted_bytes(spec.batch_size, seq, spec.head_dim, spec.precision)
         row.update({f"predicted_{k}_bytes": v for k, v in predicted.items()})
         start = time.perf_counter()
-        try:
+        with out_of_memory_is_a_result() as oom:
             row.update(measure_config(spec, seq, device), status="ok")
-        except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
-            if not is_out_of_memory(error):
-                raise
-            row.update(status="OOM", error=str(error).splitlines()[0][:300])
+        if oom:
+            row.update(oom.fields())
         free_memory(device)
         row["measure_s"] = time.perf_counter() - start
         compile_s = 0.0

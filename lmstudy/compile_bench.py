@@ -18,7 +18,7 @@ import time
 import torch
 
 from lmstudy import flops, hardware
-from lmstudy.devices import free_memory, is_out_of_memory, open_device
+from lmstudy.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.stats import summarize_ms
@@ -39,11 +39,6 @@ class CompileSpec(ModelSpec):
     @property
     def model_attention(self) -> str:
         return self.attention
-
-
-def _oom_row(row: dict, error: BaseException) -> dict:
-    row.update(status="OOM", error=str(error).splitlines()[0][:300])
-    return row
 
 
 def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device) -> dict:
@@ -80,18 +75,13 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
     rows = []
     for mode in MODES:
         torch._dynamo.reset()
-        work, build_error = None, None
+        work = None
         started = time.perf_counter()
-        try:
+        with out_of_memory_is_a_result(device) as build_oom:
             work = spec.build_workload(device)
             if mode == "compiled":
                 work.model = torch.compile(work.model)
             synchronize(device)
-        except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
-            if not is_out_of_memory(error):
-                raise
-            build_error = str(error).splitlines()[0][:300]
-            free_memory(device)
         clock.add("build", time.perf_counter() - started)
         for pass_name in spec.passes:
             row = {
@@ -110,16 +100,14 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                 ),
                 "peak_tflops": peak,
             }
-            if build_error is not None:
-                row.update(status="OOM", error=build_error)
+            if build_oom:
+                row.update(build_oom.fields())
             else:
                 started = time.perf_counter()
-                try:
+                with out_of_memory_is_a_result() as oom:
                     row.update(_measure_pass(spec, work, pass_name, device))
-                except Exception as error:  # noqa: BLE001
-                    if not is_out_of_memory(error):
-                        raise
-                    _oom_row(row, error)
+                if oom:
+                    row.update(oom.fields())
                     work.model.zero_grad(set_to_none=True)
                     if work.optimizer is not None:
                         work.optimizer.state.clear()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from lmstudy.errors import UserError
@@ -49,6 +51,45 @@ def initialize_device(device: torch.device) -> None:
     if device.type == "cuda":
         torch.zeros(1, device=device)
         torch.cuda.synchronize(device)
+
+
+class OutOfMemory:
+    """What an `out_of_memory_is_a_result` block ran into: nothing (false), or out of memory.
+
+    It keeps the error's first line, not the error: the error's traceback
+    would hold the failed step's tensors, and the memory with them.
+    """
+
+    def __init__(self) -> None:
+        self.message: str | None = None
+        self.trajectory = None  # what the block had measured before, if it said (lmstudy.timing)
+
+    def __bool__(self) -> bool:
+        return self.message is not None
+
+    def fields(self) -> dict:
+        """The columns of an out-of-memory result: status OOM and the error's first line."""
+        return {"status": "OOM", "error": self.message}
+
+
+@contextlib.contextmanager
+def out_of_memory_is_a_result(device: torch.device | None = None):
+    """Run the block; out of memory ends it as a result, anything else is raised.
+
+    The one place where a measuring job tells out-of-memory (a result: "OOM"
+    in the tables) from a failure. Yields an `OutOfMemory`, true after one;
+    the device's cached memory is freed then, so the next configuration starts clean.
+    """
+    caught = OutOfMemory()
+    try:
+        yield caught
+    except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
+        if not is_out_of_memory(error):
+            raise
+        caught.message = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
+        caught.trajectory = getattr(error, "trajectory", None)
+    if caught and device is not None:
+        free_memory(device)
 
 
 def is_out_of_memory(error: BaseException) -> bool:

@@ -9,16 +9,26 @@ alone is a third of that. The optimizer's FLOPs are negligible and not counted.
 from __future__ import annotations
 
 
-def matmul_parameters(vocab_size: int, d_model: int, d_ff: int, num_layers: int) -> int:
-    attention = 4 * d_model * d_model
-    feed_forward = 3 * d_model * d_ff
-    return num_layers * (attention + feed_forward) + d_model * vocab_size  # + LM head
+def parameter_count(
+    vocab_size: int, d_model: int, d_ff: int, num_layers: int, *, in_matmuls: bool = False, **_
+) -> int:
+    """Parameters of lmstudy.model's Transformer LM (no biases, untied head): the one formula.
+
+    Per block: q, k, v, output projections (4 d^2), SwiGLU (3 d d_ff) and two
+    RMSNorm gains (2 d); then the LM head (d V), the token embedding (d V)
+    and the final norm (d). `in_matmuls`: only those that take part in a
+    matrix product (the projections and the LM head), the N of 6N.
+    """
+    matmuls = num_layers * (4 * d_model * d_model + 3 * d_model * d_ff) + d_model * vocab_size
+    if in_matmuls:
+        return matmuls
+    return matmuls + num_layers * 2 * d_model + vocab_size * d_model + d_model
 
 
 def training_flops_per_token(
     vocab_size: int, d_model: int, d_ff: int, num_layers: int, num_heads: int, context_length: int
 ) -> float:
-    n = matmul_parameters(vocab_size, d_model, d_ff, num_layers)
+    n = parameter_count(vocab_size, d_model, d_ff, num_layers, in_matmuls=True)
     d_head = d_model // num_heads
     return 6 * n + 12 * num_layers * num_heads * d_head * context_length
 

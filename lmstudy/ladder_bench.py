@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from lmstudy import environment, flops
-from lmstudy.devices import free_memory, is_out_of_memory, resolve_device
+from lmstudy.devices import free_memory, out_of_memory_is_a_result, resolve_device
 from lmstudy.ladder_rungs import RUNGS
 from lmstudy.model import ModelConfig, make_optimizer
 from lmstudy.nsys.capture import torch_profiler_capture
@@ -149,7 +149,7 @@ def measure_rung(spec: BenchSpec) -> dict:
     config = ModelConfig(context_length=spec.context_length, attention=rung.attention, **spec.dims)
     if rung.sdpa_backend:
         allow_only_sdpa_backend(rung.sdpa_backend)
-    try:
+    with out_of_memory_is_a_result(device) as oom:
         work = build_workload(config, spec.batch_size, rung.precision, device)
         if rung.fused_adamw:
             work.optimizer = make_optimizer(work.model, fused=True)
@@ -166,11 +166,8 @@ def measure_rung(spec: BenchSpec) -> dict:
         row["first_step_s"] = time.perf_counter() - start
         times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
         breakdown = kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps else {}
-    except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
-        if not is_out_of_memory(error):
-            raise
-        row.update(status="OOM", error=str(error).splitlines()[0][:300])
-        free_memory(device)
+    if oom:
+        row.update(oom.fields())
         return row
     row.update(status="ok", **summarize_ms(times), **breakdown)
     row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12

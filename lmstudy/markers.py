@@ -7,7 +7,7 @@ import contextlib
 import nvtx
 import torch
 
-NVTX_DOMAIN = "lmstudy"
+from lmstudy.ranges import NVTX_DOMAIN
 
 
 @contextlib.contextmanager

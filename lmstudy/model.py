@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lmstudy.markers import annotate
+from lmstudy.ranges import ATTENTION_SCORES, FINAL_MATMUL, SOFTMAX
 
 
 @dataclass(frozen=True)
@@ -102,12 +103,12 @@ def scaled_dot_product_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal_mask: torch.Tensor
 ) -> torch.Tensor:
     """softmax(q k^T / sqrt(d)) v in three steps that profilers see by name."""
-    with annotate("computing attention scores"):
+    with annotate(ATTENTION_SCORES):
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
         scores = scores.masked_fill(~causal_mask, float("-inf"))
-    with annotate("computing softmax"):
+    with annotate(SOFTMAX):
         probs = torch.softmax(scores, dim=-1)
-    with annotate("final matmul"):
+    with annotate(FINAL_MATMUL):
         return probs @ v
 
 

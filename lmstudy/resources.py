@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from lmstudy.flops import parameter_count
+
 # Host memory every GPU job needs whatever the model: Python, PyTorch, the
 # CUDA context and the data of one batch.
 BASE_MEM_MB = 4096
@@ -34,16 +36,6 @@ RUNTIME_MIN_PER_BILLION = 30
 # The longest limit a job asks for, unless the profile says otherwise
 # (default-resources: lmstudy_max_runtime, minutes).
 MAX_RUNTIME_MIN = 24 * 60
-
-
-def parameter_count(d_model: int, d_ff: int, num_layers: int, vocab_size: int, **_) -> int:
-    """Parameters of lmstudy.model's Transformer LM (no biases, untied head).
-
-    Per block: q, k, v, output projections (4 d^2), SwiGLU (3 d d_ff) and
-    two RMSNorm gains (2 d); plus token embedding, LM head and final norm.
-    """
-    block = 4 * d_model * d_model + 3 * d_model * d_ff + 2 * d_model
-    return num_layers * block + 2 * vocab_size * d_model + d_model
 
 
 def job_mem_mb(params: int) -> int:

@@ -61,7 +61,7 @@ class ModelSpec:
 
     def parameter_count(self) -> int:
         """The model's parameter count, by formula (tested against the model): no torch needed."""
-        from lmstudy.resources import parameter_count
+        from lmstudy.flops import parameter_count
 
         return parameter_count(**self.dims)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 
 from lmstudy import environment, flops, hardware
-from lmstudy.devices import free_memory, is_out_of_memory, open_device
+from lmstudy.devices import open_device, out_of_memory_is_a_result
 from lmstudy.fresh_process import run_forked
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
@@ -83,9 +83,7 @@ def trajectory(step: Callable[[], None], device: torch.device, steps: int) -> tu
         try:
             step()
             synchronize(device)
-        except Exception as error:  # noqa: BLE001 - OOM ends the trajectory, the rest re-raised
-            if not is_out_of_memory(error):
-                raise
+        except Exception as error:  # noqa: BLE001 - not caught: what was measured goes along
             error.trajectory = (times, peaks)
             raise
         times.append(time.perf_counter() - start)
@@ -116,20 +114,18 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) ->
     result = {"pass": pass_name, "device": device.type, "start_s": time.perf_counter() - start, "env": env,
               "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0}
     start = time.perf_counter()
-    try:
+    times, peaks = [], []
+    with out_of_memory_is_a_result(device) as oom:
         work = _build(spec, device)
         synchronize(device)
         result["build_s"] = time.perf_counter() - start
         step = make_step(work, pass_name)
         times, peaks = trajectory(step, device, spec.steps_per_process)
-    except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
-        if not is_out_of_memory(error):
-            raise
+    if oom:
         if not result["build_s"]:
             result["build_s"] = time.perf_counter() - start
-        times, peaks = getattr(error, "trajectory", ([], []))
-        result["error"] = str(error).splitlines()[0][:300]
-        free_memory(device)
+        times, peaks = oom.trajectory or ([], [])
+        result["error"] = oom.message
     result["step_s"] = times
     result["peak_allocated"] = [allocated for allocated, _ in peaks]
     result["peak_reserved"] = [reserved for _, reserved in peaks]

@@ -41,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    from lmstudy.devices import UserError
+    from lmstudy.errors import UserError
 
     if args.steps < 2 or args.warmup < 0 or min(args.seq_lens) < 1 or args.head_dim < 1:
         raise UserError(

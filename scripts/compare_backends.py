@@ -34,7 +34,7 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
-    from lmstudy.devices import UserError
+    from lmstudy.errors import UserError
     from lmstudy.nsys.compare import compare_ranges
     from lmstudy.nsys.executable import NsysMissing
     from lmstudy.nsys.job import run_job

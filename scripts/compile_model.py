@@ -41,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    from lmstudy.devices import UserError
+    from lmstudy.errors import UserError
 
     if args.timed_steps < 2 or args.warmup_steps < 0:
         raise UserError("--timed-steps must be at least 2 and --warmup-steps at least 0: fix the arguments.")

@@ -21,6 +21,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--section", required=True, help="a module of lmstudy.sections")
     p.add_argument("--results", type=Path, required=True, help="results/<run>")
+    p.add_argument("--sizes", nargs="*", default=[], help="the sizes in the config's order (tables, figures)")
     p.add_argument("--style", type=Path, help="a matplotlib style file")
     p.add_argument("--out", type=Path, required=True, help="folder for the PNG figures")
     args = p.parse_args(argv)
@@ -31,6 +32,9 @@ def main(argv=None) -> None:
 
     if args.style:
         plt.style.use(args.style)
+    from lmstudy.sections.labels import use_size_order
+
+    use_size_order(args.sizes)
     module = importlib.import_module(f"lmstudy.sections.{args.section}")
     args.out.mkdir(parents=True, exist_ok=True)
     module.make_figures(args.results, args.out)

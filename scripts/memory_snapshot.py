@@ -39,7 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     from lmstudy.atomic import write_json
-    from lmstudy.devices import UserError
+    from lmstudy.errors import UserError
     from lmstudy.memory.capture import SnapshotSpec, capture
     from lmstudy.phases import PhaseClock
     from lmstudy.steps import import_lazy_modules

@@ -4,8 +4,8 @@
 With --backend nsys it runs scripts/profile_model.py under `nsys profile`
 (capture range: cudaProfilerApi, so warm-up is left out), exports the report
 to SQLite and writes OUT_DIR/kernels.csv, ranges.csv and run.json, keeping
-profile.nsys-rep and profile.sqlite. With --backend torch it profiles with
-torch.profiler instead (trace.json.gz). In the workflow the backend comes from
+profile/profile.nsys-rep and profile/profile.sqlite. With --backend torch it profiles with
+torch.profiler instead (profile/trace.json.gz). In the workflow the backend comes from
 --backend-record, the answer of scripts/nsys_backend.py (which settled
 nsys.backend `auto` on this kind of machine). Example:
 
@@ -41,7 +41,7 @@ def main(argv=None) -> None:
         help="JSON from scripts/nsys_backend.py; its backend and nsys replace --backend and --nsys",
     )
     args = p.parse_args(argv)
-    from lmstudy.devices import UserError
+    from lmstudy.errors import UserError
     from lmstudy.nsys.executable import NsysMissing, describe
     from lmstudy.nsys.job import run_job
     from lmstudy.phases import PhaseClock

@@ -51,7 +51,7 @@ def main(argv=None) -> None:
     p.add_argument("--record", type=Path, help="JSON record of the run (status, environment)")
     args = p.parse_args(argv)
     from lmstudy.atomic import write_json
-    from lmstudy.devices import UserError
+    from lmstudy.errors import UserError
     from lmstudy.nsys.capture import run_profile
     from lmstudy.phases import PhaseClock
     from lmstudy.steps import import_lazy_modules

@@ -19,15 +19,24 @@ from lmstudy.cli import run_main  # noqa: E402
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", type=Path, required=True, help="results/<run>")
+    p.add_argument("--sizes", nargs="*", default=[], help="the sizes in the config's order (tables, figures)")
     p.add_argument("--run", required=True)
     p.add_argument("--sections", nargs="+", required=True)
+    p.add_argument(
+        "--environment-tables", type=Path, nargs="*", default=[],
+        help="the aggregated tables whose provenance columns the header shows",
+    )
     p.add_argument("--templates", type=Path, required=True)
     p.add_argument("--title", default="Transformer LM benchmarking and profiling study")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     from lmstudy import report
+    from lmstudy.sections.labels import use_size_order
 
-    report.render_study(args.results, args.run, args.sections, args.templates, args.out, args.title)
+    use_size_order(args.sizes)
+    report.render_study(
+        args.results, args.run, args.sections, args.templates, args.out, args.title, args.environment_tables
+    )
     print(f"wrote {args.out / 'index.html'} and {args.out / 'report.md'}")
 
 

@@ -16,13 +16,13 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 
 
 def snakemake(
-    workdir: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
+    workdir: Path, *args: str, check: bool = True, env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """Run Snakemake on this repository's workflow in `workdir` (in `env`, else this process's)."""
+    """Run Snakemake on this repository's workflow in `workdir` (with `env` added to the environment)."""
     done = subprocess.run(
         [*SNAKEMAKE, "-d", str(workdir), *args],
         capture_output=True, text=True, cwd=workdir,
-        env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     if check and done.returncode != 0:
         raise AssertionError(
@@ -40,10 +40,26 @@ def new_workdir(tmp: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> Path:
-    """A complete smoke-preset run of the whole workflow on the CPU."""
+    """A complete smoke-preset run of the whole workflow on the CPU.
+
+    Every Python process of it notes whether it imported torch, in
+    <workdir>/import_probe/ (tests/import_probe/sitecustomize.py).
+    """
     workdir = new_workdir(tmp_path_factory.mktemp("smoke"))
-    snakemake(workdir, "--cores", "2", "--config", "preset=smoke")
+    (workdir / IMPORT_PROBE).mkdir()
+    probe = import_probe_env(workdir / IMPORT_PROBE)
+    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", env=probe)
     return workdir
+
+
+IMPORT_PROBE = "import_probe"
+
+
+def import_probe_env(folder: Path) -> dict:
+    """The environment under which every Python process writes into `folder` whether it imported torch."""
+    paths = (str(REPO / "tests" / "import_probe"), os.environ.get("PYTHONPATH"))
+    path = os.pathsep.join(p for p in paths if p)
+    return {"PYTHONPATH": path, "LMSTUDY_IMPORT_PROBE": str(folder)}
 
 
 def timing_job(spec) -> list[dict]:

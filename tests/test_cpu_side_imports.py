@@ -1,29 +1,50 @@
 """The jobs after the measurements (aggregation, summaries, figures, cost, report) never load torch.
 
 Loading it costs seconds per job; on a study of ~30 such jobs that is a
-minute of the study's own cost, and those jobs run on CPU nodes.
+minute of the study's own cost, and those jobs run on CPU nodes, where
+torch may not even be installed. Two checks: each CPU-side module imports
+without torch, and every CPU-side script, run as the workflow runs it (the
+smoke run) or by hand on a real GPU capture (the memory scripts, which the
+CPU smoke run has no snapshot for), exits without torch ever imported.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import FIXTURES, IMPORT_PROBE, REPO, import_probe_env
 
 CPU_SIDE = [
     "lmstudy.tables",  # aggregate, render_report
     "lmstudy.nsys.aggregate",  # aggregate_nsys
+    "lmstudy.nsys.sqlite",  # aggregate_nsys, nsys_kernels
+    "lmstudy.nsys.report_file",  # nsys_kernels
     "lmstudy.memory.summary",  # memory_summary
     "lmstudy.memory.table",  # memory_table
     "lmstudy.study_cost",  # study_cost
     "lmstudy.report",  # render_report
     "lmstudy.compare.build",  # compare_runs
+    "lmstudy.gpu_lease",  # the GPU jobs' wrapper, before their own imports
+    "lmstudy.errors",
+    "lmstudy.ranges",
+    "lmstudy.attention_memory",  # the attention section's accounting
     *(f"lmstudy.sections.{name}" for name in
       ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")),  # figures, report
 ]
+# Every script a CPU-side rule runs.
+CPU_SCRIPTS = [
+    "aggregate", "aggregate_nsys", "memory_summary", "memory_table",
+    "make_figures", "render_report", "study_cost",
+]
+# Run by hand below: the smoke run is on a CPU and records no memory snapshot.
+BY_HAND = {"memory_summary", "memory_table"}
 
 
 @pytest.mark.parametrize("module", CPU_SIDE)
@@ -31,3 +52,37 @@ def test_a_cpu_side_module_does_not_load_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert done.stdout.strip() == "False"
+
+
+def _records(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+@pytest.mark.parametrize("script", sorted(set(CPU_SCRIPTS) - BY_HAND))
+def test_a_cpu_side_job_of_the_workflow_never_imports_torch(smoke_run: Path, script):
+    runs = [r for r in _records(smoke_run / IMPORT_PROBE) if r["script"] == f"{script}.py"]
+    assert runs, f"the smoke run ran no {script} job"
+    imported = [" ".join(r["argv"]) for r in runs if r["torch"]]
+    assert not imported, f"these jobs imported torch: {imported}"
+    # The probe works: the measuring jobs of the same run did import it.
+    assert any(r["torch"] for r in _records(smoke_run / IMPORT_PROBE) if r["script"] == "time_model.py")
+
+
+def test_the_memory_scripts_never_import_torch(tmp_path: Path):
+    probe = tmp_path / IMPORT_PROBE
+    probe.mkdir()
+    name = "small_ctx256_forward_bf16"
+    for suffix in (".pickle", ".json"):
+        shutil.copy(FIXTURES / "gpu" / f"snapshot_{name}{suffix}", tmp_path / f"{name}{suffix}")
+    summary = tmp_path / "summary" / name
+    env = {**os.environ, **import_probe_env(probe)}
+    for argv in (
+        ["memory_summary", str(tmp_path / f"{name}.pickle"), "--out", str(summary)],
+        ["memory_table", "--out", str(tmp_path / "memory.csv"), "--sizes", "small",
+         "--context-lengths", "256", "--passes", "forward", "--precisions", "bf16",
+         "--summaries", str(summary / "summary.json")],
+    ):
+        subprocess.run([sys.executable, str(REPO / "scripts" / f"{argv[0]}.py"), *argv[1:]],
+                       cwd=tmp_path, env=env, check=True, capture_output=True)
+    runs = {r["script"]: r["torch"] for r in _records(probe)}
+    assert runs == {"memory_summary.py": False, "memory_table.py": False}

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 from lmstudy.memory import kinds, phases, snapshot, sources, summary
 from lmstudy.model import ModelConfig, TransformerLM, count_parameters
 

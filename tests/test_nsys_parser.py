@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmstudy.devices import UserError
+from lmstudy.errors import UserError
 from lmstudy.nsys.events import kernel_table, range_table
 from lmstudy.nsys.sqlite import nsys_version_of, read_events
 

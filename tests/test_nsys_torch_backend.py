@@ -56,7 +56,7 @@ def test_cpu_profile_has_the_programs_ranges(train_job):
 
 def test_operator_self_times_add_up_to_the_step(train_job):
     out, _ = train_job
-    events = torch_trace.read_events(out / "trace.json.gz")
+    events = torch_trace.read_events(out / "profile" / "trace.json.gz")
     ranges = range_table(events).set_index("range")
     assert ranges.loc["step", "instances"] == 2  # warm-up is outside the profile
     # Self times never exceed the wall time of the range that holds them.

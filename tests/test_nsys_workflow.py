@@ -79,7 +79,8 @@ def test_smoke_section_has_its_tables_figure_and_findings(smoke):
     assert any("ran out of memory (oversized" in f for f in findings)
     assert any("GEMMs take" in f for f in findings)
     table_a = next(b for b in built.blocks if getattr(b, "caption", "").startswith("(a)")).frame
-    assert set(table_a[table_a["size"] == "oversized"]["nsys step ms"]) == {"OOM"}
+    assert set(table_a[table_a["size"] == "oversized"]["profiler step ms"]) == {"OOM"}  # torch.profiler ran
+    assert built.title == "2. Operator profiles on the CPU (torch.profiler)"
 
 
 def test_a_dry_run_needs_no_nsys(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lmstudy import resources
+from lmstudy import flops, resources
 
 from .conftest import REPO, SNAKEMAKE, new_workdir
 
@@ -23,10 +23,13 @@ from .conftest import REPO, SNAKEMAKE, new_workdir
     ],
 )
 def test_parameter_count_matches_the_model(dims):
-    from lmstudy.model import ModelConfig, TransformerLM, count_parameters
+    from lmstudy.model import Linear, ModelConfig, TransformerLM, count_parameters
 
     model = TransformerLM(ModelConfig(vocab_size=512, context_length=32, **dims))
-    assert resources.parameter_count(vocab_size=512, **dims) == count_parameters(model)
+    assert flops.parameter_count(vocab_size=512, **dims) == count_parameters(model)
+    # The N of 6N: the weights of matrix products, the LM head's among them.
+    in_matmuls = sum(m.weight.numel() for m in model.modules() if isinstance(m, Linear))
+    assert flops.parameter_count(vocab_size=512, in_matmuls=True, **dims) == in_matmuls
 
 
 def test_larger_models_ask_for_more_time_and_memory():

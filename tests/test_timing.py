@@ -119,7 +119,7 @@ def test_summary_statistics():
 
 def test_flops_follow_the_6n_convention():
     dims = dict(vocab_size=10000, d_model=768, d_ff=3072, num_layers=12, num_heads=12)
-    n = flops.matmul_parameters(10000, 768, 3072, 12)
+    n = flops.parameter_count(10000, 768, 3072, 12, in_matmuls=True)
     assert n == 12 * (4 * 768**2 + 3 * 768 * 3072) + 768 * 10000
     train = flops.flops_per_step("train_step", 4, 128, **dims)
     assert train == 4 * 128 * (6 * n + 12 * 12 * 12 * 64 * 128)
@@ -133,10 +133,28 @@ def test_flops_follow_the_6n_convention():
     ("NVIDIA H100 PCIe", "bf16", False, 756.0),
     ("NVIDIA H200", "bf16", False, 989.4),
     ("NVIDIA A100-SXM4-80GB", "fp32", False, 19.5),
+    ("NVIDIA L40", "bf16", False, 181.05),
+    ("NVIDIA L4", "bf16", False, 121.0),
+    ("NVIDIA A10", "bf16", False, 125.0),
+    ("NVIDIA A10G", "bf16", False, None),  # not an A10: no datasheet entry, no guess
+    ("NVIDIA H200 NVL", "bf16", False, None),
+    ("Tesla V100-SXM2-16GB", "bf16", False, None),
     ("Some Future GPU", "bf16", False, None),
 ])
 def test_peak_table(name, precision, tf32, expected):
     assert hardware.peak_tflops(name, precision, tf32) == expected
+
+
+@pytest.mark.parametrize("name", sorted(hardware.PEAKS))
+def test_every_datasheet_entry_is_found_by_its_own_name_only(name):
+    bf16, tf32, fp32 = hardware.PEAKS[name]
+    assert hardware.peak_tflops(name, "fp32", False) == fp32
+    assert hardware.peak_tflops(name, "fp32", True) == (None if tf32 != tf32 else tf32)
+    assert hardware.peak_tflops(name, "bf16", False) == (None if bf16 != bf16 else bf16)
+    # Tensor cores beat the plain fp32 units wherever there are any.
+    assert bf16 != bf16 or bf16 >= tf32 >= fp32 * 0.99
+    # Looked up whole: a name that only begins like it (L4 and L40, A10 and A10G) is another GPU.
+    assert hardware.peak_tflops(f"{name} NEXT", "fp32", False) is None
 
 
 def test_the_jobs_process_imports_what_builds_load_lazily_and_stays_off_the_device():

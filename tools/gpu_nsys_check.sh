@@ -38,7 +38,7 @@ cp -r results/gpu-quick/nsys/kernels.csv results/gpu-quick/nsys/ranges.csv \
   results/gpu-quick/nsys/runs.csv "$out/" 2>/dev/null
 cp -r logs/gpu-quick/nsys "$out/logs" 2>/dev/null
 # One small export of the quick run, to look at by hand (and as a future fixture).
-cp results/gpu-quick/nsys/raw/small_ctx128_train_step_fp32/profile.sqlite "$out/" 2>/dev/null
+cp results/gpu-quick/nsys/raw/small_ctx128_train_step_fp32/profile/profile.sqlite "$out/" 2>/dev/null
 python3 scripts/compare_backends.py --out-dir results/gpu-compare --nsys "$nsys" --size small \
   --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 --context-length 256 \
   --pass train_step --warmup-steps 3 --profiled-steps 3 > "$out/compare.txt" 2>&1

@@ -456,7 +456,4 @@ def render_comparison(results: Path, a_name: str, b_name: str, templates: Path, 
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     write_text(tables_dir / "environments.csv", header["environment_table"].to_csv(index=False))
-    for section in sections:
-        tables = [block for block in section.blocks if isinstance(block, Table)]
-        for number, table in enumerate(tables, start=1):
-            write_text(tables_dir / f"{section.key}_{number}.csv", table.frame.to_csv(index=False))
+    # Each table's own CSV (tables/<section>_<caption>.csv) is written by render(), which names it.

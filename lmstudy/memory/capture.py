@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from lmstudy.atomic import atomic_path
-from lmstudy.devices import UserError, free_memory, is_out_of_memory, open_device
+from lmstudy.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.errors import UserError
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.steps import make_step, synchronize
@@ -91,36 +92,35 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
     stage, recording, work, step = "build", False, None, None
     started = time.perf_counter()
     try:
-        work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
-        step = make_step(work, spec.pass_name)
-        synchronize(device)
-        clock.add("build", time.perf_counter() - started)
-        started = time.perf_counter()
-        stage = "warm-up"
-        meta["residual_dtype"] = _observe_residual_dtype(work.model, step)
-        for _ in range(spec.warmup_steps - 1):
+        with out_of_memory_is_a_result() as oom:
+            work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
+            step = make_step(work, spec.pass_name)
+            synchronize(device)
+            clock.add("build", time.perf_counter() - started)
+            started = time.perf_counter()
+            stage = "warm-up"
+            meta["residual_dtype"] = _observe_residual_dtype(work.model, step)
+            for _ in range(spec.warmup_steps - 1):
+                step()
+            synchronize(device)
+            meta["tensors"] = {
+                "parameters": _pointers(work.model.parameters()),
+                "optimizer_state": _pointers(_optimizer_tensors(work.optimizer)),
+                "gradients_before": _pointers(_grads(work.model)),
+                "inputs": _pointers([work.inputs, work.targets]),
+            }
+            torch.cuda.reset_peak_memory_stats(device)
+            meta["memory_allocated_before"] = torch.cuda.memory_allocated(device)
+            stage = "recorded step"
+            torch.cuda.memory._record_memory_history(max_entries=spec.max_entries, stacks="python")
+            recording = True
             step()
-        synchronize(device)
-        meta["tensors"] = {
-            "parameters": _pointers(work.model.parameters()),
-            "optimizer_state": _pointers(_optimizer_tensors(work.optimizer)),
-            "gradients_before": _pointers(_grads(work.model)),
-            "inputs": _pointers([work.inputs, work.targets]),
-        }
-        torch.cuda.reset_peak_memory_stats(device)
-        meta["memory_allocated_before"] = torch.cuda.memory_allocated(device)
-        stage = "recorded step"
-        torch.cuda.memory._record_memory_history(max_entries=spec.max_entries, stacks="python")
-        recording = True
-        step()
-        synchronize(device)
-        meta["tensors"]["gradients_after"] = _pointers(_grads(work.model))
-        meta["tensors"]["optimizer_state_after"] = _pointers(_optimizer_tensors(work.optimizer))
-        meta.update(status="ok", stage="done", error="")
-    except Exception as error:  # noqa: BLE001 - OOM is a result, anything else re-raised
-        if not is_out_of_memory(error):
-            raise
-        meta.update(status="OOM", stage=stage, error=str(error).splitlines()[0][:300])
+            synchronize(device)
+            meta["tensors"]["gradients_after"] = _pointers(_grads(work.model))
+            meta["tensors"]["optimizer_state_after"] = _pointers(_optimizer_tensors(work.optimizer))
+            meta.update(status="ok", stage="done", error="")
+        if oom:
+            meta.update(oom.fields(), stage=stage)
     finally:
         clock.add("build" if stage == "build" else "measure", time.perf_counter() - started)
         started = time.perf_counter()

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_right
 
-PHASES = ("forward", "backward", "optimizer")
-STEP, OUTSIDE = "step", "outside"
+from lmstudy.ranges import PHASES, STEP
+
+OUTSIDE = "outside"
 
 
 @dataclasses.dataclass(frozen=True)

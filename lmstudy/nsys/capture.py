@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from lmstudy.devices import free_memory, is_out_of_memory, open_device
+from lmstudy.devices import open_device, out_of_memory_is_a_result
 from lmstudy.phases import PhaseClock
 from lmstudy.spec import ModelSpec
 from lmstudy.steps import make_step, synchronize
@@ -99,7 +99,7 @@ def run_profile(spec: ProfileSpec, trace: Path | None = None, clock: PhaseClock 
     step_ms: list[float] = []
     phase = "build"
     started = time.perf_counter()
-    try:
+    with out_of_memory_is_a_result(device) as oom:
         work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
         synchronize(device)
         clock.add("build", time.perf_counter() - started)
@@ -123,11 +123,8 @@ def run_profile(spec: ProfileSpec, trace: Path | None = None, clock: PhaseClock 
             clock.add("measure", time.perf_counter() - started)
             phase, started = "profile", time.perf_counter()
         clock.add("profile", time.perf_counter() - started)
-    except Exception as error:  # noqa: BLE001 - OOM is a result, the rest re-raised
-        if not is_out_of_memory(error):
-            raise
+    if oom:
         clock.add(phase, time.perf_counter() - started)
-        record.update(status="OOM", error=str(error).splitlines()[0][:300])
-        free_memory(device)
+        record.update(oom.fields())
     record["captured_step_ms"] = step_ms
     return record

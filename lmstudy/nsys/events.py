@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from lmstudy.nsys.categories import categorize
+from lmstudy.ranges import PHASES
 
 RANGE_COLUMNS = ["thread", "name", "start", "end"]
 LAUNCH_COLUMNS = ["thread", "start", "end", "correlation"]
@@ -61,7 +62,6 @@ RANGE_TABLE_COLUMNS = [
     "kernels",
 ]
 PATH_SEPARATOR = "/"
-PHASES = ("forward", "backward", "optimizer")
 
 
 @dataclasses.dataclass

@@ -6,8 +6,9 @@ Files in the job's directory:
 - ``ranges.csv``: per range, host time and the GPU work it encloses;
 - ``run.json``: the run's record: status (ok or OOM), configuration,
   environment, backend, nsys version, and the profile files kept;
-- the profile itself: ``profile.nsys-rep`` and ``profile.sqlite`` (nsys), or
-  ``trace.json.gz`` (torch.profiler). An OOM run has none.
+- ``profile/``: the profile itself, ``profile.nsys-rep`` and ``profile.sqlite``
+  (nsys), or ``trace.json.gz`` (torch.profiler); an OOM run leaves it empty.
+  One folder, whichever profiler ran, so that the workflow declares it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from lmstudy.phases import PhaseClock
 
 PROGRAM = REPO_ROOT / "scripts" / "profile_model.py"
 NSYS_TRACE = "cuda,nvtx"
+# The job's folder for the profile files, whichever profiler wrote them.
+PROFILE_DIR = "profile"
 
 
 def program_args(spec: ProfileSpec) -> list[str]:
@@ -116,13 +119,13 @@ def run_torch(spec: ProfileSpec, out_dir: Path, clock: PhaseClock) -> dict:
     from lmstudy.nsys import torch_trace
     from lmstudy.nsys.capture import run_profile
 
-    trace = out_dir / "trace.json.gz"
+    trace = out_dir / PROFILE_DIR / "trace.json.gz"
     trace.unlink(missing_ok=True)
     record = run_profile(spec, trace=trace, clock=clock)
     record.update(nsys_version="", files=[])
     with clock.timing("profile"):
         if record["status"] == "ok":
-            record["files"] = [trace.name]
+            record["files"] = [str(trace.relative_to(out_dir))]
             kernels, ranges = _tables(torch_trace.read_events(trace), record)
         else:
             kernels, ranges = _tables(_no_events(), record)
@@ -152,12 +155,12 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> 
 
     started = time.perf_counter()
     version = check_nsys(spec, nsys)
-    report = out_dir / "profile.nsys-rep"
-    export = out_dir / "profile.sqlite"
+    report = out_dir / PROFILE_DIR / "profile.nsys-rep"
+    export = out_dir / PROFILE_DIR / "profile.sqlite"
     record_path = out_dir / "program.json"
     for path in (report, export, record_path):
         path.unlink(missing_ok=True)
-    command = nsys_command(nsys, spec, out_dir / "profile", record_path)
+    command = nsys_command(nsys, spec, report.with_suffix(""), record_path)
     print("+", " ".join(command), flush=True)
     # nsys and the profiled program hold the job's GPU lease too (lmstudy.gpu_lease).
     done = subprocess.run(command, pass_fds=gpu_lease.inherited_fds())
@@ -178,7 +181,7 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> 
                     f"nsys wrote no report {report} (exit {done.returncode}); see the log above"
                 )
             sqlite.export_sqlite(report, nsys, export)
-            record["files"] = [report.name, export.name]
+            record["files"] = [str(report.relative_to(out_dir)), str(export.relative_to(out_dir))]
             kernels, ranges = _tables(sqlite.read_events(export), record)
         else:
             kernels, ranges = _tables(_no_events(), record)
@@ -196,7 +199,7 @@ def _no_events() -> ev.Events:
 
 def run_job(spec: ProfileSpec, out_dir: Path, nsys: str = "nsys", clock: PhaseClock | None = None) -> dict:
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / PROFILE_DIR).mkdir(parents=True, exist_ok=True)
     clock = clock or PhaseClock()
     if spec.backend == "nsys":
         return run_nsys(spec, out_dir, nsys, clock)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmstudy.errors import UserError
-from lmstudy.markers import NVTX_DOMAIN
 from lmstudy.nsys.events import Events
+from lmstudy.ranges import NVTX_DOMAIN
 
 
 def read_profile(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.errors import UserError
-from lmstudy.markers import NVTX_DOMAIN
 from lmstudy.nsys.events import Events
+from lmstudy.ranges import NVTX_DOMAIN
 
 NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
 _NEEDED = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "StringIds")

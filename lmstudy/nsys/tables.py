@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.computed import computes_table
 from lmstudy.nsys.categories import CATEGORIES
+from lmstudy.ranges import ATTENTION_SCORES, FINAL_MATMUL, PHASES, SOFTMAX
 
 CONFIG = ["size", "context_length", "pass"]
-PHASES = ("forward", "backward", "optimizer")
 # softmax over one row element: max, subtract, exp, sum, divide.
 SOFTMAX_FLOPS_PER_ELEMENT = 5
-ATTENTION_MATMUL_RANGES = ("computing attention scores", "final matmul")
-SOFTMAX_RANGE = "computing softmax"
+ATTENTION_MATMUL_RANGES = (ATTENTION_SCORES, FINAL_MATMUL)
+SOFTMAX_RANGE = SOFTMAX
 
 
 def per_step(frame: pd.DataFrame, column: str) -> pd.Series:
     return frame[column] / frame["profiled_steps"]
 
 
+@computes_table
 def forward_time_table(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.DataFrame | None) -> pd.DataFrame:
     """(a) nsys's forward time per step next to the timing section's median.
 
@@ -80,6 +82,7 @@ def _timer_ms(timing: pd.DataFrame | None, run) -> float | None:
     return float(match[match["warmup_steps"] == match["warmup_steps"].max()]["median_ms"].iloc[0])
 
 
+@computes_table
 def top_kernels(kernels: pd.DataFrame, phases=PHASES) -> pd.DataFrame:
     """(b) The top kernel of each phase: invocations per step and share of the phase."""
     rows = []
@@ -113,6 +116,7 @@ def top_kernels(kernels: pd.DataFrame, phases=PHASES) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@computes_table
 def top_non_gemm_forward(kernels: pd.DataFrame, count: int = 3) -> pd.DataFrame:
     """(c) The largest non-GEMM kernels of the forward pass (inference runs)."""
     rows = []
@@ -145,6 +149,7 @@ def top_non_gemm_forward(kernels: pd.DataFrame, count: int = 3) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@computes_table
 def category_shares(kernels: pd.DataFrame) -> pd.DataFrame:
     """Share of GPU time (%) by category, per configuration.
 
@@ -161,6 +166,7 @@ def category_shares(kernels: pd.DataFrame) -> pd.DataFrame:
     return shares.reset_index()
 
 
+@computes_table
 def gemm_share(kernels: pd.DataFrame) -> pd.DataFrame:
     """(d) GEMM share of GPU time, inference (forward) vs training step."""
     shares = category_shares(kernels)
@@ -171,6 +177,7 @@ def gemm_share(kernels: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
+@computes_table
 def attention_table(kernels: pd.DataFrame) -> pd.DataFrame:
     """(e) Inside attention: softmax time vs matmul time, next to their FLOP ratio.
 
@@ -213,6 +220,7 @@ def attention_table(kernels: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+@computes_table
 def adopted_share(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per training configuration: GPU time launched by autograd's thread (adopted by backward)."""
     train = kernels[kernels["pass"] == "train_step"]

@@ -12,12 +12,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.attention_memory import naive_memory_accounting, predicted_bytes  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
 from lmstudy.sections.labels import faster  # noqa: E402
 
 IMPLEMENTATIONS = ("naive", "naive-compile", "sdpa")
 LABELS = {"naive": "naive eager", "naive-compile": "naive compiled", "sdpa": "SDPA"}
-BYTES = {"fp32": 4, "bf16": 2}
 MIB = 2**20
 GIB = 2**30
 
@@ -45,6 +47,7 @@ def _or_status(frame: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Serie
     return values.where(frame["status"] == "ok", frame["status"])
 
 
+@computes_table
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame.copy()
     rows["fwd ms"] = _or_status(rows, "forward_median_ms")
@@ -65,6 +68,7 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns={"head_dim": "d", "seq_len": "seq"})
 
 
+@computes_table
 def backend_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame[(frame["implementation"] == "sdpa") & (frame["status"] == "ok")]
     if rows.empty:
@@ -98,6 +102,7 @@ def ratio_frame(frame: pd.DataFrame, slow: str, fast: str) -> pd.DataFrame:
     return out.reset_index()
 
 
+@computes_table
 def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
     """naive compiled vs eager: speed-ups and the first call's excess (the compile)."""
     ratios = ratio_frame(frame, "naive", "naive-compile")
@@ -138,9 +143,8 @@ def _largest_fit(frame: pd.DataFrame, precision: str):
     return ok.sort_values(["predicted_before_backward_bytes", "seq_len", "head_dim"]).iloc[-1]
 
 
+@computes_table
 def accounting_table(row) -> pd.DataFrame:
-    from lmstudy.attention import naive_memory_accounting
-
     items = naive_memory_accounting(
         int(row["batch_size"]), int(row["seq_len"]), int(row["head_dim"]), row["precision"]
     )
@@ -164,8 +168,6 @@ def _measured_vs_predicted(row) -> pd.DataFrame:
 
 def oom_threshold(batch: int, head_dim: int, precision: str, memory_bytes: float) -> int:
     """The smallest power-of-two sequence length whose predicted peak exceeds memory_bytes."""
-    from lmstudy.attention import predicted_bytes
-
     seq = 256
     while predicted_bytes(batch, seq, head_dim, precision)["peak"] <= memory_bytes:
         seq *= 2
@@ -250,9 +252,16 @@ def findings(frame: pd.DataFrame) -> list[str]:
 
 def _plot(frame: pd.DataFrame, y: str, ylabel: str, out: Path, scale: float = 1.0) -> None:
     dims = sorted(frame["head_dim"].unique())
-    fig, axes = plt.subplots(1, len(dims), figsize=(3.6 * len(dims), 3.6), squeeze=False, sharey=True)
+    fig, axes = plots.subplots(1, len(dims), figsize=(3.4 * len(dims) + 2.0, 3.4), sharey=True)
     markers = {"naive": "o", "naive-compile": "s", "sdpa": "^"}
     for ax, d in zip(axes[0], dims, strict=True):
+        if not plots.has_values(frame[frame["head_dim"] == d][y]):
+            # Every configuration of this head size ran out of memory: say so, no empty axes.
+            ax.text(0.5, 0.5, "out of memory\nat every length", ha="center", va="center",
+                    transform=ax.transAxes, color="0.3")
+            ax.set_title(f"d = {int(d)}")
+            ax.set_xticks([])
+            continue
         part = frame[frame["head_dim"] == d]
         for (impl, precision), line in part.groupby(["implementation", "precision"], observed=True):
             line = line.sort_values("seq_len")
@@ -268,16 +277,15 @@ def _plot(frame: pd.DataFrame, y: str, ylabel: str, out: Path, scale: float = 1.
             bad = line[line["status"] != "ok"]
             if len(bad):
                 color = drawn[0].get_color()
-                top = frame[y].max() / scale if frame[y].notna().any() else 1.0
-                ax.scatter(bad["seq_len"], [top * 1.5] * len(bad), marker="x", s=60, color=color)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+                top = frame[y].max() / scale * 1.6 if frame[y].notna().any() else 1.0
+                for seq, status in zip(bad["seq_len"], bad["status"], strict=True):
+                    plots.mark_missing(ax, seq, top, status, color)
+        plots.power_of_two_ticks(ax, part["seq_len"])
+        plots.plain_log(ax, "y")
         ax.set_title(f"d = {int(d)}")
         ax.set_xlabel("sequence length")
     axes[0][0].set_ylabel(ylabel)
-    axes[0][0].legend(fontsize="small")
-    fig.suptitle("× above the lines: out of memory")
-    fig.tight_layout()
+    plots.legend_outside(fig, axes)
     fig.savefig(out)
     plt.close(fig)
 
@@ -298,7 +306,8 @@ def make_figures(results: Path, out_dir: Path) -> None:
         )
     ratios = ratio_frame(frame, "naive", "naive-compile")
     if not ratios.empty:
-        fig, ax = plt.subplots(figsize=(5, 3.6))
+        fig, axes = plots.subplots(figsize=(6.2, 3.4))
+        ax = axes[0][0]
         for (precision, d), line in ratios.groupby(["precision", "head_dim"]):
             line = line.sort_values("seq_len")
             ax.plot(
@@ -308,12 +317,11 @@ def make_figures(results: Path, out_dir: Path) -> None:
                 marker="o",
                 label=f"d={int(d)} {precision}",
             )
-        ax.axhline(1, color="grey", lw=0.8)
-        ax.set_xscale("log", base=2)
+        plots.reference_line(ax, label="eager (1.0×)")
+        plots.power_of_two_ticks(ax, ratios["seq_len"])
         ax.set_xlabel("sequence length")
         ax.set_ylabel("naive eager / compiled time (×)")
-        ax.legend(fontsize="small")
-        fig.tight_layout()
+        plots.legend_outside(fig, axes)
         fig.savefig(out_dir / "compile_speedup.png")
         plt.close(fig)
 
@@ -334,13 +342,31 @@ def build(results: Path, figures: Path) -> Section:
         )
     )
     section.add(Findings(findings(frame)))
-    section.add(Table("Forward and backward time and memory before the backward", main_table(frame)))
-    section.add(Figure(figures / "time.png", "Forward+backward time vs sequence length, per head size."))
+    section.add(
+        Table(
+            "Forward and backward time and memory before the backward",
+            main_table(frame),
+            name="attention_time_memory",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "time.png",
+            "Forward+backward time vs sequence length, per head size.",
+            data="attention_time_memory",
+        )
+    )
     if (figures / "memory.png").exists():
-        section.add(Figure(figures / "memory.png", "Memory in use before the backward vs sequence length."))
+        section.add(
+            Figure(
+                figures / "memory.png",
+                "Memory in use before the backward vs sequence length.",
+                data="attention_time_memory",
+            )
+        )
     backends = backend_table(frame)
     if not backends.empty:
-        section.add(Table("The backend SDPA dispatched to", backends))
+        section.add(Table("The backend SDPA dispatched to", backends, name="attention_sdpa_backend"))
     oom = _smallest_oom(frame)
     if oom is not None:
         section.add(
@@ -380,11 +406,18 @@ def build(results: Path, figures: Path) -> Section:
         )
     compiled = compile_table(frame)
     if not compiled.empty:
-        section.add(Table("torch.compile of naive attention: speed-up over eager and compile time", compiled))
+        section.add(
+            Table(
+                "torch.compile of naive attention: speed-up over eager and compile time",
+                compiled,
+                name="attention_compile",
+            )
+        )
         section.add(
             Figure(
                 figures / "compile_speedup.png",
                 "Speed-up of compiled over eager naive attention (forward+backward).",
+                data="attention_compile",
             )
         )
     return section

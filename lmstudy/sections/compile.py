@@ -11,8 +11,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS, faster  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, faster, order_sizes  # noqa: E402
 
 KEY = ["size", "precision", "attention", "pass"]
 
@@ -22,9 +24,7 @@ def load(results: Path) -> pd.DataFrame:
     frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
-    order = frame.groupby("size")["d_model"].first().sort_values(kind="stable").index
-    frame["size"] = pd.Categorical(frame["size"], categories=list(order), ordered=True)
-    return frame
+    return order_sizes(frame)
 
 
 def comparison(frame: pd.DataFrame) -> pd.DataFrame:
@@ -44,6 +44,7 @@ def comparison(frame: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+@computes_table
 def comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
     def shown(ms, status):
         return ms.astype(object).where(status == "ok", status)
@@ -81,10 +82,14 @@ def findings(frame: pd.DataFrame) -> list[str]:
             if len(part) > 1
             else f" ({lo['size']} {lo['precision']})"
         )
-        items.append(
-            f"Compiled, the {PASS_LABELS[pass_name]} is {faster(part['speedup'].median())} than eager "
-            f"(median of {len(part)}){spread}."
-        )
+        if len(part) > 1:
+            items.append(
+                f"Compiled, the {PASS_LABELS[pass_name]} is {faster(part['speedup'].median())} than eager "
+                f"(median of {len(part)} configurations){spread}."
+            )
+        else:
+            name = PASS_LABELS[pass_name]
+            items.append(f"Compiled, the {name} is {faster(lo['speedup'])} than eager{spread}.")
     if comp["compile_s"].notna().any():
         top = comp.loc[comp["compile_s"].idxmax()]
         items.append(
@@ -107,22 +112,31 @@ def make_figures(results: Path, out_dir: Path) -> None:
     if comp.empty or comp["speedup"].isna().all():
         return
     passes = [p for p in PASS_LABELS if p in set(comp["pass"])]
-    fig, axes = plt.subplots(1, len(passes), figsize=(4.5 * len(passes), 3.6), squeeze=False)
+    fig, axes = plots.subplots(1, len(passes), figsize=(3.8 * len(passes) + 1.6, 3.4))
     for ax, pass_name in zip(axes[0], passes, strict=True):
         part = comp[comp["pass"] == pass_name]
         groups = list(part.groupby(["precision", "attention"]))
         sizes = [s for s in part["size"].cat.categories if s in set(part["size"])]
         width = 0.8 / max(len(groups), 1)
+        plots.reference_line(ax, label="eager (1.0×)")
+        missing = []
         for i, ((precision, attention), g) in enumerate(groups):
             g = g.set_index("size").reindex(sizes)
             x = [j + i * width for j in range(len(sizes))]
-            ax.bar(x, g["speedup"].fillna(0), width, label=f"{precision} {attention}")
+            bars = ax.bar(x, g["speedup"].fillna(0), width, label=f"{precision} {attention}")
+            for xi, speedup, eager, compiled in zip(
+                x, g["speedup"], g["eager_status"], g["compiled_status"], strict=True
+            ):
+                if speedup != speedup:
+                    status = next((s for s in (compiled, eager) if s == s and s != "ok"), "not measured")
+                    missing.append((xi, status, bars[0].get_facecolor()))
         ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(sizes))], sizes)
-        ax.axhline(1, color="grey", lw=0.8)
+        low, high = ax.get_ylim()
+        for xi, status, color in missing:
+            plots.mark_missing(ax, xi, low + 0.04 * (high - low), status, color)
         ax.set_title(PASS_LABELS[pass_name])
         ax.set_ylabel("eager / compiled time (×)")
-    axes[0][0].legend(fontsize="small")
-    fig.tight_layout()
+    plots.legend_outside(fig, axes)
     fig.savefig(out_dir / "speedup.png")
     plt.close(fig)
 
@@ -147,8 +161,15 @@ def build(results: Path, figures: Path) -> Section:
         Table(
             "Eager vs compiled: median step time, speed-up and compile time",
             comparison_table(comparison(frame)),
+            name="compile_eager_vs_compiled",
         )
     )
     if (figures / "speedup.png").exists():
-        section.add(Figure(figures / "speedup.png", "Speed-up of torch.compile over eager, per size."))
+        section.add(
+            Figure(
+                figures / "speedup.png",
+                "Speed-up of torch.compile over eager, per size.",
+                data="compile_eager_vs_compiled",
+            )
+        )
     return section

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.phases import PHASES  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.study_cost import PHASE_COLUMNS, most_at_once  # noqa: E402
@@ -37,6 +38,7 @@ def _shares(frame: pd.DataFrame) -> dict[str, float]:
     return {c: frame[c].sum() / total if total else float("nan") for c in columns}
 
 
+@computes_table
 def by_rule(frame: pd.DataFrame) -> pd.DataFrame:
     """Per section and rule: jobs, seconds, share of the run, and each phase's share."""
     total = frame["wall_s"].sum()
@@ -68,6 +70,7 @@ def by_section(frame: pd.DataFrame) -> pd.DataFrame:
     return table.loc[order]
 
 
+@computes_table
 def slowest(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
     top = frame.nlargest(count, "wall_s")
     table = top[["section", "rule", "job", "wall_s"]].rename(columns={"wall_s": "seconds"})

@@ -17,7 +17,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import hardware, result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
+from lmstudy.sections.labels import faster, order_sizes, size_order  # noqa: E402
 
 # (rung, precision, timing variant)
 RUNGS = (
@@ -66,7 +69,7 @@ def ladder_frame(frame: pd.DataFrame) -> pd.DataFrame:
     ladder = pd.DataFrame(rows)
     if ladder.empty:
         return ladder
-    ladder = ladder.sort_values(["params", "context_length", "rung_index"], kind="stable")
+    ladder = order_sizes(ladder).sort_values(["size", "context_length", "rung_index"], kind="stable")
     base = ladder[ladder["rung_index"] == 0].set_index(["size", "context_length"])["median_ms"]
     keys = list(zip(ladder["size"], ladder["context_length"], strict=True))
     ladder["speedup_vs_fp32"] = base.reindex(keys).to_numpy() / ladder["median_ms"]
@@ -76,34 +79,44 @@ def ladder_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return ladder.reset_index(drop=True)
 
 
+@computes_table
 def ladder_table(ladder: pd.DataFrame, context: int) -> pd.DataFrame:
     part = ladder[ladder["context_length"] == context]
-    return pd.DataFrame(
+    table = pd.DataFrame(
         {
             "size": part["size"],
             "rung": part["rung"],
             "median ms": part["median_ms"].astype(object).where(part["status"] == "ok", part["status"]),
-            "× vs fp32": part["speedup_vs_fp32"],
-            "× vs rung below": part["speedup_vs_previous"],
+            "speed-up vs fp32 ×": part["speedup_vs_fp32"],
+            "speed-up vs rung below ×": part["speedup_vs_previous"],
             "TFLOP/s": part["achieved_tflops"],
-            "MFU % (bf16 peak)": part["mfu_bf16"] * 100,
+            "MFU (% of bf16 peak)": part["mfu_bf16"] * 100,
         }
-    )
+    ).reset_index(drop=True)
+    return _without_empty_mfu(table)
 
 
+def _without_empty_mfu(table: pd.DataFrame) -> pd.DataFrame:
+    """No MFU column where no GPU peak is known (a CPU run): a column of n/a says nothing."""
+    column = "MFU (% of bf16 peak)"
+    return table if plots.has_values(table[column]) else table.drop(columns=column)
+
+
+@computes_table
 def best_table(ladder: pd.DataFrame) -> pd.DataFrame:
     ok = ladder.dropna(subset=["median_ms"])
     best = ok.loc[ok.groupby(["size", "context_length"], sort=False)["median_ms"].idxmin()]
-    return pd.DataFrame(
+    table = pd.DataFrame(
         {
             "size": best["size"],
             "context": best["context_length"],
             "fastest rung": best["rung"],
             "median ms": best["median_ms"],
-            "× vs fp32": best["speedup_vs_fp32"],
-            "MFU % (bf16 peak)": best["mfu_bf16"] * 100,
+            "speed-up vs fp32 ×": best["speedup_vs_fp32"],
+            "MFU (% of bf16 peak)": best["mfu_bf16"] * 100,
         }
-    )
+    ).reset_index(drop=True)
+    return _without_empty_mfu(table)
 
 
 def _context(ladder: pd.DataFrame) -> int:
@@ -140,37 +153,54 @@ def findings(ladder: pd.DataFrame) -> list[str]:
     steps = ladder.dropna(subset=["speedup_vs_previous"])
     if len(steps):
         by_rung = steps.groupby("rung", sort=False)["speedup_vs_previous"].median()
-        top = by_rung.idxmax()
-        items.append(
-            "Median gain of each rung over the one below, over all sizes and contexts: "
-            + ", ".join(f"{rung} {gain:.2f}×" for rung, gain in by_rung.items())
-            + f"; the biggest step is {top}."
+        text = (
+            "Each rung against the one below it (median over all sizes and contexts): "
+            + ", ".join(f"{rung} {faster(ratio)}" for rung, ratio in by_rung.items())
         )
+        if (by_rung > 1).any():
+            text += f"; the biggest speed-up is {by_rung.idxmax()}"
+        else:
+            text += "; no rung is faster than the one below it"
+        items.append(text + ".")
     return items
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
+    """Bars per rung and size at the ladder's context: speed-up over fp32, and MFU where the
+    GPU's peak is known (no MFU panel on a CPU or an unknown GPU); a rung not measured or out
+    of memory is marked where its bar would be."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ladder = ladder_frame(load(results))
     if ladder.empty:
         return
     context = _context(ladder)
     part = ladder[ladder["context_length"] == context]
-    sizes = list(dict.fromkeys(part["size"]))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    sizes = size_order(part["size"])
+    panels = [("speedup_vs_fp32", "speed-up over fp32 (×)", 1.0)]
+    if plots.has_values(part["mfu_bf16"]):
+        panels.append(("mfu_bf16", "MFU, % of dense bf16 peak", 100.0))
+    fig, axes = plots.subplots(1, len(panels), figsize=(4.6 * len(panels) + 1.8, 3.6))
     width = 0.8 / len(RUNGS)
-    for i, (rung, _, _) in enumerate(RUNGS):
-        g = part[part["rung"] == rung].set_index("size").reindex(sizes)
-        x = [j + i * width for j in range(len(sizes))]
-        axes[0].bar(x, g["speedup_vs_fp32"].fillna(0), width, label=rung)
-        axes[1].bar(x, (g["mfu_bf16"] * 100).fillna(0), width, label=rung)
-    for ax in axes:
+    for ax, (column, ylabel, scale) in zip(axes[0], panels, strict=True):
+        if column == "speedup_vs_fp32":
+            plots.reference_line(ax, label="fp32 (1.0×)")
+        missing = []
+        for i, (rung, _, _) in enumerate(RUNGS):
+            g = part[part["rung"] == rung].set_index("size").reindex(sizes)
+            x = [j + i * width for j in range(len(sizes))]
+            values = g[column] * scale
+            bars = ax.bar(x, values.fillna(0), width, label=rung)
+            for xi, value, status in zip(x, values, g["status"], strict=True):
+                if value != value:
+                    missing.append((xi, "not measured" if status != status else str(status), bars[0]))
         ax.set_xticks([j + width * (len(RUNGS) - 1) / 2 for j in range(len(sizes))], sizes)
-    axes[0].set_ylabel("speed-up over fp32 (×)")
-    axes[1].set_ylabel("MFU, % of dense bf16 peak")
-    axes[0].legend(fontsize="small")
-    fig.suptitle(f"Training step ladder at context {context} (missing bar: not measured or OOM)")
-    fig.tight_layout()
+        ax.set_ylabel(ylabel)
+        if missing:
+            low, high = ax.get_ylim()
+            for xi, status, bar in missing:
+                plots.mark_missing(ax, xi, low + 0.04 * (high - low), status, bar.get_facecolor())
+    plots.legend_outside(fig, axes, title="rung")
+    fig.suptitle(f"Training step ladder at context {context}")
     fig.savefig(out_dir / "ladder.png")
     plt.close(fig)
 
@@ -192,8 +222,14 @@ def build(results: Path, figures: Path) -> Section:
         )
     )
     section.add(Findings(findings(ladder)))
-    section.add(Table(f"The ladder at context {context}", ladder_table(ladder, context)))
+    section.add(Table(f"The ladder at context {context}", ladder_table(ladder, context), name="ladder_rungs"))
     if (figures / "ladder.png").exists():
-        section.add(Figure(figures / "ladder.png", f"Speed-up and MFU per rung at context {context}."))
-    section.add(Table("Fastest rung per size and context", best_table(ladder)))
+        section.add(
+            Figure(
+                figures / "ladder.png",
+                f"Speed-up and MFU per rung at context {context}.",
+                data="ladder_rungs",
+            )
+        )
+    section.add(Table("Fastest rung per size and context", best_table(ladder), name="ladder_best"))
     return section

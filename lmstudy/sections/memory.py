@@ -11,9 +11,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.memory.kinds import KINDS  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, order_sizes, size_order  # noqa: E402
 
 KIND_LABELS = {
     "parameters": "parameters",
@@ -35,7 +37,7 @@ def load(results: Path) -> pd.DataFrame:
     if frame.empty:
         return frame
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
-    frame["size"] = pd.Categorical(frame["size"], categories=list(dict.fromkeys(frame["size"])), ordered=True)
+    order_sizes(frame)
     return frame.sort_values(["size", "pass", "precision", "context_length"]).reset_index(drop=True)
 
 
@@ -59,6 +61,7 @@ def _gib_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
     )
 
 
+@computes_table
 def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(
         {
@@ -79,6 +82,7 @@ def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+@computes_table
 def kinds_table(rows: pd.DataFrame) -> pd.DataFrame:
     kinds = [k for k in KINDS if f"{k}_bytes" in rows and rows[f"{k}_bytes"].fillna(0).any()]
     table = pd.DataFrame(
@@ -95,6 +99,7 @@ def kinds_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+@computes_table
 def residual_table(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows.get("residual_stream_bytes", pd.Series(dtype=float)).notna()]
     rows = rows.drop_duplicates(["size", "context_length", "precision"])
@@ -111,6 +116,7 @@ def residual_table(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+@computes_table
 def largest_table(results: Path, row, top: int = 5) -> pd.DataFrame:
     path = results / row["summary_dir"] / "largest_allocations.csv"
     frame = result_files.read_csv(path, missing_ok=True).head(top)
@@ -201,8 +207,8 @@ def make_figures(results: Path, out_dir: Path) -> None:
         return
     for (size, pass_name), rows in frame.groupby(["size", "pass"], observed=True):
         _timeline_figure(results, rows, out_dir / _timeline_name(size, pass_name))
-    sizes = list(dict.fromkeys(frame["size"]))
-    fig, axes = plt.subplots(1, len(sizes), figsize=(5 * len(sizes), 3.6), squeeze=False)
+    sizes = size_order(frame["size"])
+    fig, axes = plots.subplots(1, len(sizes), figsize=(4.2 * len(sizes) + 2.0, 3.4))
     for ax, size in zip(axes[0], sizes, strict=True):
         part = frame[frame["size"] == size]
         for (pass_name, precision), line in part.groupby(["pass", "precision"], observed=True):
@@ -225,12 +231,11 @@ def make_figures(results: Path, out_dir: Path) -> None:
                 zorder=3,
                 label="OOM (peak before failing)" if len(oom) else None,
             )
-        ax.set_xscale("log", base=2)
+        plots.power_of_two_ticks(ax, part["context_length"])
         ax.set_xlabel("context length")
-        ax.set_ylabel("peak allocated GiB")
+        ax.set_ylabel("peak allocated (GiB)")
         ax.set_title(str(size))
-        ax.legend(fontsize="small")
-    fig.tight_layout()
+    plots.legend_outside(fig, axes)
     fig.savefig(out_dir / "peaks.png")
     plt.close(fig)
 
@@ -362,13 +367,29 @@ def build(results: Path, figures: Path) -> Section:
         )
     section.add(Text(_method_text(rows)))
     section.add(Findings(findings(frame)))
-    section.add(Table("Peak allocated memory: snapshot analysis vs the allocator", peak_table(frame)))
-    section.add(Figure(figures / "peaks.png", "Peak allocated memory by context length, pass and precision."))
-    section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows)))
+    section.add(
+        Table(
+            "Peak allocated memory: snapshot analysis vs the allocator",
+            peak_table(frame),
+            name="memory_peaks",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "peaks.png",
+            "Peak allocated memory by context length, pass and precision.",
+            data="memory_peaks",
+        )
+    )
+    section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows), name="memory_by_kind"))
     residual = residual_table(rows)
     if not residual.empty:
         section.add(
-            Table("The size of one residual-stream activation (batch × context × d_model × bytes)", residual)
+            Table(
+                "The size of one residual-stream activation (batch × context × d_model × bytes)",
+                residual,
+                name="memory_residual_stream",
+            )
         )
     for (size, pass_name), _ in rows.groupby(["size", "pass"], observed=True):
         section.add(

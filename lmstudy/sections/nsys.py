@@ -14,7 +14,8 @@ from lmstudy import result_files  # noqa: E402
 from lmstudy.nsys import tables as T  # noqa: E402
 from lmstudy.nsys.categories import CATEGORIES  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, size_order  # noqa: E402
 
 SHARES_FIGURE = "category_shares.png"
 
@@ -43,23 +44,24 @@ def backend_record(results: Path) -> dict:
     return result_files.read_json(path) if path.exists() else {}
 
 
-def _size_order(runs: pd.DataFrame) -> list[str]:
-    if runs.empty:
-        return []
-    params = runs.assign(n=runs["d_model"] * runs["num_layers"] * (runs["d_model"] + runs["d_ff"]))
-    return list(params.groupby("size")["n"].first().sort_values().index)
-
-
 def make_figures(results: Path, out_dir: Path) -> None:
     data = load(results)
     shares = T.category_shares(data["kernels"])
     fig_path = out_dir / SHARES_FIGURE
     passes = [p for p in PASS_LABELS if p in set(shares.get("pass", []))]
-    fig, axes = plt.subplots(1, max(1, len(passes)), figsize=(5 * max(1, len(passes)), 4), squeeze=False)
-    order = {s: i for i, s in enumerate(_size_order(data["runs"]))}
+    if not passes:
+        return  # no profile captured a kernel: no empty panel (the section says so)
+    fig, axes = plots.subplots(1, len(passes), figsize=(4.4 * len(passes) + 1.8, 3.8))
+    order = {s: i for i, s in enumerate(size_order(data["runs"].get("size", [])))}
     colors = plt.get_cmap("tab10").colors
+    runs = data["runs"]
     for ax, pass_name in zip(axes[0], passes, strict=False):
         part = shares[shares["pass"] == pass_name].copy()
+        # A configuration that ran out of memory keeps its slot, marked OOM (no kernels to share).
+        failed = runs[(runs["pass"] == pass_name) & (runs["status"] != "ok")] if "status" in runs else runs
+        part = pd.concat(
+            [part, failed[["size", "context_length", "pass", "status"]]], ignore_index=True
+        ).fillna({c: 0.0 for c in CATEGORIES if c in part})
         part["order"] = part["size"].map(order)
         part = part.sort_values(["order", "context_length"])
         labels = [f"{s}\nctx {c}" for s, c in zip(part["size"], part["context_length"], strict=False)]
@@ -69,17 +71,16 @@ def make_figures(results: Path, out_dir: Path) -> None:
                 continue
             ax.bar(labels, part[category], bottom=bottom, label=category, color=color)
             bottom += part[category]
+        if "status" in part:
+            for label, status in zip(labels, part["status"], strict=True):
+                if isinstance(status, str) and status != "ok":
+                    plots.mark_missing(ax, label, 4, status)
         ax.set_title(PASS_LABELS[pass_name])
-        ax.set_ylabel("share of GPU time (%)")
+        ax.set_ylabel(f"share of {words(data['runs'])['time']} (%)")
         ax.set_ylim(0, 100)
         ax.tick_params(axis="x", labelsize=7)
-    if not passes:
-        axes[0][0].text(0.5, 0.5, "no profiles", ha="center", va="center")
-    handles, names = axes[0][0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, names, loc="upper center", ncol=len(CATEGORIES), fontsize=7)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
-    fig.savefig(fig_path, dpi=120)
+    plots.legend_outside(fig, axes, title="category")
+    fig.savefig(fig_path)
     plt.close(fig)
 
 
@@ -95,8 +96,29 @@ def _a(word: str) -> str:
     return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
 
 
+def words(runs: pd.DataFrame) -> dict[str, str]:
+    """How the section names what it measured: Nsight Systems on a GPU, or torch.profiler (on a
+    CPU its operators stand in for kernels, and their time is CPU time, not GPU time)."""
+    backends = set(runs["backend"]) if "backend" in runs else set()
+    on_cpu = "gpu" in runs and runs["gpu"].astype(str).str.startswith("cpu").any()
+    nsys = backends == {"nsys"}
+    return {
+        "profiler": "Nsight Systems" if nsys else "torch.profiler",
+        "short": "nsys" if nsys else "the profiler",
+        "column": "nsys" if nsys else "profiler",
+        "time": "CPU time" if on_cpu else "GPU time",
+        "kernel": "operator" if on_cpu else "kernel",
+        "title": (
+            "2. Kernel profiles (Nsight Systems)" if nsys
+            else "2. Operator profiles on the CPU (torch.profiler)" if on_cpu
+            else "2. Kernel profiles (torch.profiler)"
+        ),
+    }
+
+
 def findings(data: dict[str, pd.DataFrame]) -> list[str]:
     kernels, runs = data["kernels"], data["runs"]
+    said = words(runs)
     items = []
     failed = runs[runs["status"] != "ok"] if not runs.empty else runs
     if len(failed):
@@ -107,7 +129,8 @@ def findings(data: dict[str, pd.DataFrame]) -> list[str]:
         ratio = a["nsys step / timer"].dropna()
         worst = a.loc[(ratio - 1).abs().idxmax()]
         items.append(
-            f"nsys's per-step GPU time is {ratio.min():.2f}× to {ratio.max():.2f}× the Python timer's "
+            f"{said['short'].capitalize()}'s per-step {said['time']} is {ratio.min():.2f}× to "
+            f"{ratio.max():.2f}× the Python timer's "
             f"median over {len(ratio)} configurations; the largest gap is {worst['size']} ctx "
             f"{worst['context_length']} {worst['pass']} ({worst['nsys step ms']:.3g} ms vs "
             f"{worst['timer step ms']:.3g} ms)."
@@ -118,17 +141,17 @@ def findings(data: dict[str, pd.DataFrame]) -> list[str]:
         if len(part):
             common = part["category"].value_counts()
             items.append(
-                f"The top {phase} kernel is {_a(common.index[0])} kernel in {common.iloc[0]} of "
-                f"{len(part)} configurations, taking "
+                f"The top {phase} {said['kernel']} is {_a(common.index[0])} {said['kernel']} in "
+                f"{common.iloc[0]} of {len(part)} configurations, taking "
                 f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}% "
-                f"of {phase} GPU time."
+                f"of {phase} {said['time']}."
             )
     d = T.gemm_share(kernels)
     if {"inference GEMM %", "training GEMM %"} <= set(d.columns):
         both = d.dropna(subset=["inference GEMM %", "training GEMM %"])
         if len(both):
             items.append(
-                f"GEMMs take {_pct(both['inference GEMM %'].mean())} of GPU time in inference and "
+                f"GEMMs take {_pct(both['inference GEMM %'].mean())} of {said['time']} in inference and "
                 f"{_pct(both['training GEMM %'].mean())} in a training step (mean over {len(both)} "
                 "size × context configurations)."
             )
@@ -148,29 +171,33 @@ def findings(data: dict[str, pd.DataFrame]) -> list[str]:
         items.append(
             "Autograd's own thread launched "
             f"{_span(adopted['adopted % of backward'].min(), adopted['adopted % of backward'].max())}% "
-            "of the backward pass's GPU time; "
+            f"of the backward pass's {said['time']}; "
             "those kernels are attributed to the backward range."
         )
     return items
 
 
-def _with_status(table: pd.DataFrame) -> pd.DataFrame:
-    """Show OOM or a missing timer number as such, not as an empty cell."""
+def _with_status(table: pd.DataFrame, column: str = "nsys") -> pd.DataFrame:
+    """Show OOM or a missing timer number as such, not as an empty cell; name the profiler's
+    columns after the one that ran (`column`)."""
     table = table.copy()
     for col in ("nsys forward ms", "nsys forward kernels ms", "nsys step ms"):
         table[col] = table[col].astype(object).where(table["status"] == "ok", table["status"])
     table["timer step ms"] = (
         table["timer step ms"].astype(object).where(table["timer step ms"].notna(), "not measured")
     )
-    return table.rename(columns={"context_length": "context"})
+    named = {c: c.replace("nsys ", f"{column} ", 1) for c in table.columns if c.startswith("nsys ")}
+    return table.rename(columns={"context_length": "context", **named})
 
 
 def build(results: Path, figures: Path) -> Section:
-    section = Section("nsys", "2. Nsight Systems profiles")
     data = load(results)
     runs = data["runs"]
     if runs.empty:
+        section = Section("nsys", "2. Kernel profiles")
         return section.add(Text("No profiles: the section is switched off or produced no runs."))
+    said = words(runs)
+    section = Section("nsys", said["title"])
     first = runs.iloc[0]
     backends = ", ".join(sorted(set(runs["backend"])))
     versions = ", ".join(sorted({str(v) for v in runs.get("nsys_version", pd.Series()).dropna() if str(v)}))
@@ -182,7 +209,10 @@ def build(results: Path, figures: Path) -> Section:
             f"{first['precision']}. A kernel belongs to the innermost NVTX range around the CUDA call that "
             "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
             "`backward` range open on the main thread at that moment. Times are per step. "
-            + ("On a CPU the operators stand in for kernels." if str(first["gpu"]).startswith("cpu") else "")
+            + (
+                "On a CPU the operators stand in for kernels, and their time is CPU time."
+                if said["kernel"] == "operator" else ""
+            )
         )
     )
     chosen = backend_record(results)
@@ -191,16 +221,38 @@ def build(results: Path, figures: Path) -> Section:
     section.add(Findings(findings(data)))
     a = T.forward_time_table(data["ranges"], runs, data["timing"])
     section.add(
-        Table("(a) Time per step: nsys (GPU projection of the ranges) vs the Python timer", _with_status(a))
+        Table(
+            f"(a) Time per step: {said['profiler']} (the ranges' {said['time']}) vs the Python timer",
+            _with_status(a, said["column"]),
+            name="nsys_step_time",
+        )
     )
     kernels = data["kernels"]
     if kernels.empty:
         return section.add(Text("No kernels were captured."))
-    section.add(Table("(b) Top kernel of forward, backward and optimizer", T.top_kernels(kernels)))
+    section.add(
+        Table(
+            "(b) Top kernel of forward, backward and optimizer",
+            T.top_kernels(kernels),
+            name="nsys_top_kernels",
+        )
+    )
     c = T.top_non_gemm_forward(kernels)
     if not c.empty:
-        section.add(Table("(c) Top non-GEMM kernels of the forward pass (inference)", c))
-    section.add(Table("(d) GEMM share of GPU time, inference vs training step (%)", T.gemm_share(kernels)))
+        section.add(
+            Table(
+                "(c) Top non-GEMM kernels of the forward pass (inference)",
+                c,
+                name="nsys_top_non_gemm_forward",
+            )
+        )
+    section.add(
+        Table(
+            f"(d) GEMM share of {said['time']}, inference vs training step (%)",
+            T.gemm_share(kernels),
+            name="nsys_gemm_share",
+        )
+    )
     e = T.attention_table(kernels)
     if not e.empty:
         section.add(
@@ -208,8 +260,21 @@ def build(results: Path, figures: Path) -> Section:
                 "(e) Attention: softmax vs matmul time per step, next to their FLOP ratio",
                 e,
                 note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax.",
+                name="nsys_attention",
             )
         )
-    section.add(Table("Share of GPU time by kernel category (%)", T.category_shares(kernels)))
-    section.add(Figure(figures / SHARES_FIGURE, "Share of GPU time by kernel category, per size and pass."))
+    section.add(
+        Table(
+            f"Share of {said['time']} by kernel category (%)",
+            T.category_shares(kernels),
+            name="nsys_category_shares",
+        )
+    )
+    section.add(
+        Figure(
+            figures / SHARES_FIGURE,
+            f"Share of {said['time']} by kernel category, per size and pass.",
+            data="nsys_category_shares",
+        )
+    )
     return section

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy import result_files
+from lmstudy.computed import computes_table
 from lmstudy.report import Findings, Section, Table, Text
 from lmstudy.sections import timing as timing_section
 from lmstudy.sections.labels import PASS_LABELS
@@ -23,6 +24,7 @@ def load(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _read(folder / "accumulation.csv"), _read(folder / "toy_dtypes.csv")
 
 
+@computes_table
 def accumulation_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -37,6 +39,7 @@ def accumulation_table(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+@computes_table
 def dtype_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per tensor, one column per autocast dtype; 'not run' with its reason."""
     tensors = list(dict.fromkeys(frame.loc[frame["tensor"] != "(all)", "tensor"]))
@@ -139,7 +142,13 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
         section.add(Findings(accumulation_findings(accumulation)))
-        section.add(Table("Accumulating 0.01 a thousand times (exact: 10)", accumulation_table(accumulation)))
+        section.add(
+            Table(
+                "Accumulating 0.01 a thousand times (exact: 10)",
+                accumulation_table(accumulation),
+                name="precision_accumulation",
+            )
+        )
     if not dtypes.empty:
         section.add(
             Text(
@@ -149,7 +158,13 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
         section.add(Findings(dtype_findings(dtypes)))
-        section.add(Table("Dtypes under autocast, as observed", dtype_table(dtypes)))
+        section.add(
+            Table(
+                "Dtypes under autocast, as observed",
+                dtype_table(dtypes),
+                name="precision_autocast_dtypes",
+            )
+        )
     timing = timing_section.study_model(timing_section.load(results))
     if timing.empty:
         section.add(Text("(c) No bf16 vs fp32 speed-ups: the timing section is switched off or has no rows."))
@@ -170,7 +185,13 @@ def build(results: Path, figures: Path) -> Section:
         )
     )
     section.add(Findings(speedup_findings(speedups)))
-    section.add(Table("bf16 autocast speed-up over fp32 (×)", timing_section.speedup_table(speedups)))
+    section.add(
+        Table(
+            "bf16 autocast speed-up over fp32 (×)",
+            timing_section.speedup_table(speedups),
+            name="precision_bf16_speedup",
+        )
+    )
     return section
 
 

@@ -11,11 +11,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from lmstudy import result_files  # noqa: E402
+from lmstudy.computed import computes_table  # noqa: E402
 from lmstudy.report import Figure, Findings, Section, Table, Text  # noqa: E402
-from lmstudy.sections.labels import PASS_LABELS  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
+from lmstudy.sections.labels import PASS_LABELS, order_sizes  # noqa: E402
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
@@ -25,9 +26,7 @@ def load(results: Path) -> pd.DataFrame:
     frame = result_files.read_csv(path, missing_ok=True)
     if frame.empty:
         return frame
-    # Sizes in the order the config lists them: by parameter count.
-    order = frame.groupby("size")["params"].first().sort_values().index
-    frame["size"] = pd.Categorical(frame["size"], categories=list(order), ordered=True)
+    order_sizes(frame)
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
     return frame
 
@@ -52,6 +51,7 @@ def _ms_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
     return shown.where(frame["status"] == "ok", frame["status"])
 
 
+@computes_table
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = steady(frame).copy()
     rows["median ms"] = _ms_or_status(rows, "median_ms")
@@ -68,11 +68,14 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = table.dropna(how="all")
     table.columns = [f"{precision} {value}" for value, precision in table.columns]
     ordered = [f"{p} {v}" for p in ("fp32", "bf16") for v in values if f"{p} {v}" in table]
+    # A column with nothing in it (MFU and peak memory on a CPU) is left out, not shown as n/a.
+    ordered = [c for c in ordered if table[c].notna().any()]
     table = table[ordered].reset_index()
     table["pass"] = table["pass"].map(PASS_LABELS)
     return table.rename(columns={"context_length": "context"})
 
 
+@computes_table
 def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame.copy()
     rows["cell"] = [
@@ -108,6 +111,7 @@ def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
+@computes_table
 def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
     table = speedups.pivot_table(
         index=["size", "context_length"], columns="pass", values="speedup",
@@ -117,6 +121,7 @@ def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index().rename(columns={"context_length": "context"})
 
 
+@computes_table
 def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = steady(frame)
     rows = rows[rows["pass"] == "train_step"].copy()
@@ -129,29 +134,38 @@ def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
-def _plot_by_pass(frame, y, ylabel, out: Path, logy=True):
+def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=False):
+    """One panel per pass, a line per size and precision over context length; `missing`
+    (rows with a status other than ok) marked where their points would be."""
     passes = [p for p in PASS_LABELS if p in set(frame["pass"])]
-    fig, axes = plt.subplots(1, len(passes), figsize=(4.2 * len(passes), 3.6), squeeze=False)
+    fig, axes = plots.subplots(1, len(passes), figsize=(3.6 * len(passes) + 1.6, 3.4))
     for ax, pass_name in zip(axes[0], passes, strict=True):
         part = frame[frame["pass"] == pass_name]
+        colors = {}
         for (size, precision), line in part.groupby(["size", "precision"], observed=True):
             line = line.sort_values("context_length")
             style = "-" if precision == "fp32" else "--"
-            ax.plot(line["context_length"], line[y], style, marker="o", label=f"{size} {precision}")
-        ax.set_xscale("log", base=2)
-        contexts = sorted(part["context_length"].unique())
-        ax.set_xticks(contexts, [str(c) for c in contexts])
-        ax.minorticks_off()
+            drawn = ax.plot(line["context_length"], line[y], style, marker="o", label=f"{size} {precision}")
+            colors[(size, precision)] = drawn[0].get_color()
+        contexts = set(part["context_length"])
+        if missing is not None:
+            contexts |= set(missing[missing["pass"] == pass_name]["context_length"])
+        plots.power_of_two_ticks(ax, contexts)
+        if ratio:
+            plots.reference_line(ax)
         if logy:
-            ax.set_yscale("log")
-            # Plain numbers read better than 1.8×10^1 on a log axis.
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            plots.plain_log(ax, "y")
+        if missing is not None:
+            gone = missing[missing["pass"] == pass_name]
+            if len(gone):
+                top = plots.room_above(ax, log=logy)
+                for (context, status), rows in gone.groupby(["context_length", "status"]):
+                    sizes = ", ".join(dict.fromkeys(str(s) for s in rows["size"]))
+                    plots.mark_missing(ax, context, top, f"{sizes}: {status}")
         ax.set_title(PASS_LABELS[pass_name])
         ax.set_xlabel("context length")
         ax.set_ylabel(ylabel)
-    axes[0][0].legend(fontsize="small")
-    fig.tight_layout()
+    plots.legend_outside(fig, axes)
     fig.savefig(out)
     plt.close(fig)
 
@@ -162,30 +176,33 @@ def make_figures(results: Path, out_dir: Path) -> None:
     if frame.empty:
         return
     ok = frame[frame["status"] == "ok"]
-    _plot_by_pass(steady(ok), "median_ms", "median step time (ms)", out_dir / "latency.png")
+    failed = steady(frame)[steady(frame)["status"] != "ok"]
+    if not ok.empty:
+        latency = out_dir / "latency.png"
+        _plot_by_pass(steady(ok), "median_ms", "median step time (ms)", latency, missing=failed)
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    steady_mean = steady(ok).set_index(KEY)["mean_ms"]
-    for warmup, part in ok.groupby("warmup_steps"):
-        ratio = part.set_index(KEY)["mean_ms"] / steady_mean.reindex(part.set_index(KEY).index)
-        axes[0].scatter(np.full(len(ratio), warmup), ratio, alpha=0.6)
-        axes[1].scatter(np.full(len(part), warmup), part["cv"], alpha=0.6)
-    axes[0].set_yscale("log")
-    axes[0].set_ylabel("mean step time / steady-state mean")
-    axes[1].set_yscale("log")
-    axes[1].set_ylabel("coefficient of variation")
-    for ax in axes:
-        ax.set_xlabel("warm-up steps")
-        ax.set_xticks(sorted(ok["warmup_steps"].unique()))
-    fig.suptitle("Warm-up effect (one point per configuration)")
-    fig.tight_layout()
-    fig.savefig(out_dir / "warmup.png")
-    plt.close(fig)
+        fig, axes = plots.subplots(1, 2, figsize=(9, 3.4))
+        steady_mean = steady(ok).set_index(KEY)["mean_ms"]
+        for warmup, part in ok.groupby("warmup_steps"):
+            ratio = part.set_index(KEY)["mean_ms"] / steady_mean.reindex(part.set_index(KEY).index)
+            axes[0][0].scatter(np.full(len(ratio), warmup), ratio, alpha=0.6)
+            axes[0][1].scatter(np.full(len(part), warmup), part["cv"], alpha=0.6)
+        plots.reference_line(axes[0][0], label="steady state")
+        axes[0][0].set_ylabel("mean step time / steady-state mean (×)")
+        axes[0][1].set_ylabel("coefficient of variation")
+        for ax in axes[0]:
+            plots.plain_log(ax, "y")
+            ax.set_xlabel("warm-up steps")
+            ax.set_xticks(sorted(ok["warmup_steps"].unique()))
+        fig.suptitle("Warm-up effect (one point per configuration)")
+        fig.savefig(out_dir / "warmup.png")
+        plt.close(fig)
 
     speedups = speedup_frame(frame)
     if not speedups.empty:
         speedups["precision"] = "bf16"
-        _plot_by_pass(speedups, "speedup", "bf16 speed-up over fp32 (×)", out_dir / "speedup.png", logy=False)
+        ylabel = "bf16 speed-up over fp32 (×)"
+        _plot_by_pass(speedups, "speedup", ylabel, out_dir / "speedup.png", logy=False, ratio=True)
 
 
 def findings(frame: pd.DataFrame) -> list[str]:
@@ -309,16 +326,55 @@ def build(results: Path, figures: Path) -> Section:
         "over the GPU's datasheet dense peak for the precision; it is n/a for unknown GPUs and CPUs."
     ))
     section.add(Findings(findings(frame)))
-    section.add(Table(f"Step time by size, context and pass (warm-up {top})", main_table(frame)))
-    section.add(Figure(figures / "latency.png", "Median step time vs context length, per pass."))
-    section.add(Table("Warm-up effect: mean ± std per warm-up count", warmup_table(frame)))
     section.add(
-        Figure(figures / "warmup.png", "Mean step time relative to steady state, and CV, by warm-up.")
+        Table(
+            f"Step time by size, context and pass (warm-up {top})",
+            main_table(frame),
+            name="timing_step_time",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "latency.png", "Median step time vs context length, per pass.", data="timing_step_time"
+        )
+    )
+    section.add(
+        Table(
+            "Warm-up effect: mean ± std per warm-up count",
+            warmup_table(frame),
+            name="timing_warmup",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "warmup.png",
+            "Mean step time relative to steady state, and CV, by warm-up.",
+            data="timing_warmup",
+        )
     )
     speedups = speedup_frame(frame)
     if not speedups.empty:
         caption = "bf16 autocast speed-up over fp32 (fp32 time / bf16 time)"
-        section.add(Table(caption, speedup_table(speedups)))
-        section.add(Figure(figures / "speedup.png", "bf16 speed-up over fp32 vs context length."))
-    section.add(Table("Model FLOPs utilization of the training step (%)", mfu_table(frame)))
+        section.add(Table(caption, speedup_table(speedups), name="timing_bf16_speedup"))
+        section.add(
+            Figure(
+                figures / "speedup.png",
+                "bf16 speed-up over fp32 vs context length.",
+                data="timing_bf16_speedup",
+            )
+        )
+    if plots.has_values(frame.get("mfu")):
+        section.add(
+            Table(
+                "Model FLOPs utilization of the training step (%)",
+                mfu_table(frame),
+                name="timing_mfu",
+            )
+        )
+    else:
+        gpus = ", ".join(sorted({str(g) for g in frame.get("gpu", pd.Series(dtype=str)).dropna()})) or "n/a"
+        section.add(Text(
+            f"No MFU: it needs the datasheet peak of a known GPU (lmstudy/hardware.py), and this run "
+            f"measured on {gpus}."
+        ))
     return section

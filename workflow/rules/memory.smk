@@ -29,6 +29,13 @@ MEMORY_CONFIGS = (
 MEMORY_SUMMARIES = [
     f"{MEMORY_SUMMARY}/summary.json".format(**job) for job in MEMORY_CONFIGS
 ]
+# What the report reads of each summary besides memory.csv: its timeline and
+# largest allocations (figures and tables of section 4).
+MEMORY_SUMMARY_FILES = [
+    f"{MEMORY_SUMMARY}/{name}".format(**job)
+    for job in MEMORY_CONFIGS
+    for name in ("summary.json", "timeline.csv", "largest_allocations.csv")
+]
 
 
 rule memory_snapshot:
@@ -117,7 +124,7 @@ rule memory_table:
 
 
 if MEMORY["enabled"]:
-    SECTION_TABLES["memory"] = [f"{RESULTS}/memory/memory.csv"]
+    SECTION_TABLES["memory"] = [f"{RESULTS}/memory/memory.csv"] + MEMORY_SUMMARY_FILES
     count_cost("memory", "memory_snapshot", MEMORY_CFG, MEMORY_CONFIGS, measuring=True)
     count_cost("memory", "memory_summary", MEMORY_CFG, MEMORY_CONFIGS)
     count_cost("memory", "memory_table")

@@ -15,6 +15,16 @@ TEMPLATES = sorted(
 # Each run its own report folder: run=b never overwrites run a's report.
 REPORT_DIR = f"report/{RUN}"
 REPORT_FILES = [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md"]
+# The aggregated tables (results/<run>/<section>/<name>.csv) whose rows carry
+# the provenance the report's header shows.
+ENVIRONMENT_TABLES = sorted(
+    {
+        t
+        for tables in SECTION_TABLES.values()
+        for t in tables
+        if t.endswith(".csv") and Path(t).parent.parent == Path(RESULTS)
+    }
+)
 
 
 rule figures:
@@ -38,8 +48,9 @@ rule figures:
         LMSTUDY_ENV
     params:
         run=RUN,
+        sizes=flag("--sizes", list(config["sizes"])),
     shell:
-        "lmstudy make_figures --section {wildcards.section}"
+        "lmstudy make_figures --section {wildcards.section} {params.sizes}"
         " --results results/{params.run} --style {input.style} --out {output} > {log} 2>&1"
 
 
@@ -61,6 +72,9 @@ rule report:
             category="Report",
             labels={"format": "Markdown"},
         ),
+        # every table as CSV (named by content) and the figures the pages show
+        tables=directory(f"{REPORT_DIR}/tables"),
+        figures=directory(f"{REPORT_DIR}/figures"),
     log:
         f"{LOGS}/report.log",
     benchmark:
@@ -70,9 +84,11 @@ rule report:
     params:
         run=RUN,
         sections=flag("--sections", list(SECTION_TABLES)),
+        environment=flag("--environment-tables", ENVIRONMENT_TABLES),
+        sizes=flag("--sizes", list(config["sizes"])),
         title=flag("--title", config["report"]["title"]),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
         "lmstudy render_report --results results/{params.run} --run {params.run}"
-        " {params.sections} {params.title}"
+        " {params.sections} {params.environment} {params.sizes} {params.title}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'

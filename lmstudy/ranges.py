@@ -1,0 +1,18 @@
+"""The names of the ranges the measured code marks (lmstudy.markers) and the analysis reads.
+
+No torch here: the nsys and memory analyses run on CPU nodes and import
+these names without the code that opens the ranges.
+"""
+
+from __future__ import annotations
+
+# The NVTX domain of lmstudy's own ranges (Nsight Systems shows "lmstudy:forward").
+NVTX_DOMAIN = "lmstudy"
+
+STEP = "step"
+# The phases of a training step, in order; a forward-only step has the first.
+PHASES = ("forward", "backward", "optimizer")
+# Inside naive attention (lmstudy.model.scaled_dot_product_attention).
+ATTENTION_SCORES = "computing attention scores"
+SOFTMAX = "computing softmax"
+FINAL_MATMUL = "final matmul"

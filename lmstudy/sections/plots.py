@@ -1,0 +1,103 @@
+"""What every figure of the report shares (its look is workflow/report/figures.mplstyle).
+
+- the legend outside the data, to the right of the panels (`legend_outside`);
+- log axes with plain tick labels, 0.5 and 2 rather than 5×10⁻¹ and 2×10⁰ (`plain_log`);
+- a reference line where a ratio of 1 matters (`reference_line`);
+- OOM and not-measured marked where the point or bar would be (`mark_missing`);
+- no empty panels: a caller draws a panel only for data it has (`has_values`).
+
+No torch here; matplotlib only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+
+MISSING_MARK = {"OOM": "OOM", "not measured": "not\nmeasured"}
+
+
+def subplots(rows: int = 1, columns: int = 1, **kwargs):
+    """plt.subplots with the layout that keeps an outside legend and the titles in the figure."""
+    kwargs.setdefault("squeeze", False)
+    return plt.subplots(rows, columns, layout="constrained", **kwargs)
+
+
+def _plain(value: float, _=None) -> str:
+    if value <= 0 or not math.isfinite(value):
+        return ""
+    return f"{value:g}" if 1e-3 <= value < 1e5 else f"{value:.0e}"
+
+
+def plain_log(ax, axis: str = "y", base: float = 10) -> None:
+    """A log axis whose ticks read as plain numbers. Within one decade (ratios, 0.5 to 3)
+    the 2s and 5s get labels too, so the axis is never left with one labelled tick."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log", base=base)
+    low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    target.set_major_formatter(FuncFormatter(_plain))
+    if base == 10 and low > 0 and high / low < 30:
+        target.set_minor_locator(LogLocator(base=10, subs=(2.0, 3.0, 5.0)))
+        target.set_minor_formatter(FuncFormatter(_plain))
+    else:
+        target.set_minor_formatter(NullFormatter())
+
+
+def power_of_two_ticks(ax, values, axis: str = "x") -> None:
+    """A log2 axis ticked exactly at the measured values (context or sequence lengths)."""
+    values = sorted({int(v) for v in values})
+    if axis == "x":
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(values, [str(v) for v in values])
+    else:
+        ax.set_yscale("log", base=2)
+        ax.set_yticks(values, [str(v) for v in values])
+    ax.minorticks_off()
+
+
+def reference_line(ax, value: float = 1.0, label: str = "1.0× (no change)") -> None:
+    """The line a ratio is read against: above it faster, below it slower."""
+    ax.axhline(value, color="0.35", lw=0.9, ls=":", zorder=1, label=label)
+
+
+def room_above(ax, log: bool = False) -> float:
+    """Make room above the data for marks of what is missing; return the height to mark at."""
+    low, high = ax.get_ylim()
+    if log and low > 0:
+        ax.set_ylim(low, high * 2.2)
+        return high * 1.4
+    ax.set_ylim(low, high + 0.25 * (high - low))
+    return high + 0.1 * (high - low)
+
+
+def mark_missing(ax, x, y: float, status: str, color=None) -> None:
+    """Mark OOM or not-measured at (x, y), where the point or the bar would be."""
+    text = MISSING_MARK.get(status, status)
+    ax.scatter([x], [y], marker="x", s=40, color=color or "0.3", zorder=4)
+    ax.annotate(text, (x, y), textcoords="offset points", xytext=(0, 5), ha="center",
+                fontsize="x-small", color=color or "0.3")
+
+
+def legend_outside(fig, axes, title: str | None = None) -> None:
+    """One legend for the figure, right of the panels, entries gathered from every panel once."""
+    seen = {}
+    for ax in (axes.flat if hasattr(axes, "flat") else axes):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside right upper", title=title,
+                   fontsize="small")
+
+
+def has_values(series: pd.Series | None) -> bool:
+    """True when a panel would show something: at least one finite number."""
+    if series is None:
+        return False
+    numbers = pd.to_numeric(series, errors="coerce")
+    return bool(numbers.notna().any())

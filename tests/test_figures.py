@@ -1,0 +1,74 @@
+"""The figures' shared style (lmstudy/sections/plots.py) and the words that go with them."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lmstudy.sections import ladder, nsys, plots  # noqa: E402
+
+
+def _labels(ax) -> list[str]:
+    ax.figure.canvas.draw()
+    ticks = ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
+    return [t.get_text() for t in ticks if t.get_text()]
+
+
+def test_a_ratio_axis_reads_in_plain_numbers():
+    fig, axes = plots.subplots()
+    ax = axes[0][0]
+    ax.plot([1, 2, 3], [0.6, 1.4, 2.8])
+    plots.plain_log(ax, "y")
+    labels = _labels(ax)
+    assert labels and not any("10^" in t or "\\times" in t or "×10" in t for t in labels), labels
+    assert {"1", "2"} <= set(labels), labels
+    plt.close(fig)
+
+
+def test_a_ratio_plot_has_its_reference_line_and_the_legend_sits_outside():
+    fig, axes = plots.subplots(1, 2)
+    for ax in axes[0]:
+        ax.plot([1, 2], [0.9, 1.2], label="bf16")
+        plots.reference_line(ax)
+    plots.legend_outside(fig, axes)
+    assert all(any(list(line.get_ydata()) == [1, 1] for line in ax.get_lines()) for ax in axes[0])
+    assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in axes[0])
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["bf16", "1.0× (no change)"]
+    plt.close(fig)
+
+
+def test_a_missing_point_is_marked_where_it_would_be():
+    fig, axes = plots.subplots()
+    ax = axes[0][0]
+    plots.mark_missing(ax, 64, 10.0, "OOM")
+    assert [t.get_text() for t in ax.texts] == ["OOM"]
+    assert list(ax.collections[0].get_offsets()[0]) == [64, 10.0]
+    plt.close(fig)
+
+
+def test_no_mfu_panel_without_a_known_peak(tmp_path):
+    rows = []
+    for precision, variant, ms in (("fp32", "naive", 10.0), ("bf16", "naive", 12.0)):
+        rows.append({"size": "tiny", "params": 1, "context_length": 32, "pass": "train_step",
+                     "precision": precision, "variant": variant, "warmup_steps": 1, "status": "ok",
+                     "median_ms": ms, "achieved_tflops": 0.01, "gpu": "cpu (x86_64)"})
+    (tmp_path / "timing").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "timing" / "timing.csv", index=False)
+    frame = ladder.ladder_frame(pd.DataFrame(rows))
+    assert not plots.has_values(frame["mfu_bf16"])
+    assert "MFU (% of bf16 peak)" not in ladder.ladder_table(frame, 32)
+    # bf16 is slower here: the words say so, never "gain".
+    said = ladder.findings(frame)[-1]
+    assert "bf16 1.20× slower" in said and "no rung is faster" in said and " gain " not in said
+
+
+def test_section_2_names_the_profiler_that_ran():
+    cpu = pd.DataFrame({"backend": ["torch"], "gpu": ["cpu (x86_64)"]})
+    gpu = pd.DataFrame({"backend": ["nsys"], "gpu": ["NVIDIA H200"]})
+    assert nsys.words(cpu)["title"] == "2. Operator profiles on the CPU (torch.profiler)"
+    assert nsys.words(cpu)["time"] == "CPU time"
+    assert nsys.words(gpu)["title"] == "2. Kernel profiles (Nsight Systems)"
+    assert nsys.words(gpu)["time"] == "GPU time"
