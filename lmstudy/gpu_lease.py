@@ -33,6 +33,9 @@ import fcntl
 import io
 import json
 import os
+import shutil
+import socket
+import stat
 import subprocess
 import sys
 import time
@@ -51,6 +54,14 @@ WAITED_ENV = "LMSTUDY_GPU_WAITED_S"
 LEASED_AT_ENV = "LMSTUDY_GPU_LEASED_AT"
 FOREIGN_ENV = "LMSTUDY_GPU_FOREIGN"
 CORES_ENV = "LMSTUDY_CPU_CORES"
+LOCK_ENV = "LMSTUDY_GPU_LEASE_FILE"
+# Which device the run measures on (config `device`), set by the workflow's lmstudy_gpu.
+DEVICE_ENV = "LMSTUDY_DEVICE"
+LEASE_VARIABLES = (
+    "LMSTUDY_GPU_LEASE_FD", "LMSTUDY_GPU_INDEX", "LMSTUDY_GPU_UUID", "LMSTUDY_GPU_SOURCE",
+    "LMSTUDY_GPU_WAITED_S", "LMSTUDY_GPU_LEASED_AT", "LMSTUDY_GPU_FOREIGN", "LMSTUDY_CPU_CORES",
+    "LMSTUDY_GPU_LEASE_FILE",
+)
 
 # How often a waiting job tries again: a lease is held for seconds to
 # minutes, so half a second of latency costs nothing.
@@ -72,15 +83,28 @@ class Gpu:
         return f"gpu-{self.uuid or self.index}.lock"
 
 
+class LeaseError(Exception):
+    """A GPU job cannot take its lease; the message says what to fix."""
+
+
 def _nvidia_smi(*query: str) -> list[list[str]]:
-    """Rows of an nvidia-smi CSV query; [] where nvidia-smi is missing or fails."""
+    """Rows of an nvidia-smi CSV query; [] where there is no nvidia-smi (a machine without GPUs).
+
+    An nvidia-smi that is there but fails is an error, not "no GPUs": the job
+    would otherwise run unleased beside leased jobs.
+    """
+    if shutil.which("nvidia-smi") is None:
+        return []
     try:
         out = subprocess.run(
             ["nvidia-smi", *query, "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, check=True, timeout=60,
+            capture_output=True, text=True, check=True, timeout=120,
         ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
+    except (OSError, subprocess.SubprocessError) as error:
+        raise LeaseError(
+            f"nvidia-smi failed ({error}), so no GPU can be leased safely; fix the driver, or name the "
+            f"GPUs to use in {GPUS_ENV}"
+        ) from None
     return parse_csv(out)
 
 
@@ -99,7 +123,15 @@ def pool(environ=os.environ, listed: list[Gpu] | None = None) -> list[Gpu]:
     wanted = environ.get(GPUS_ENV, "").strip()
     if wanted:
         by_index = {gpu.index: gpu for gpu in listed}
-        return [by_index.get(i, Gpu(i)) for i in (s.strip() for s in wanted.split(",")) if i]
+        names = [i for i in (s.strip() for s in wanted.split(",")) if i]
+        unknown = [i for i in names if listed and i not in by_index]
+        if unknown:
+            raise LeaseError(
+                f"{GPUS_ENV} names GPU {', '.join(unknown)}, which nvidia-smi does not list "
+                f"(it lists {', '.join(by_index)}); name GPUs by nvidia-smi's indices"
+            )
+        # Without nvidia-smi (the CPU tests) the indices are taken as they are.
+        return [by_index.get(i, Gpu(i)) for i in names]
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         names = {s.strip() for s in visible.split(",") if s.strip()}
@@ -108,7 +140,15 @@ def pool(environ=os.environ, listed: list[Gpu] | None = None) -> list[Gpu]:
 
 
 def under_slurm(environ=os.environ) -> bool:
-    return "SLURM_JOB_ID" in environ
+    """A SLURM job the scheduler gave at most one GPU: it chose the GPU, and isolates it.
+
+    A SLURM allocation of several GPUs in which Snakemake runs its jobs
+    itself (salloc --gpus=4, then --resources gpu=4) still needs leases among them.
+    """
+    if "SLURM_JOB_ID" not in environ:
+        return False
+    visible = [d for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return len(visible) <= 1
 
 
 def core_share(cores: list[int], slot: int, slots: int) -> list[int]:
@@ -182,14 +222,31 @@ class Lease:
 
 
 def _open_lock(lease_dir: Path, gpu: Gpu) -> int:
+    """The GPU's lock file, opened for writing: never through a symbolic link, and created only
+    where it does not exist (another user's file in a sticky folder cannot be opened with O_CREAT
+    where fs.protected_regular is on)."""
     path = lease_dir / gpu.lock_name
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        # Any user's run on this machine must be able to take it too.
-        os.fchmod(fd, 0o666)
-    except OSError:
-        pass
-    return fd
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            except FileExistsError:
+                continue  # another job created it just now: open theirs
+            # Any user's run on this machine must be able to take it too.
+            os.fchmod(fd, 0o666)
+        except OSError as error:
+            raise LeaseError(
+                f"cannot open the GPU lease file {path} ({error.strerror}); make {lease_dir} a folder "
+                f"that every user of the study may write (chmod 1777), or name another in {LEASE_DIR_ENV}"
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise LeaseError(
+                f"{path} is not a regular file; remove it, or name another folder in {LEASE_DIR_ENV}"
+            )
+        return fd
 
 
 def _holder(lease_dir: Path, gpu: Gpu) -> str:
@@ -211,8 +268,16 @@ def _try(lease_dir: Path, gpu: Gpu) -> int | None:
 
 def lease_dir_of(environ=os.environ) -> Path:
     path = Path(environ.get(LEASE_DIR_ENV) or DEFAULT_LEASE_DIR)
-    if not path.is_dir():
+    try:
         path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise LeaseError(
+            f"cannot make the GPU lease folder {path} ({error.strerror}); name another in {LEASE_DIR_ENV}"
+        ) from None
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise LeaseError(f"the GPU lease folder {path} is not a folder; name another in {LEASE_DIR_ENV}")
+    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != 0o1777:
         try:
             # Shared by every user's runs, like /tmp itself.
             path.chmod(0o1777)
@@ -284,6 +349,27 @@ def unleased_environment(environ=os.environ) -> dict[str, str]:
     }
 
 
+def holds_lease(environ=os.environ) -> bool:
+    """Whether this process really holds the lease its environment names.
+
+    The variables reach every descendant of a job, but the lock's file only
+    those it was handed to: the file descriptor must be open, be that lock
+    file, and be locked by this open file (flock on it again succeeds).
+    """
+    try:
+        fd = int(environ[FD_ENV])
+        held, named = os.fstat(fd), os.stat(environ[LOCK_ENV])
+    except (KeyError, ValueError, OSError):
+        return False
+    if (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
 def inherited_fds(environ=os.environ) -> tuple[int, ...]:
     """The lease's file descriptor, for a child the job starts (nsys) to hold it too."""
     try:
@@ -296,16 +382,21 @@ def inherited_fds(environ=os.environ) -> tuple[int, ...]:
 
 def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
     """Lease a GPU (or not: SLURM, no GPU, already leased), then exec `command` holding it."""
-    env = dict(environ)
-    if FD_ENV in environ or SOURCE_ENV in environ:
-        pass  # a job of a leased job: it holds its parent's lease already
+    if holds_lease(environ):
+        # A job's own child (nsys's program): it holds its parent's lease already.
+        os.execvpe(command[0], command, dict(environ))
+    # What a parent's lease left in the environment does not hold here.
+    env = {k: v for k, v in environ.items() if not k.startswith(LEASE_VARIABLES)}
+    if environ.get(DEVICE_ENV) == "cpu" and not environ.get(GPUS_ENV):
+        # A run on the CPU (device: cpu) needs no GPU, unless told to lease (the tests' fake GPUs).
+        env.update(unleased_environment(env))
     elif under_slurm(environ):
-        env.update(unleased_environment(environ))
+        env.update(unleased_environment(env))
     else:
         listed = gpus_of(_nvidia_smi("--query-gpu=index,uuid"))
         gpus = pool(environ, listed)
         if not gpus:
-            env.update(unleased_environment(environ))
+            env.update(unleased_environment(env))
         else:
             lease = acquire(gpus, lease_dir_of(environ), " ".join(command)[:300], log=log)
             cores = core_share(sorted(os.sched_getaffinity(0)), *cpu_slot(lease, gpus, listed))
@@ -313,13 +404,15 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
                 os.sched_setaffinity(0, cores)
             foreign = foreign_processes(lease.gpu, ours={os.getpid()})
             env.update(job_environment(lease, len(gpus), cores, foreign))
-            env.setdefault("OMP_NUM_THREADS", str(len(cores)))
+            env[LOCK_ENV] = str(lease_dir_of(environ) / lease.gpu.lock_name)
             os.set_inheritable(lease.fd, True)
             print(
                 f"gpu lease: GPU {lease.gpu.index} {lease.gpu.uuid} (waited {lease.waited_s:.1f} s), "
                 f"CPU cores {cores_text(cores)}" + (f"; also on it, not ours: {foreign}" if foreign else ""),
                 file=log, flush=True,
             )
+    # The time the job started measuring from: its imports are what follows.
+    env[LEASED_AT_ENV] = f"{time.time():.3f}"
     os.execvpe(command[0], command, env)
 
 
@@ -342,6 +435,7 @@ def record(environ=os.environ) -> dict:
             return None
 
     return {
+        "host": socket.gethostname(),
         "gpu_index": environ.get(INDEX_ENV, ""),
         "gpu_uuid": environ.get(UUID_ENV, ""),
         "chosen_by": environ.get(SOURCE_ENV, "none"),

@@ -18,7 +18,7 @@ from lmstudy import gpu_lease
 
 # The phases a record may hold, in the order the report shows them.
 PHASES = {
-    "wait": "waiting for a free GPU (another job held its lease)",
+    "wait": "taking a GPU lease: asking nvidia-smi, and waiting while another job held the GPU",
     "imports": "interpreter start and imports",
     "start": "starting fresh processes and CUDA",
     "build": "building models",
@@ -43,14 +43,21 @@ class PhaseClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
-        # The process started before its GPU lease was taken (lmstudy.gpu_lease):
-        # the wait is a phase of its own, not the imports'.
+        now = time.time()
+        started_at = now - seconds_since_process_start()  # NaN where unknown
+        # The process began as the GPU lease's wrapper (lmstudy.gpu_lease), which
+        # asked nvidia-smi, waited while another job held the GPU, then became
+        # this job: that is a phase of its own, not the imports'. A lease time
+        # from before this process started is a parent's (nsys's program).
         self.lease = gpu_lease.record()
-        if self.lease["waited_s"]:
-            self.seconds["wait"] = self.lease["waited_s"]
-        imports = seconds_since_process_start()
-        if imports == imports:
-            self.seconds["imports"] = max(0.0, imports - self.lease["waited_s"])
+        leased_at = self.lease["leased_at"]
+        if leased_at is not None and started_at == started_at and started_at - 1 <= leased_at <= now:
+            self.seconds["wait"] = max(0.0, leased_at - started_at)
+            self.seconds["imports"] = now - leased_at
+        else:
+            self.lease["leased_at"] = started_at if started_at == started_at else None
+            if started_at == started_at:
+                self.seconds["imports"] = now - started_at
 
     def add(self, phase: str, seconds: float) -> None:
         if phase not in PHASES:
@@ -68,8 +75,6 @@ class PhaseClock:
     def record(self) -> dict:
         """The record to write: each phase's seconds and the process's own wall time."""
         lease = dict(self.lease)
-        if lease["leased_at"] is None:
-            lease["leased_at"] = time.time() - seconds_since_process_start()
         return {
             "phases": dict(self.seconds),
             "process_s": seconds_since_process_start(),

@@ -135,7 +135,7 @@ PRODUCTS = (
         required=("section", "rule", "job", "wall_s", "measuring"),
         numeric=(
             "wall_s", "wait_s", "imports_s", "start_s", "build_s", "compile_s", "measure_s", "profile_s",
-            "other_s", "started_at", "ended_at",
+            "other_s", "waited_s", "started_at", "ended_at",
         ),
     ),
     Product(

@@ -36,19 +36,22 @@ def read_benchmark(path: Path) -> float:
         raise damaged(path, f"not a Snakemake benchmark record: {error}") from None
 
 
-LEASE_COLUMNS = ["gpu_index", "gpu_uuid", "gpu_chosen_by", "cpu_cores", "foreign_processes",
-                 "started_at", "ended_at"]
+LEASE_COLUMNS = ["host", "gpu_index", "gpu_uuid", "gpu_chosen_by", "cpu_cores", "foreign_processes",
+                 "waited_s", "started_at", "ended_at"]
 
 
 def _lease_columns(record: dict | None) -> dict:
     """Where and when a measuring job held its GPU (lmstudy.gpu_lease); blank for the others."""
     lease = (record or {}).get("lease") or {}
     return {
+        "host": str(lease.get("host", "")),
         "gpu_index": str(lease.get("gpu_index", "")),
         "gpu_uuid": str(lease.get("gpu_uuid", "")),
         "gpu_chosen_by": str(lease.get("chosen_by", "")),
         "cpu_cores": str(lease.get("cpu_cores", "")),
         "foreign_processes": str(lease.get("foreign_processes", "")),
+        # While another job held the GPU (the wait_s phase also counts asking nvidia-smi).
+        "waited_s": float(lease.get("waited_s") or 0.0),
         # Seconds since the epoch: from the lease (or the process's start) to the record's writing.
         "started_at": lease.get("leased_at"),
         "ended_at": lease.get("ended_at"),
@@ -94,7 +97,10 @@ def overlaps_on_one_gpu(frame: pd.DataFrame) -> pd.DataFrame:
     spans = frame.dropna(subset=["started_at", "ended_at"])
     spans = spans[spans["gpu_chosen_by"] == "lease"]
     pairs = []
-    for _, jobs in spans.groupby("gpu_uuid" if spans["gpu_uuid"].astype(bool).all() else "gpu_index"):
+    uuids = spans["gpu_uuid"].fillna("").astype(str)
+    hosts = spans["host"].fillna("").astype(str) if "host" in spans else ""
+    gpu = uuids.where(uuids != "", hosts + ":" + spans["gpu_index"].astype(str))
+    for _, jobs in spans.assign(gpu=gpu).groupby("gpu"):
         jobs = jobs.sort_values("started_at")
         previous = None
         for _, job in jobs.iterrows():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstudy.gpu_lease import run_leased  # noqa: E402
+from lmstudy.gpu_lease import LeaseError, run_leased  # noqa: E402
 
 if __name__ == "__main__":
     command = sys.argv[1:]
@@ -21,4 +21,7 @@ if __name__ == "__main__":
         command = command[1:]
     if not command:
         sys.exit("usage: gpu_lease.py -- COMMAND [ARGS...]: name the command to run on a leased GPU")
-    run_leased(command)
+    try:
+        run_leased(command)
+    except LeaseError as error:
+        sys.exit(f"error: {error}")

@@ -49,7 +49,7 @@ def test_building_a_comparison_plans_no_measurement(two_runs):
 
 
 def test_every_configuration_is_a_row_with_a_verdict(compared, two_runs):
-    table = pd.read_csv(compared / "tables/timing_1.csv")
+    table = pd.read_csv(compared / "tables/timing_step_time.csv")
     a = pd.read_csv(two_runs / "results/default/timing/timing.csv")
     b = pd.read_csv(two_runs / "results/b/timing/timing.csv")
     naive = a[a["variant"] == "naive"]
@@ -57,7 +57,7 @@ def test_every_configuration_is_a_row_with_a_verdict(compared, two_runs):
     assert set(zip(table["size"], table["context"], table["precision"], strict=True)) == expected
     assert len(table) == len(naive.drop_duplicates(["size", "context_length", "pass", "precision"]))
     oversized = table[table["size"] == "oversized"]
-    assert set(oversized["verdict"]) == {"OOM in both"} and set(oversized["A median ms"]) == {"OOM"}
+    assert set(oversized["verdict"]) == {"OOM in both"} and set(oversized["A median (ms)"]) == {"OOM"}
     tiny = table[table["size"] == "tiny"]
     assert set(tiny["verdict"]) <= {V.FASTER, V.SLOWER, V.SAME}
     assert (tiny["note"] == "batch 2 vs 4").all()
@@ -78,14 +78,14 @@ def test_every_configuration_is_a_row_with_a_verdict(compared, two_runs):
 
 
 def test_configurations_in_one_run_only_are_listed(compared):
-    others = pd.read_csv(compared / "tables/timing_2.csv")
+    others = pd.read_csv(compared / "tables/timing_other_variants.csv")
     assert set(others["variant"]) == {"sdpa"}
     assert set(others.loc[others["size"] == "tiny", "verdict"]) == {"only in A"}
-    assert set(others.loc[others["size"] == "tiny", "B median ms"]) == {"not measured"}
+    assert set(others.loc[others["size"] == "tiny", "B median (ms)"]) == {"not measured"}
     md = (compared / "report.md").read_text()
     assert re.search(r"configuration\(s\) measured only in A: tiny ctx 64", md)
     # B has no attention section: A's rows are listed, not dropped.
-    attention = pd.read_csv(compared / "tables/attention_1.csv")
+    attention = pd.read_csv(compared / "tables/attention_step_times.csv")
     assert len(attention) and set(attention["verdict"]) == {"only in A"}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -26,10 +27,25 @@ LEASE = [sys.executable, str(REPO / "scripts" / "gpu_lease.py"), "--"]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu" / "lease"
 
 
+def path_without_nvidia_smi() -> str:
+    """PATH less any folder with an nvidia-smi: the fake GPUs must not be mapped to a real machine's."""
+    return os.pathsep.join(
+        d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvidia-smi").exists()
+    )
+
+
 def lease_env(tmp_path: Path, gpus: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LMSTUDY_GPU", "SLURM_"))}
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    return {**env, "LMSTUDY_GPUS": gpus, "LMSTUDY_GPU_LEASE_DIR": str(tmp_path / "leases")}
+    return {**env, "LMSTUDY_GPUS": gpus, "LMSTUDY_GPU_LEASE_DIR": str(tmp_path / "leases"),
+            "PATH": path_without_nvidia_smi()}
+
+
+def line_of(stream, timeout: float = 120) -> str:
+    """The next line a child writes, failing (not hanging) if none comes."""
+    ready, _, _ = select.select([stream], [], [], timeout)
+    assert ready, f"no line within {timeout} s"
+    return stream.readline()
 
 
 def holder(env: dict[str, str]) -> subprocess.Popen:
@@ -38,7 +54,7 @@ def holder(env: dict[str, str]) -> subprocess.Popen:
         [*LEASE, sys.executable, "-c", "import sys; sys.stdin.read()"],
         env=env, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    line = job.stderr.readline()
+    line = line_of(job.stderr)
     assert line.startswith("gpu lease: GPU"), line
     return job
 
@@ -131,15 +147,21 @@ def test_two_processes_never_hold_one_lease(tmp_path):
         "print(os.environ['CUDA_VISIBLE_DEVICES'])\n"
     )
 
-    def one(_):
-        return subprocess.run([*LEASE, sys.executable, "-c", job], env=env, capture_output=True, text=True)
-
-    with ThreadPoolExecutor(12) as pool:
-        done = list(pool.map(one, range(12)))
-    assert all(d.returncode == 0 for d in done), [d.stderr for d in done if d.returncode]
-    used = {d.stdout.strip() for d in done}
-    assert used == {"0", "1"}
-    assert sum("waiting for one" in d.stderr for d in done) >= 1
+    # Both GPUs are held when the twelve start: each says it waits, then they take turns.
+    held = [holder(env), holder(env)]
+    jobs = [
+        subprocess.Popen([*LEASE, sys.executable, "-c", job], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(12)
+    ]
+    assert all("waiting for one" in line_of(j.stderr) for j in jobs)
+    for job in held:
+        job.stdin.close()
+        assert job.wait(timeout=30) == 0
+    done = [j.communicate(timeout=300) for j in jobs]
+    failed = [err for (_, err), j in zip(done, jobs, strict=True) if j.returncode]
+    assert not failed, failed
+    assert {out.strip() for out, _ in done} == {"0", "1"}
 
 
 def test_a_job_waits_while_every_gpu_is_leased_and_says_so(tmp_path):
@@ -150,12 +172,12 @@ def test_a_job_waits_while_every_gpu_is_leased_and_says_so(tmp_path):
         [*LEASE, sys.executable, "-c", f"open({str(ran)!r}, 'w').close()"],
         env=env, stderr=subprocess.PIPE, text=True,
     )
-    said = second.stderr.readline()
+    said = line_of(second.stderr)
     assert "all 1 GPU(s) are leased" in said and "GPU 0: pid" in said and "waiting" in said
     assert not ran.exists() and second.poll() is None
     first.stdin.close()
     assert first.wait(timeout=30) == 0
-    assert "GPU 0 is free after" in second.stderr.readline()
+    assert "GPU 0 is free after" in line_of(second.stderr)
     assert second.wait(timeout=30) == 0 and ran.exists()
 
 
@@ -180,6 +202,47 @@ def test_under_slurm_the_schedulers_gpu_is_used_as_it_is(tmp_path):
     )
     assert shown.stdout.split() == ["3", "slurm"]
     assert not (tmp_path / "leases").exists()
+
+
+def test_a_slurm_allocation_of_several_gpus_is_shared_through_leases(tmp_path):
+    """salloc --gpus=2, then Snakemake runs the jobs itself: they still need a lease each."""
+    env = {**lease_env(tmp_path, ""), "SLURM_JOB_ID": "17", "CUDA_VISIBLE_DEVICES": "0,1"}
+    env.pop("LMSTUDY_GPUS")
+    env["PATH"] = path_without_nvidia_smi()
+    first = holder({**env, "LMSTUDY_GPUS": "0,1"})
+    shown = subprocess.run(
+        [*LEASE, sys.executable, "-c", "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"],
+        env={**env, "LMSTUDY_GPUS": "0,1"}, capture_output=True, text=True, check=True, timeout=60,
+    )
+    assert shown.stdout.strip() == "1"
+    first.stdin.close()
+    first.wait(timeout=30)
+
+
+def test_a_lease_named_in_the_environment_but_not_held_is_not_trusted(tmp_path):
+    """A job's descendant that was not handed the lock (or a run started from a job's shell) leases anew."""
+    env = lease_env(tmp_path, "0")
+    first = holder(env)
+    # What a leased job's environment holds, without its lock's file descriptor.
+    inherited = {**env, "LMSTUDY_GPU_LEASE_FD": "3", "LMSTUDY_GPU_SOURCE": "lease", "LMSTUDY_GPU_INDEX": "0",
+                 "LMSTUDY_GPU_LEASE_FILE": str(tmp_path / "leases" / "gpu-0.lock")}
+    second = subprocess.Popen(
+        [*LEASE, sys.executable, "-c", "pass"], env=inherited, stderr=subprocess.PIPE, text=True,
+    )
+    assert "waiting for one" in line_of(second.stderr)
+    first.stdin.close()
+    first.wait(timeout=30)
+    assert second.wait(timeout=60) == 0
+
+
+def test_a_cpu_run_takes_no_gpu_lease(tmp_path):
+    env = {**lease_env(tmp_path, ""), "LMSTUDY_DEVICE": "cpu"}
+    env.pop("LMSTUDY_GPUS")
+    shown = subprocess.run(
+        [*LEASE, sys.executable, "-c", "import os; print(os.environ['LMSTUDY_GPU_SOURCE'])"],
+        env=env, capture_output=True, text=True, check=True, timeout=60,
+    )
+    assert shown.stdout.strip() == "none" and not (tmp_path / "leases").exists()
 
 
 def test_without_gpus_a_job_runs_unleased(tmp_path):
@@ -230,7 +293,7 @@ def test_two_snakemake_runs_at_once_take_turns_on_one_gpu(tmp_path):
     assert study_cost.overlaps_on_one_gpu(spans).empty
     assert study_cost.most_at_once(spans) == 1
     # One run's jobs waited for the other's: the runs did overlap in time.
-    assert spans["wait_s"].sum() > 0
+    assert spans["waited_s"].sum() > 0
 
 
 def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):

@@ -249,10 +249,11 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
     section.add(Findings(timing_findings(rows, min_effect)))
     study = rows[rows["variant"] == "naive"]
     section.add(Table("Step time, tokens/s, MFU and peak memory, B against A (the study's model)",
-                      timing_table(study, variant_column=False)))
+                      timing_table(study, variant_column=False), name="timing_step_time"))
     others = rows[rows["variant"] != "naive"]
     if len(others):
-        section.add(Table("The other variants (SDPA, compiled)", timing_table(others, variant_column=True)))
+        section.add(Table("The other variants (SDPA, compiled)", timing_table(others, variant_column=True),
+                          name="timing_other_variants"))
     if ratio_figure(rows, min_effect, figures / "ratio.png"):
         section.add(Figure(figures / "ratio.png",
                            "Step time B/A per configuration with its 95% interval; grey: the noise band."))
@@ -276,13 +277,13 @@ def _section_kernels(a, b, min_effect, figures: Path) -> Section:
         listing = listing[[*T.PROFILE_KEY, "presence"]].rename(
             columns={"presence": "state", "context_length": "context"})
         listing["pass"] = listing["pass"].map(PASS_LABELS)
-        section.add(Table("Profiles in one run only, or not ok in one", listing))
+        section.add(Table("Profiles in one run only, or not ok in one", listing, name="nsys_unmatched"))
     if not categories.empty:
         table = categories.rename(
             columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step"})
         table["pass"] = table["pass"].map(PASS_LABELS)
         table["change %"] = table.pop("change") * 100
-        section.add(Table("GPU time per step by kernel category", table))
+        section.add(Table("GPU time per step by kernel category", table, name="nsys_categories"))
         if categories_figure(categories, a.name, b.name, figures / "categories.png"):
             caption = "GPU time per step by kernel category, A beside B."
             section.add(Figure(figures / "categories.png", caption))
@@ -292,7 +293,7 @@ def _section_kernels(a, b, min_effect, figures: Path) -> Section:
                                   "delta_ms": "B−A ms/step"})
         top["pass"] = top["pass"].map(PASS_LABELS)
         caption = "Kernels that changed most per configuration (appeared, disappeared, faster, slower)"
-        section.add(Table(caption, top))
+        section.add(Table(caption, top, name="nsys_top_kernels"))
     return section
 
 
@@ -318,12 +319,12 @@ def _section_memory(a, b) -> Section:
         "B peak GiB": _shown(peaks["peak_gib_b"], peaks["status_b"]),
         "B/A": peaks["ratio"], "state": peaks["presence"].replace("", "both measured"),
     })
-    section.add(Table("Peak allocated memory per snapshot", table))
+    section.add(Table("Peak allocated memory per snapshot", table, name="memory_peaks"))
     if not kinds.empty:
         shown = kinds.rename(columns={"context_length": "context", "gib_a": "A GiB", "gib_b": "B GiB",
                                       "change_gib": "B−A GiB"})
         shown["pass"] = shown["pass"].map(PASS_LABELS)
-        section.add(Table("Memory at the peak by kind", shown))
+        section.add(Table("Memory at the peak by kind", shown, name="memory_kinds"))
     return section
 
 
@@ -358,13 +359,14 @@ def _section_attention(a, b) -> Section:
     section.add(Findings(items))
     section.add(Table("Attention step times, B against A", _summary_table(rows, {
         "implementation": "implementation", "precision": "precision", "head_dim": "d", "seq_len": "seq",
-        "part": "part"})))
+        "part": "part"}), name="attention_step_times"))
     speedups = T.attention_speedups(a, b)
     if not speedups.empty:
         speedups = speedups.rename(columns={
             "head_dim": "d", "seq_len": "seq", "sdpa_a": "A SDPA ×", "sdpa_b": "B SDPA ×",
             "naive-compile_a": "A compiled ×", "naive-compile_b": "B compiled ×"})
-        section.add(Table("Speed-ups over naive eager attention (forward+backward), in each run", speedups))
+        section.add(Table("Speed-ups over naive eager attention (forward+backward), in each run", speedups,
+                          name="attention_speedups"))
     return section
 
 
@@ -387,13 +389,14 @@ def _section_compile(a, b) -> Section:
     table = _summary_table(rows, {"size": "size", "context_length": "context", "precision": "precision",
                                   "attention": "attention", "pass": "pass", "mode": "mode"})
     table["pass"] = table["pass"].map(PASS_LABELS)
-    section.add(Table("Eager and compiled step times, B against A", table))
+    section.add(Table("Eager and compiled step times, B against A", table, name="compile_step_times"))
     if not speedups.empty:
         shown = speedups.rename(columns={"context_length": "context", "speedup_a": "A speed-up ×",
                                          "speedup_b": "B speed-up ×", "compile_s_a": "A compile s",
                                          "compile_s_b": "B compile s"})
         shown["pass"] = shown["pass"].map(PASS_LABELS)
-        section.add(Table("Speed-up of compiled over eager, and compile time, in each run", shown))
+        section.add(Table("Speed-up of compiled over eager, and compile time, in each run", shown,
+                          name="compile_speedups"))
     return section
 
 
@@ -412,7 +415,7 @@ def _section_ladder(rows) -> Section:
         "B median ms": _shown(rungs["median_ms_b"], rungs["status_b"]),
         "B/A": rungs["ratio"], "verdict": rungs["verdict"],
         "A × vs fp32": rungs["vs_fp32_a"], "B × vs fp32": rungs["vs_fp32_b"],
-    })))
+    }), name="ladder_rungs"))
     return section
 
 

@@ -20,7 +20,7 @@ from lmstudy.study_cost import PHASE_COLUMNS, most_at_once  # noqa: E402
 PHASE_LABELS = {f"{phase}_s": label for phase, label in PHASES.items()}
 PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing results, the processes' exit"
 SHORT = {
-    "wait_s": "waiting for a GPU",
+    "wait_s": "GPU lease",
     "imports_s": "imports", "start_s": "process start", "build_s": "model builds",
     "compile_s": "compiling", "measure_s": "measuring", "profile_s": "profiler",
     "other_s": "other",
@@ -104,9 +104,11 @@ def by_gpu(frame: pd.DataFrame) -> pd.DataFrame:
     if jobs.empty:
         return pd.DataFrame()
     jobs = jobs.assign(gpu=_text(jobs["gpu_index"]).replace("", "(none)"))
-    table = jobs.groupby("gpu", sort=True).agg(
+    waited = "waited_s" if "waited_s" in jobs else "wait_s"
+    keys = ["host", "gpu"] if "host" in jobs and jobs["host"].nunique() > 1 else ["gpu"]
+    table = jobs.groupby(keys, sort=True).agg(
         uuid=("gpu_uuid", "first"), chosen_by=("gpu_chosen_by", "first"), cpu_cores=("cpu_cores", "first"),
-        jobs=("job", "size"), seconds=("wall_s", "sum"), waited_s=("wait_s", "sum"),
+        jobs=("job", "size"), seconds=("wall_s", "sum"), waited_s=(waited, "sum"),
     )
     return table.reset_index().rename(columns={
         "gpu": "GPU (index)", "uuid": "UUID", "chosen_by": "chosen by", "cpu_cores": "CPU cores",
@@ -129,10 +131,11 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
         f"within {span:.0f} s from the first one's start to the last one's end "
         f"({busy / span if span > 0 else 1:.1f} at a time on average)."
     ]
-    waited = jobs["wait_s"].sum() if "wait_s" in jobs else 0.0
+    column = "waited_s" if "waited_s" in jobs else "wait_s"
+    waited = jobs[column].sum()
     if waited > 0:
         items.append(
-            f"{(jobs['wait_s'] > 0).sum()} job(s) waited {waited:.0f} s in all for a GPU that another job "
+            f"{(jobs[column] > 0).sum()} job(s) waited {waited:.0f} s in all for a GPU that another job "
             "held (another run on this machine, or more GPU jobs than GPUs)."
         )
     jobs = jobs.assign(gpu_index=_text(jobs["gpu_index"]), foreign_processes=_text(jobs["foreign_processes"]))

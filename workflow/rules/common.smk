@@ -57,8 +57,13 @@ PYTHON = (
 shell.prefix(
     "set -euo pipefail; "
     'lmstudy() {{ %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '
-    'lmstudy_gpu() {{ %(py)s %(scripts)s/gpu_lease.py -- %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '
-    % {"py": shlex.quote(PYTHON), "scripts": shlex.quote(str(SCRIPTS))}
+    "lmstudy_gpu() {{ LMSTUDY_DEVICE=%(device)s %(py)s %(scripts)s/gpu_lease.py"
+    ' -- %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '
+    % {
+        "py": shlex.quote(PYTHON),
+        "scripts": shlex.quote(str(SCRIPTS)),
+        "device": shlex.quote(config["device"]),
+    }
 )
 # The software every job needs, for each rule's conda directive; relative to
 # workflow/rules/, where the rule files are.
