@@ -39,7 +39,7 @@ import stat
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 LEASE_DIR_ENV = "LMSTUDY_GPU_LEASE_DIR"
@@ -72,6 +72,8 @@ POLL_S = 0.5
 class Gpu:
     index: str
     uuid: str = ""
+    # Its PCI address (nvidia-smi's pci.bus_id): where it sits, for the cores nearest to it.
+    bus_id: str = field(default="", compare=False)
 
     @property
     def visible_as(self) -> str:
@@ -112,14 +114,17 @@ def parse_csv(text: str) -> list[list[str]]:
     return [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text)) if row]
 
 
+GPU_QUERY = "--query-gpu=index,uuid,pci.bus_id"
+
+
 def gpus_of(smi_rows: list[list[str]]) -> list[Gpu]:
-    """The GPUs of `nvidia-smi --query-gpu=index,uuid` rows."""
-    return [Gpu(row[0], row[1]) for row in smi_rows if len(row) >= 2]
+    """The GPUs of `nvidia-smi --query-gpu=index,uuid[,pci.bus_id]` rows."""
+    return [Gpu(row[0], row[1], row[2] if len(row) > 2 else "") for row in smi_rows if len(row) >= 2]
 
 
 def pool(environ=os.environ, listed: list[Gpu] | None = None) -> list[Gpu]:
     """The GPUs this machine's jobs may lease (module docstring); [] for none."""
-    listed = gpus_of(_nvidia_smi("--query-gpu=index,uuid")) if listed is None else listed
+    listed = gpus_of(_nvidia_smi(GPU_QUERY)) if listed is None else listed
     wanted = environ.get(GPUS_ENV, "").strip()
     if wanted:
         by_index = {gpu.index: gpu for gpu in listed}
@@ -153,7 +158,11 @@ def under_slurm(environ=os.environ) -> bool:
 
 def core_share(cores: list[int], slot: int, slots: int) -> list[int]:
     """The cores of the slot-th of `slots` GPUs: an equal, contiguous share, at least one core."""
-    cores = sorted(cores)
+    return _share(sorted(cores), slot, slots)
+
+
+def _share(cores: list[int], slot: int, slots: int) -> list[int]:
+    """The slot-th of `slots` equal runs of `cores`, in the order given."""
     if slots <= 1 or not cores:
         return cores
     if len(cores) < slots:
@@ -171,6 +180,66 @@ def cpu_slot(lease: Lease, gpus: list[Gpu], listed: list[Gpu]) -> tuple[int, int
     if lease.gpu in listed:
         return listed.index(lease.gpu), len(listed)
     return lease.slot, len(gpus)
+
+
+SYSFS = Path("/sys")
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """[0, 1, 2, 3, 8] for the kernel's "0-3,8"."""
+    cpus = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            first, last = part.split("-")
+            cpus.extend(range(int(first), int(last) + 1))
+        elif part:
+            cpus.append(int(part))
+    return cpus
+
+
+def local_cpus(gpu: Gpu, sysfs: Path = SYSFS) -> list[int]:
+    """The CPUs nearest the GPU (its NUMA node's), as the kernel lists them for its PCI device; []
+    where unknown."""
+    if ":" not in gpu.bus_id:
+        return []
+    domain, rest = gpu.bus_id.lower().split(":", 1)
+    try:
+        text = (sysfs / "bus/pci/devices" / f"{domain[-4:]}:{rest}" / "local_cpulist").read_text()
+        return parse_cpulist(text)
+    except (OSError, ValueError):
+        return []
+
+
+def sibling_order(cpus: list[int], sysfs: Path = SYSFS) -> list[int]:
+    """The CPUs with each core's hardware threads side by side (the kernel numbers them apart), so
+    that an equal run of them is whole cores."""
+    def key(cpu: int) -> tuple[int, int, int]:
+        topology = sysfs / f"devices/system/cpu/cpu{cpu}/topology"
+        try:
+            return (int((topology / "physical_package_id").read_text()),
+                    int((topology / "core_id").read_text()), cpu)
+        except (OSError, ValueError):
+            return (0, cpu, cpu)
+
+    return sorted(cpus, key=key)
+
+
+def cores_for(lease: Lease, gpus: list[Gpu], listed: list[Gpu], allowed: list[int],
+              sysfs: Path = SYSFS) -> list[int]:
+    """The leased GPU's own share of the cores this run may use.
+
+    The CPUs nearest the GPU, shared equally among the GPUs that have the same
+    nearest CPUs (one NUMA node's); where the machine does not say, an equal
+    share by the GPU's place among the machine's GPUs (cpu_slot). Whole cores
+    either way: a core's hardware threads stay together.
+    """
+    allowed_set = set(allowed)
+    near = {gpu: set(local_cpus(gpu, sysfs)) & allowed_set for gpu in listed}
+    mine = near.get(lease.gpu)
+    if mine:
+        group = [gpu for gpu in listed if near[gpu] == mine]
+        return _share(sibling_order(sorted(mine), sysfs), group.index(lease.gpu), len(group))
+    return _share(sibling_order(sorted(allowed), sysfs), *cpu_slot(lease, gpus, listed))
 
 
 def cores_text(cores: list[int]) -> str:
@@ -393,13 +462,13 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
     elif under_slurm(environ):
         env.update(unleased_environment(env))
     else:
-        listed = gpus_of(_nvidia_smi("--query-gpu=index,uuid"))
+        listed = gpus_of(_nvidia_smi(GPU_QUERY))
         gpus = pool(environ, listed)
         if not gpus:
             env.update(unleased_environment(env))
         else:
             lease = acquire(gpus, lease_dir_of(environ), " ".join(command)[:300], log=log)
-            cores = core_share(sorted(os.sched_getaffinity(0)), *cpu_slot(lease, gpus, listed))
+            cores = cores_for(lease, gpus, listed, sorted(os.sched_getaffinity(0)))
             if cores:
                 os.sched_setaffinity(0, cores)
             foreign = foreign_processes(lease.gpu, ours={os.getpid()})

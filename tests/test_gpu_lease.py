@@ -307,8 +307,10 @@ def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):
     assert set(spans["gpu_index"]) == {"0", "1"}
     assert study_cost.overlaps_on_one_gpu(spans).empty
     assert study_cost.most_at_once(spans) == 2
-    assert set(spans["cpu_cores"]) == {gpu_lease.cores_text(gpu_lease.core_share(
-        sorted(os.sched_getaffinity(0)), slot, 2)) for slot in (0, 1)}
+    cores = gpu_lease.sibling_order(sorted(os.sched_getaffinity(0)))
+    assert set(spans["cpu_cores"]) == {
+        gpu_lease.cores_text(gpu_lease._share(cores, slot, 2)) for slot in (0, 1)
+    }
     said = " ".join(cost.concurrency_findings(spans.assign(measuring=True)))
     assert "at most 2 at once, on 2 GPU(s) (0, 1)" in said
     per_gpu = cost.by_gpu(spans.assign(measuring=True))
@@ -326,3 +328,38 @@ def test_cores_follow_the_gpus_place_on_the_machine_not_in_the_runs_pool():
     # Fake GPUs, unknown to nvidia-smi: their place in the run's own pool.
     fake = [gpu_lease.Gpu("0"), gpu_lease.Gpu("1")]
     assert gpu_lease.cpu_slot(gpu_lease.Lease(fake[1], 1, -1, 0.0), fake, []) == (1, 2)
+
+
+def fake_sysfs(root: Path) -> Path:
+    """Two NUMA nodes of 4 cores × 2 threads (CPU n+8 is CPU n's sibling); GPUs 0-1 on node 0, 2-3 on 1."""
+    for cpu in range(16):
+        topology = root / f"devices/system/cpu/cpu{cpu}/topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text(f"{(cpu // 4) % 2}\n")
+        (topology / "core_id").write_text(f"{cpu % 4}\n")
+    for gpu in range(4):
+        device = root / f"bus/pci/devices/0000:0{gpu}:00.0"
+        device.mkdir(parents=True)
+        (device / "local_cpulist").write_text("0-3,8-11\n" if gpu < 2 else "4-7,12-15\n")
+    return root
+
+
+def test_each_gpu_gets_whole_cores_nearest_to_it(tmp_path):
+    sysfs = fake_sysfs(tmp_path / "sys")
+    cpus = list(range(16))
+
+    def cores(gpu, gpus, listed):
+        return gpu_lease.cores_for(gpu_lease.Lease(gpu, gpus.index(gpu), -1, 0.0), gpus, listed, cpus, sysfs)
+
+    listed = [gpu_lease.Gpu(str(i), f"GPU-{i}", f"00000000:0{i}:00.0") for i in range(4)]
+    assert [cores(gpu, listed, listed) for gpu in listed] == [
+        [0, 8, 1, 9], [2, 10, 3, 11], [4, 12, 5, 13], [6, 14, 7, 15]
+    ]
+    # Limited to GPU 3: still its own node's cores, not the first quarter.
+    only = gpu_lease.pool({"LMSTUDY_GPUS": "3"}, listed)
+    assert cores(only[0], only, listed) == [6, 14, 7, 15]
+    # Where the machine does not say which CPUs are near: by the GPU's place, still whole cores
+    # (node 0's four cores with their siblings, then node 1's).
+    unknown = [gpu_lease.Gpu(str(i), f"GPU-{i}") for i in range(4)]
+    assert cores(unknown[1], unknown, unknown) == [2, 10, 3, 11]
+    assert gpu_lease.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
