@@ -129,3 +129,299 @@ def test_precision_findings_on_a_table_with_known_answers():
         "Adding 0.01 1000 times: fp16 into fp16 ends at 9.9531, off by 0.0469 (0.47%), 469× the error of "
         "fp32 into fp32 (0.0001)."
     ]
+
+
+GIB = 2**30
+
+
+def _memory_row(ctx, pass_name, precision, peak_gib, phase="backward", status="ok", **extra):
+    return {
+        "size": "small", "context_length": ctx, "pass": pass_name, "precision": precision, "status": status,
+        "stage": "step", "peak_bytes": None if peak_gib is None else peak_gib * GIB,
+        "peak_vs_allocator": 0.0, "peak_phase": phase, **extra,
+    }
+
+
+def _memory_frame(rows):
+    from lmstudy.sections.labels import PASS_LABELS
+
+    frame = pd.DataFrame(rows)
+    frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
+    return frame
+
+
+def test_memory_findings_on_a_table_with_known_answers():
+    from lmstudy.sections import memory
+
+    def train(ctx, precision, peak, activations, residual, **extra):
+        return _memory_row(ctx, "train_step", precision, peak, activations_bytes=activations * GIB,
+                           residual_stream_bytes=residual * GIB, **extra)
+
+    rows = [
+        # forward: bf16 leaves the peak where fp32 has it (1 and 2 GiB)
+        _memory_row(128, "forward", "fp32", 1.0, phase="forward"),
+        _memory_row(256, "forward", "fp32", 2.0, phase="forward"),
+        _memory_row(128, "forward", "bf16", 1.0, phase="forward", peak_vs_allocator=0.001),
+        _memory_row(256, "forward", "bf16", 2.0, phase="forward"),
+        # training: fp32 3 and 8 GiB; bf16 0.9x and 0.7x of that (2.7, 5.6 GiB)
+        train(128, "fp32", 3.0, 1.0, 1 / 16),  # activations 16x the residual stream
+        train(256, "fp32", 8.0, 4.0, 1 / 16,  # 64x; the largest training peak, split by kind:
+              parameters_bytes=1.6 * GIB, gradients_bytes=0.4 * GIB, optimizer_state_bytes=2 * GIB,
+              temporaries_bytes=0, peak_phase="optimizer"),
+        train(128, "bf16", 2.7, 0.5, 1 / 32),  # 16x
+        train(256, "bf16", 5.6, 1.0, 1 / 32, peak_vs_allocator=-0.002),  # 32x; the worst agreement
+        # out of memory: with a peak (measured, but not "ok": in no ratio nor growth), and without one
+        _memory_row(512, "train_step", "fp32", 10.0, status="OOM", stage="backward", peak_vs_allocator=None),
+        _memory_row(1024, "forward", "fp32", None, status="OOM", stage="forward", peak_vs_allocator=None),
+    ]
+    said = memory.findings(_memory_frame(rows))
+    assert said[0] == (
+        "The snapshot's peak agrees with torch.cuda.max_memory_allocated() within 0.200% in all 8 snapshots "
+        "(largest difference: small ctx 256 training step bf16)."
+    )
+    assert "small ctx 512 training step fp32 ran out of memory during backward; 10.0 GiB were allocated " \
+           "when it failed." in said
+    assert "small ctx 1024 forward fp32 ran out of memory during forward." in said
+    # train/forward: 3/1, 8/2 (fp32), 2.7/1, 5.6/2 (bf16): 2.7, 2.8, 3, 4, median 2.9
+    assert "A training step's peak is 2.7× to 4.0× the forward pass's (median 2.9× over 4 configurations)." \
+        in said
+    assert "Forward: bf16 autocast leaves the peak unchanged at a median 1.00× the fp32 peak " \
+           "(range 1.00× to 1.00×)." in said
+    # bf16/fp32 in training: 0.9 and 0.7, median 0.8
+    assert "Training step: bf16 autocast lowers the peak to a median 0.80× the fp32 peak " \
+           "(range 0.70× to 0.90×)." in said
+    # the OOM at context 512 is no end of the growth
+    assert "small training step fp32: from context 128 to 256 the peak grows from 3.00 to 8.00 GiB " \
+           "(+5.00 GiB)." in said
+    assert "small forward bf16: from context 128 to 256 the peak grows from 1.00 to 2.00 GiB (+1.00 GiB)." \
+        in said
+    # 8 GiB: activations 4 (50%), optimizer state 2 (25%), parameters 1.6 (20%); gradients 0.4 not top 3
+    assert (
+        "At the largest training-step peak (small ctx 256 training step fp32, in the optimizer phase) memory "
+        "is activations (from forward) 4.00 GiB (50%), optimizer state 2.00 GiB (25%), parameters 1.60 GiB "
+        "(20%)."
+    ) in said
+    assert ("The training step peaks in the backward phase in 3 of 4, optimizer phase in 1 of 4 "
+            "configurations.") in said
+    residual = "Activations from forward still live at a training step's peak are 16× to 64× one residual"
+    assert any(s.startswith(residual) for s in said), said
+
+
+def test_memory_findings_when_every_snapshot_ran_out_of_memory():
+    from lmstudy.sections import memory
+
+    oom = {"status": "OOM", "peak_vs_allocator": None}
+    rows = [_memory_row(128, "train_step", "fp32", 2.5, stage="backward", **oom),
+            _memory_row(256, "train_step", "fp32", None, stage="forward", **oom)]
+    assert memory.findings(_memory_frame(rows)) == [
+        "small ctx 128 training step fp32 ran out of memory during backward; 2.5 GiB were allocated when it "
+        "failed.",
+        "small ctx 256 training step fp32 ran out of memory during forward.",
+    ]
+
+
+def _nsys_runs(*rows):
+    return pd.DataFrame([
+        {"size": "small", "context_length": ctx, "pass": pass_name, "precision": "bf16", "status": status,
+         "backend": "nsys", "gpu": "NVIDIA H100 80GB HBM3"}
+        for ctx, pass_name, status in rows
+    ])
+
+
+def test_nsys_findings_on_a_table_with_known_answers():
+    from lmstudy.sections import nsys
+
+    runs = _nsys_runs((128, "forward", "ok"), (128, "train_step", "ok"), (256, "train_step", "OOM"))
+    # Two profiled steps: the step ranges span 10 ms and 30 ms a step; the timer says 10 and 25 ms.
+    ranges = pd.DataFrame([
+        {"size": "small", "context_length": 128, "pass": p, "range": r, "gpu_span_ns": span, "gpu_ns": span,
+         "instances": 2}
+        for p, r, span in (("forward", "step", 20e6), ("forward", "forward", 20e6),
+                           ("train_step", "step", 60e6), ("train_step", "forward", 20e6))
+    ])
+    timing = pd.DataFrame([
+        {"size": "small", "context_length": 128, "pass": p, "precision": "bf16", "variant": "naive",
+         "status": "ok", "warmup_steps": w, "median_ms": ms}
+        for p, w, ms in (("forward", 0, 99.0), ("forward", 2, 10.0), ("train_step", 2, 25.0))
+    ])
+
+    def kernel(pass_name, phase, name, category, ms, rng="layer", adopted=0.0):
+        return {"size": "small", "context_length": 128, "pass": pass_name, "phase": phase, "range": rng,
+                "path": "", "kernel": name, "category": category, "total_ns": ms * 1e6, "instances": 4,
+                "adopted_ns": adopted * 1e6, "profiled_steps": 2, "batch_size": 2, "num_heads": 8,
+                "d_model": 80}
+
+    kernels = pd.DataFrame([
+        # inference, 20 ms: GEMM 14 ms (70%), 8 of them in attention's matmuls; softmax 4 ms
+        kernel("forward", "forward", "gemm_a", "GEMM", 4, rng="computing attention scores"),
+        kernel("forward", "forward", "gemm_a", "GEMM", 4, rng="final matmul"),
+        kernel("forward", "forward", "gemm_a", "GEMM", 6),
+        kernel("forward", "forward", "softmax_k", "softmax", 4, rng="computing softmax"),
+        kernel("forward", "forward", "add_k", "elementwise", 2),
+        # training step, 60 ms: forward 20 (GEMM 10), backward 30 (GEMM 20), optimizer 10; GEMM 50%
+        kernel("train_step", "forward", "gemm_a", "GEMM", 10),
+        kernel("train_step", "forward", "softmax_k", "softmax", 6, rng="computing softmax"),
+        kernel("train_step", "forward", "add_k", "elementwise", 4),
+        kernel("train_step", "backward", "gemm_b", "GEMM", 20, adopted=15),
+        kernel("train_step", "backward", "softmax_bw", "softmax", 10),
+        kernel("train_step", "optimizer", "multi_tensor_apply", "optimizer", 8),
+        kernel("train_step", "optimizer", "add_k", "elementwise", 2),
+    ])
+    said = nsys.findings({"kernels": kernels, "ranges": ranges, "runs": runs, "timing": timing})
+    assert said[0] == "1 of 3 configurations ran out of memory (small ctx 256 train_step)."
+    # 10/10 and 30/25: the train step is the largest gap (the warm-up-0 timer row is not steady state)
+    assert said[1] == (
+        "Nsys's per-step GPU time is 1.00× to 1.20× the Python timer's median over 2 configurations; the "
+        "largest gap is small ctx 128 train_step (30 ms vs 25 ms)."
+    )
+    # gemm_a is 14 of 20 ms of inference's forward, 10 of 20 ms of training's
+    assert ("The top forward kernel is a GEMM kernel in 2 of 2 configurations, taking 50–70% of forward "
+            "GPU time.") in said
+    assert ("The top backward kernel is a GEMM kernel in 1 of 1 configurations, taking 67% of backward "
+            "GPU time.") in said
+    assert ("The top optimizer kernel is an optimizer kernel in 1 of 1 configurations, taking 80% of "
+            "optimizer GPU time.") in said
+    assert ("GEMMs take 70.0% of GPU time in inference and 50.0% in a training step (mean over 1 size × "
+            "context configurations).") in said
+    # softmax 4 ms vs matmuls 8 ms; FLOPs 5·B·H·T² vs 2·(2·B·T²·d): 5·8 / (4·80) = 0.125; 0.5 / 0.125 = 4
+    assert ("Inside attention, softmax takes 0.50× the matmul time while doing 0.125× their FLOPs: per FLOP "
+            "it is up to 4× slower (small ctx 128).") in said
+    assert ("Autograd's own thread launched 50% of the backward pass's GPU time; those kernels are "
+            "attributed to the backward range.") in said
+    assert len(said) == 8
+
+
+def test_nsys_findings_when_every_profile_ran_out_of_memory():
+    from lmstudy.sections import nsys
+
+    # What section 2 reads back then: runs.csv has the runs, kernels.csv and ranges.csv have no columns.
+    runs = _nsys_runs((1024, "train_step", "OOM"))
+    empty = pd.DataFrame()
+    said = nsys.findings({"kernels": empty, "ranges": empty, "runs": runs, "timing": empty})
+    assert said == ["1 of 1 configurations ran out of memory (small ctx 1024 train_step)."]
+
+
+def _ladder_rows(size, ctx, *rungs, warmup=2):
+    """A timing row per (precision, variant, median ms or "OOM", TFLOP/s), on an H100: 989.4 bf16 TFLOP/s."""
+    return [
+        {"size": size, "params": 1, "context_length": ctx, "pass": "train_step", "precision": precision,
+         "variant": variant, "warmup_steps": warmup, "status": "OOM" if ms == "OOM" else "ok",
+         "median_ms": None if ms == "OOM" else ms, "achieved_tflops": tflops, "gpu": "NVIDIA H100 80GB HBM3"}
+        for precision, variant, ms, tflops in rungs
+    ]
+
+
+def test_ladder_findings_on_a_table_with_known_answers():
+    from lmstudy.sections import ladder
+
+    rows = [
+        # rung over rung below: bf16 2.5x, SDPA 1.25x, compile 2x
+        *_ladder_rows("small", 512, ("fp32", "naive", 50.0, 1.0), ("bf16", "naive", 20.0, 1.0),
+                      ("bf16", "sdpa", 16.0, 1.0), ("bf16", "sdpa-compile", 8.0, 1.0)),
+        # bf16 2x, SDPA 1.25x, compile 1.6x; compile 4x faster than fp32 at 494.7 TFLOP/s (50% MFU)
+        *_ladder_rows("small", 1024, ("fp32", "naive", 100.0, 1.0), ("bf16", "naive", 50.0, 1.0),
+                      ("bf16", "sdpa", 40.0, 1.0), ("bf16", "sdpa-compile", 25.0, 494.7)),
+        # a cold row is no steady state: never the fastest
+        *_ladder_rows("small", 1024, ("bf16", "sdpa-compile", 5.0, 999.0), warmup=0),
+        # fp32 and compile out of memory: SDPA the fastest, 200/150 over bf16, with no fp32 to compare
+        *_ladder_rows("big", 1024, ("fp32", "naive", "OOM", None), ("bf16", "naive", 200.0, 1.0),
+                      ("bf16", "sdpa", 150.0, 98.94), ("bf16", "sdpa-compile", "OOM", None)),
+        # a context with one rung is not the ladder's context
+        *_ladder_rows("small", 2048, ("fp32", "naive", 400.0, 1.0)),
+    ]
+    said = ladder.findings(ladder.ladder_frame(pd.DataFrame(rows)))
+    assert said == [
+        "small at context 1024: the fastest rung is bf16 + SDPA + compile, 4.00× faster than fp32, "
+        "at 50.0% MFU (495 TFLOP/s).",
+        "big at context 1024: the fastest rung is bf16 + SDPA, at 10.0% MFU (99 TFLOP/s); out of memory: "
+        "fp32, bf16 + SDPA + compile.",
+        # medians: bf16 of 2.5 and 2; SDPA of 1.25, 1.25 and 4/3; compile of 2 and 1.6
+        "Each rung against the one below it (median over all sizes and contexts): bf16 2.25× faster, "
+        "bf16 + SDPA 1.25× faster, bf16 + SDPA + compile 1.80× faster; the biggest speed-up is bf16.",
+    ]
+
+
+def test_ladder_findings_with_rungs_missing_and_a_size_out_of_memory():
+    from lmstudy.sections import ladder
+
+    rows = [*_ladder_rows("small", 256, ("fp32", "naive", "OOM", None), ("bf16", "naive", "OOM", None))]
+    said = ladder.findings(ladder.ladder_frame(pd.DataFrame(rows)))
+    # no rung ran: no fastest rung and no rung against the one below, only what was not measured
+    assert said == [
+        "Not measured: bf16 + SDPA, bf16 + SDPA + compile (list sdpa and sdpa-compile in timing.variants and "
+        "both precisions in timing.precisions for the whole ladder)."
+    ]
+
+
+def _cost_job(section, rule, job, wall, measuring=True, gpu=None, start=None, end=None, waited=0.0,
+              foreign=None, **phases):
+    from lmstudy.study_cost import PHASE_COLUMNS
+
+    row = {"section": section, "rule": rule, "job": job, "wall_s": wall, "measuring": measuring,
+           **{c: 0.0 for c in PHASE_COLUMNS}, **{f"{k}_s": v for k, v in phases.items()}}
+    row["other_s"] = wall - sum(row[c] for c in PHASE_COLUMNS)
+    # as section 8 reads jobs.csv back: a GPU index as a float, a blank as NaN
+    return {**row, "host": "node1", "gpu_index": gpu, "gpu_uuid": None, "gpu_chosen_by": None,
+            "cpu_cores": None, "foreign_processes": foreign, "waited_s": waited, "started_at": start,
+            "ended_at": end}
+
+
+def _cost_jobs():
+    return pd.DataFrame([
+        _cost_job("timing", "time_model", "a", 80.0, gpu=0.0, start=1000.0, end=1080.0,
+                  measure=50, imports=12, build=8),  # other 10
+        _cost_job("timing", "time_model", "b", 80.0, gpu=1.0, start=1000.0, end=1090.0, waited=16.0,
+                  foreign="pid 4242 python3 (1500 MiB)",
+                  measure=30, imports=12, build=8, wait=16),  # other 14
+        # starts on GPU 0 the moment a ends: 2 at once, not 3
+        _cost_job("memory", "memory_snapshot", "c", 240.0, gpu=0.0, start=1080.0, end=1320.0,
+                  measure=120, imports=24, build=16, profile=24),  # other 56
+        _cost_job("report", "render", "d", 100.0, measuring=False),
+    ])
+
+
+def test_cost_findings_on_a_table_with_known_answers():
+    from lmstudy.sections import cost
+
+    said = cost.findings(_cost_jobs())
+    # measuring jobs' 400 s: measuring 200, other 80, imports 48, builds 32, profiler 24, lease wait 16
+    assert said == [
+        "The run's 4 jobs took 500 s (8.3 min) added up; the 3 jobs that measure on the device took 400 s "
+        "of it (80%).",
+        "In the measuring jobs the time went to measuring 50%, other 20%, imports 12%, model builds 8%, "
+        "profiler 6%, GPU lease 4%.",
+        "The costliest section is memory: 240 s, 48% of the run.",
+        "The slowest job is memory_snapshot c (240.0 s).",
+        "Timing jobs spend 50% of their wall time measuring (warm-up and timed steps).",  # 80 of 160 s
+    ]
+
+
+def test_cost_concurrency_findings_on_a_table_with_known_answers():
+    from lmstudy.sections import cost
+
+    said = cost.concurrency_findings(_cost_jobs())
+    # 80 + 90 + 240 = 410 s of jobs within 1000..1320 (320 s): 1.28 at a time
+    assert said == [
+        "Measuring jobs ran at most 2 at once, on 2 GPU(s) (0, 1): 410 s of measuring jobs within 320 s from "
+        "the first one's start to the last one's end (1.3 at a time on average).",
+        "1 job(s) waited 16 s in all for a GPU that another job held (another run on this machine, or more "
+        "GPU jobs than GPUs).",
+        "1 job(s) shared their GPU with processes not of this study, which may have slowed them: b on GPU 1: "
+        "pid 4242 python3 (1500 MiB).",
+    ]
+
+
+def test_cost_findings_without_measuring_jobs_or_lease_records():
+    from lmstudy.sections import cost
+
+    report_only = _cost_jobs().iloc[[3]]
+    said = cost.findings(report_only)
+    assert said == [
+        "The run's 1 jobs took 100 s (1.7 min) added up; the 0 jobs that measure on the device took 0 s "
+        "of it (0%).",
+        "The costliest section is report: 100 s, 100% of the run.",
+        "The slowest job is render d (100.0 s).",
+    ]
+    assert cost.concurrency_findings(report_only) == []
+    # records from before the lease was recorded: no started_at column, no concurrency to tell
+    assert cost.concurrency_findings(_cost_jobs().drop(columns=["started_at", "ended_at"])) == []
