@@ -122,7 +122,8 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
     if jobs.empty:
         return []
     at_once = most_at_once(jobs)
-    gpus = sorted(g for g in set(_text(jobs["gpu_index"])) if g)
+    gpus = sorted((g for g in set(_text(jobs["gpu_index"])) if g),
+                  key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))  # 2 before 10
     span = jobs["ended_at"].max() - jobs["started_at"].min()
     busy = (jobs["ended_at"] - jobs["started_at"]).sum()
     where = f"on {len(gpus)} GPU(s) ({', '.join(gpus)})" if gpus else "with no GPU named"
