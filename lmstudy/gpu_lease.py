@@ -157,12 +157,7 @@ def under_slurm(environ=os.environ) -> bool:
 
 
 def core_share(cores: list[int], slot: int, slots: int) -> list[int]:
-    """The cores of the slot-th of `slots` GPUs: an equal, contiguous share, at least one core."""
-    return _share(sorted(cores), slot, slots)
-
-
-def _share(cores: list[int], slot: int, slots: int) -> list[int]:
-    """The slot-th of `slots` equal runs of `cores`, in the order given."""
+    """The slot-th of `slots` equal, contiguous runs of `cores` (in the order given), at least one core."""
     if slots <= 1 or not cores:
         return cores
     if len(cores) < slots:
@@ -238,8 +233,8 @@ def cores_for(lease: Lease, gpus: list[Gpu], listed: list[Gpu], allowed: list[in
     mine = near.get(lease.gpu)
     if mine:
         group = [gpu for gpu in listed if near[gpu] == mine]
-        return _share(sibling_order(sorted(mine), sysfs), group.index(lease.gpu), len(group))
-    return _share(sibling_order(sorted(allowed), sysfs), *cpu_slot(lease, gpus, listed))
+        return core_share(sibling_order(sorted(mine), sysfs), group.index(lease.gpu), len(group))
+    return core_share(sibling_order(sorted(allowed), sysfs), *cpu_slot(lease, gpus, listed))
 
 
 def cores_text(cores: list[int]) -> str:
@@ -383,7 +378,7 @@ def acquire(gpus: list[Gpu], lease_dir: Path, what: str, log=sys.stderr, poll_s:
         time.sleep(poll_s)
 
 
-def job_environment(lease: Lease, slots: int, cores: list[int], foreign: str) -> dict[str, str]:
+def job_environment(lease: Lease, cores: list[int], foreign: str) -> dict[str, str]:
     """The variables a leased job runs with."""
     return {
         "CUDA_VISIBLE_DEVICES": lease.gpu.visible_as,
@@ -393,7 +388,6 @@ def job_environment(lease: Lease, slots: int, cores: list[int], foreign: str) ->
         UUID_ENV: lease.gpu.uuid,
         SOURCE_ENV: "lease",
         WAITED_ENV: f"{lease.waited_s:.3f}",
-        LEASED_AT_ENV: f"{lease.leased_at:.3f}",
         FOREIGN_ENV: foreign,
         CORES_ENV: cores_text(cores),
     }
@@ -412,7 +406,6 @@ def unleased_environment(environ=os.environ) -> dict[str, str]:
         UUID_ENV: uuid,
         SOURCE_ENV: source,
         WAITED_ENV: "0",
-        LEASED_AT_ENV: f"{time.time():.3f}",
         FOREIGN_ENV: "",
         CORES_ENV: cores_text(sorted(os.sched_getaffinity(0))),
     }
@@ -472,7 +465,7 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
             if cores:
                 os.sched_setaffinity(0, cores)
             foreign = foreign_processes(lease.gpu, ours={os.getpid()})
-            env.update(job_environment(lease, len(gpus), cores, foreign))
+            env.update(job_environment(lease, cores, foreign))
             env[LOCK_ENV] = str(lease_dir_of(environ) / lease.gpu.lock_name)
             os.set_inheritable(lease.fd, True)
             print(

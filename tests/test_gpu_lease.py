@@ -309,7 +309,7 @@ def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):
     assert study_cost.most_at_once(spans) == 2
     cores = gpu_lease.sibling_order(sorted(os.sched_getaffinity(0)))
     assert set(spans["cpu_cores"]) == {
-        gpu_lease.cores_text(gpu_lease._share(cores, slot, 2)) for slot in (0, 1)
+        gpu_lease.cores_text(gpu_lease.core_share(cores, slot, 2)) for slot in (0, 1)
     }
     said = " ".join(cost.concurrency_findings(spans.assign(measuring=True)))
     assert "at most 2 at once, on 2 GPU(s) (0, 1)" in said

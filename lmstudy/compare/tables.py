@@ -56,6 +56,18 @@ def _join(a: pd.DataFrame, b: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     return joined.reindex(order).reset_index()
 
 
+def _join_table(a: Run, b: Run, table: str, key: list[str], columns) -> pd.DataFrame:
+    """Both runs' `table` (those of `columns` it has, and status), joined on `key` (see _join)."""
+    parts = []
+    for run in (a, b):
+        frame = run[table]
+        if frame.empty:
+            parts.append(pd.DataFrame(columns=[*key, "status"]))
+        else:
+            parts.append(frame[[c for c in (*key, "status", *columns) if c in frame]])
+    return _join(parts[0], parts[1], key)
+
+
 def _steady(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["warmup_steps"] == frame["warmup_steps"].max()]
 
@@ -213,15 +225,7 @@ def top_kernel_changes(a: Run, b: Run, per_configuration: int = 5) -> pd.DataFra
 
 def memory(a: Run, b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Section 4: each configuration's peak in both runs, and memory at the peak by kind."""
-    parts = []
-    for run in (a, b):
-        frame = run["memory"]
-        if frame.empty:
-            parts.append(pd.DataFrame(columns=[*MEMORY_KEY, "status"]))
-            continue
-        keep = [*MEMORY_KEY, "status", "peak_bytes", *(f"{k}_bytes" for k in MEMORY_KINDS)]
-        parts.append(frame[[c for c in keep if c in frame]])
-    joined = _join(parts[0], parts[1], MEMORY_KEY)
+    joined = _join_table(a, b, "memory", MEMORY_KEY, ["peak_bytes", *(f"{k}_bytes" for k in MEMORY_KINDS)])
     if joined.empty:
         return joined, joined
     peaks = joined[MEMORY_KEY].copy()
@@ -284,14 +288,7 @@ def _summary_comparisons(joined, key, parts, count, min_effect, alpha) -> pd.Dat
 def attention(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> pd.DataFrame:
     """Section 5: forward and backward medians per implementation, precision, d and length."""
     stats = [f"{d}_{s}_ms" for d in ("forward", "backward") for s in ("median", "mean", "std")]
-    parts = []
-    for run in (a, b):
-        frame = run["attention"]
-        if frame.empty:
-            parts.append(pd.DataFrame(columns=[*ATTENTION_KEY, "status"]))
-            continue
-        parts.append(frame[[c for c in (*ATTENTION_KEY, "status", "steps", *stats) if c in frame]])
-    joined = _join(parts[0], parts[1], ATTENTION_KEY)
+    joined = _join_table(a, b, "attention", ATTENTION_KEY, ["steps", *stats])
     if joined.empty:
         return joined
     return _summary_comparisons(
@@ -324,15 +321,8 @@ def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
 
 def compile_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> pd.DataFrame:
     """Section 6: eager and compiled medians per size, precision, attention, pass."""
-    keep = ("status", "timed_steps", "median_ms", "mean_ms", "std_ms", "first_step_excess_s")
-    parts = []
-    for run in (a, b):
-        frame = run["compile"]
-        if frame.empty:
-            parts.append(pd.DataFrame(columns=[*COMPILE_KEY, "status"]))
-            continue
-        parts.append(frame[[c for c in (*COMPILE_KEY, *keep) if c in frame]])
-    joined = _join(parts[0], parts[1], COMPILE_KEY)
+    keep = ("timed_steps", "median_ms", "mean_ms", "std_ms", "first_step_excess_s")
+    joined = _join_table(a, b, "compile", COMPILE_KEY, keep)
     if joined.empty:
         return joined
     rows = _summary_comparisons(joined, COMPILE_KEY, (("", ""),), "timed_steps", min_effect, alpha)
