@@ -10,7 +10,8 @@ COMPARE_DIR = "report/compare/{a}_vs_{b}"
 COMPARE_TEMPLATES = sorted(
     str(p)
     for p in (BASE / "workflow/templates").glob("*.j2")
-    if p.name.startswith(("compare.", "sections."))
+    # compare.* and what it includes (sections.*, style.*): all but the study's own report.*
+    if not p.name.startswith("report.")
 )
 
 
