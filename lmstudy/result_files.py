@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from lmstudy.errors import UserError
+from lmstudy.phases import PHASES
 from lmstudy.plan import timing_passes
 
 
@@ -134,8 +135,7 @@ PRODUCTS = (
         "study_cost",
         required=("section", "rule", "job", "wall_s", "measuring"),
         numeric=(
-            "wall_s", "wait_s", "imports_s", "start_s", "build_s", "compile_s", "measure_s", "profile_s",
-            "other_s", "waited_s", "started_at", "ended_at",
+            "wall_s", *(f"{phase}_s" for phase in PHASES), "other_s", "waited_s", "started_at", "ended_at",
         ),
     ),
     Product(
