@@ -31,7 +31,8 @@ class ChildFailed(RuntimeError):
     """The fresh process raised, or died without a result."""
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
+    """Be killed when `parent` dies; exit now if it is gone already."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -57,7 +58,7 @@ def run_forked(function: Callable[..., dict], *args, what: str = "the fresh proc
         status = 1
         try:
             os.close(read_end)
-            _die_with_parent(parent)
+            die_with_parent(parent)
             try:
                 result = {"ok": True, "value": function(*args), "fork_s": started - forked_at}
                 status = 0

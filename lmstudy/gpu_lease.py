@@ -475,6 +475,18 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
             )
     # The time the job started measuring from: its imports are what follows.
     env[LEASED_AT_ENV] = f"{time.time():.3f}"
+    from lmstudy import job_server
+
+    if job_server.wanted(command, env):
+        from lmstudy.phases import seconds_since_process_start
+
+        since_start = seconds_since_process_start()
+        started_at = time.time() - (since_start if since_start == since_start else 0.0)
+        fds = (int(env[FD_ENV]),) if FD_ENV in env else ()
+        try:
+            sys.exit(job_server.run(command, env, started_at, fds, log=log))
+        except job_server.ServerUnavailable as error:
+            print(f"job server: {error}; the job runs as a process of its own", file=log, flush=True)
     os.execvpe(command[0], command, env)
 
 

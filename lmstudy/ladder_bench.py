@@ -28,13 +28,14 @@ import torch
 from lmstudy import environment, flops
 from lmstudy.devices import free_memory, out_of_memory_is_a_result, resolve_device
 from lmstudy.ladder_rungs import RUNGS
-from lmstudy.model import ModelConfig, make_optimizer
+from lmstudy.master_weights import MasterWeightAdamW
+from lmstudy.model import ModelConfig, cross_entropy, make_optimizer
 from lmstudy.nsys.capture import torch_profiler_capture
 from lmstudy.nsys.categories import categorize
 from lmstudy.nsys.torch_trace import read_events
 from lmstudy.spec import model_dims
 from lmstudy.stats import summarize_ms
-from lmstudy.steps import build_workload, make_step, synchronize
+from lmstudy.steps import Workload, autocast_context, build_workload, make_step, synchronize
 from lmstudy.timing import time_steps
 
 SDPA_BACKENDS = {
@@ -126,6 +127,60 @@ def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]
     return breakdown
 
 
+def rung_workload(spec: BenchSpec, device: torch.device) -> Workload:
+    """The model, optimizer and batch of `spec`'s rung, set up as the rung says."""
+    rung = RUNGS[spec.rung]
+    config = ModelConfig(context_length=spec.context_length, attention=rung.attention, **spec.dims)
+    if rung.sdpa_backend:
+        allow_only_sdpa_backend(rung.sdpa_backend)
+    work = build_workload(config, spec.batch_size, rung.precision, device)
+    if rung.fused_adamw:
+        work.optimizer = make_optimizer(work.model, fused=True)
+    if rung.master_weights:
+        # Before compiling: it replaces the Linear weights the compiled model reads.
+        work.optimizer = MasterWeightAdamW(work.model, compiled=device.type == "cuda")
+    if rung.compile_optimizer:
+        # make_step calls optimizer.step(); the compiled one shadows the method.
+        work.optimizer.step = torch.compile(work.optimizer.step)
+    if rung.compile_mode:
+        work.model = torch.compile(work.model, mode=rung.compile_mode)
+    return work
+
+
+def training_losses(spec: BenchSpec, steps: int = 50) -> list[float]:
+    """The loss of each of `steps` training steps of `spec`'s rung from the study's seed.
+
+    The same model, batch and seed for every rung: a rung that changes how a
+    step is computed, not what, follows the plain bf16 rung's trajectory
+    within bf16's own noise (tests/test_ladder.py, scripts/bench_ladder.py --check-loss).
+    """
+    device = resolve_device(spec.device, tf32=False)
+    work = rung_workload(spec, device)
+    losses = []
+    for _ in range(steps):
+        work.model.zero_grad(set_to_none=True)
+        with autocast_context(work.precision, device):
+            loss = cross_entropy(work.model(work.inputs), work.targets)
+        loss.backward()
+        work.optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def within_bf16_noise(rung: list[float], bf16: list[float], fp32: list[float]) -> tuple[bool, float, float]:
+    """Whether a rung's losses stay within bf16's noise of plain bf16's, step by step.
+
+    The noise is bf16 autocast's own largest departure from fp32 over the
+    same steps. Two roundings of that size can differ by up to twice it, so a
+    rung that computes the same step in another order (SDPA's fused kernel,
+    compiled fusions) is within it when its largest gap to bf16 is at most
+    twice that; (ok, the rung's largest gap, the noise).
+    """
+    gap = max(abs(a - b) for a, b in zip(rung, bf16, strict=True))
+    noise = max(abs(a - b) for a, b in zip(bf16, fp32, strict=True))
+    return gap <= 2 * noise, gap, noise
+
+
 def measure_rung(spec: BenchSpec) -> dict:
     """One rung's training step, in this process."""
     rung = RUNGS[spec.rung]
@@ -142,22 +197,13 @@ def measure_rung(spec: BenchSpec) -> dict:
         "fused_adamw": rung.fused_adamw,
         "sdpa_backend": rung.sdpa_backend or "",
         "compile_optimizer": rung.compile_optimizer,
+        "master_weights": rung.master_weights,
         "flops_per_step": flops.flops_per_step(
             "train_step", spec.batch_size, spec.context_length, **spec.dims
         ),
     }
-    config = ModelConfig(context_length=spec.context_length, attention=rung.attention, **spec.dims)
-    if rung.sdpa_backend:
-        allow_only_sdpa_backend(rung.sdpa_backend)
     with out_of_memory_is_a_result(device) as oom:
-        work = build_workload(config, spec.batch_size, rung.precision, device)
-        if rung.fused_adamw:
-            work.optimizer = make_optimizer(work.model, fused=True)
-        if rung.compile_optimizer:
-            # make_step calls optimizer.step(); the compiled one shadows the method.
-            work.optimizer.step = torch.compile(work.optimizer.step)
-        if rung.compile_mode:
-            work.model = torch.compile(work.model, mode=rung.compile_mode)
+        work = rung_workload(spec, device)
         step = make_step(work, "train_step")
         synchronize(device)
         start = time.perf_counter()
@@ -176,11 +222,12 @@ def measure_rung(spec: BenchSpec) -> dict:
     return row
 
 
-def measure_rung_in_child(spec: BenchSpec) -> dict:
+def _in_child(spec: BenchSpec, *extra: str):
+    """What `python -m lmstudy.ladder_bench SPEC [EXTRA]` prints last, as JSON: a fresh process per rung."""
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run(
-        [sys.executable, "-m", "lmstudy.ladder_bench", json.dumps(dataclasses.asdict(spec))],
+        [sys.executable, "-m", "lmstudy.ladder_bench", json.dumps(dataclasses.asdict(spec)), *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -188,6 +235,25 @@ def measure_rung_in_child(spec: BenchSpec) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"rung {spec.rung} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_rung_in_child(spec: BenchSpec) -> dict:
+    return _in_child(spec)
+
+
+def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50) -> list[dict]:
+    """Each rung's `steps` losses against plain bf16's: within bf16's noise or not (fresh processes)."""
+    fp32, bf16 = (
+        _in_child(dataclasses.replace(base, rung=r), "losses", str(steps)) for r in ("fp32", "bf16")
+    )
+    rows = []
+    for rung in rungs:
+        losses = _in_child(dataclasses.replace(base, rung=rung), "losses", str(steps))
+        ok, gap, noise = within_bf16_noise(losses, bf16, fp32)
+        rows.append({"rung_key": rung, "rung": RUNGS[rung].name, "steps": steps, "first_loss": losses[0],
+                     "last_loss": losses[-1], "max_gap_to_bf16": gap, "bf16_noise": noise,
+                     "within_bf16_noise": ok})
+    return rows
 
 
 def run_bench(
@@ -233,4 +299,8 @@ def run_bench(
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure_rung(BenchSpec(**json.loads(sys.argv[1]))), default=str))
+    spec = BenchSpec(**json.loads(sys.argv[1]))
+    if sys.argv[2:3] == ["losses"]:
+        print(json.dumps(training_losses(spec, int(sys.argv[3]))))
+    else:
+        print(json.dumps(measure_rung(spec), default=str))

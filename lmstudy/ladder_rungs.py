@@ -12,7 +12,12 @@ Rungs beyond the study's four:
 - one SDPA backend forced (flash or cuDNN), to compare them;
 - compiled AdamW: inductor generates the optimizer step too; on an H200 it
   streams the 2.7B model's parameters and moments faster than the fused
-  kernel (22 vs 28 ms per step).
+  kernel (22 vs 28 ms per step);
+- bf16 matrix weights beside fp32 masters (lmstudy.master_weights): the
+  compiled AdamW step updates the fp32 master and writes the bf16 weight in
+  one kernel, so autocast no longer casts every weight on every use and the
+  backward no longer casts every gradient back (on an H200 those casts were
+  26 ms of the best rung's 183).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class Rung:
     # None: PyTorch's choice; else the only SDPA backend allowed (ladder_bench.SDPA_BACKENDS).
     sdpa_backend: str | None = None
     compile_optimizer: bool = False  # the optimizer step compiled by inductor too
+    # bf16 Linear weights updated beside fp32 masters by a compiled AdamW (lmstudy.master_weights).
+    master_weights: bool = False
 
 
 RUNGS = {
@@ -77,6 +84,23 @@ RUNGS = {
         "reduce-overhead",
         compile_optimizer=True,
     ),
+    "bf16-sdpa-master": Rung(
+        "bf16 + SDPA + bf16 weights with fp32 masters", "bf16", "sdpa", master_weights=True
+    ),
+    "bf16-sdpa-compile-master": Rung(
+        "bf16 + SDPA + compile + bf16 weights with fp32 masters",
+        "bf16",
+        "sdpa",
+        "default",
+        master_weights=True,
+    ),
+    "bf16-sdpa-cudagraphs-master": Rung(
+        "bf16 + SDPA + compile with CUDA graphs + bf16 weights with fp32 masters",
+        "bf16",
+        "sdpa",
+        "reduce-overhead",
+        master_weights=True,
+    ),
 }
 
 # The study's four rungs, then the best of the rest on an H200 (the README has the numbers).
@@ -87,4 +111,5 @@ DEFAULT_RUNGS = (
     "bf16-sdpa-compile",
     "bf16-sdpa-compile-fused",
     "bf16-sdpa-cudagraphs-compiled-adamw",
+    "bf16-sdpa-cudagraphs-master",
 )

@@ -28,8 +28,18 @@ PHASES = {
 }
 
 
+# When the job began, where its process is a fork of lmstudy.job_server:
+# the wall time at which the job's own wrapper process started.
+PROCESS_STARTED_AT: float | None = None
+
+
 def seconds_since_process_start() -> float:
-    """Wall time since this process started (Linux), NaN where unknown."""
+    """Wall time since this job's process started (Linux), NaN where unknown.
+
+    For a job forked by lmstudy.job_server, since its wrapper process started.
+    """
+    if PROCESS_STARTED_AT is not None:
+        return time.time() - PROCESS_STARTED_AT
     try:
         with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
             start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])

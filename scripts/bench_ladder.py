@@ -47,7 +47,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=1000,
         help="matmuls in the sustained rate measured after the rungs",
     )
-    p.add_argument("--target", type=float, default=0.6, help="share of the matmul rate to reach")
+    p.add_argument("--target", type=float, default=0.7, help="share of the matmul rate to reach")
+    p.add_argument(
+        "--check-loss",
+        type=int,
+        metavar="STEPS",
+        default=0,
+        help="also train each rung this many steps from one seed and check that its loss stays within "
+        "bf16's noise of the plain bf16 rung's (written to OUT with the suffix .losses.csv)",
+    )
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     return p.parse_args(argv)
 
@@ -57,7 +65,7 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv, write_json
-    from lmstudy.ladder_bench import BenchSpec, run_bench
+    from lmstudy.ladder_bench import BenchSpec, check_losses, run_bench
 
     base = BenchSpec(
         rung=args.rungs[0],
@@ -97,6 +105,15 @@ def main(argv=None) -> None:
                 print(f"      top kernels: {row['top_kernels']}")
         else:
             print(f"  {row['rung']:<50} {row['status']}: {row.get('error', '')}")
+    if args.check_loss:
+        checked = check_losses(base, args.rungs, args.check_loss)
+        write_csv(args.out.with_suffix(".losses.csv"), pd.DataFrame(checked))
+        for row in checked:
+            print(
+                f"  loss over {row['steps']} steps, {row['rung']:<50} {row['first_loss']:.4f} -> "
+                f"{row['last_loss']:.4f}; largest gap to bf16 {row['max_gap_to_bf16']:.2e} vs bf16's own "
+                f"noise {row['bf16_noise']:.2e}: {'within' if row['within_bf16_noise'] else 'OUTSIDE'}"
+            )
     if "best_rung" in summary:
         verdict = "meets" if summary["best_share"] >= args.target else "misses"
         print(

@@ -59,3 +59,60 @@ def test_section_names_the_missing_rung(timing_rows, tmp_path):
     assert any(f.startswith("tiny at context 16: the fastest rung is") for f in findings)
     table = next(b.frame for b in built.blocks if isinstance(b, Table))
     assert list(table["rung"]) == ["fp32", "bf16", "bf16 + SDPA"]
+
+
+# -- rungs beyond the study's four: they change how a step is computed, not what -------------
+
+TINY_BENCH = dict(d_model=64, d_ff=256, num_layers=2, num_heads=4, context_length=32, batch_size=4,
+                  vocab_size=512, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def reference_losses():
+    from lmstudy.ladder_bench import BenchSpec, training_losses
+
+    return {r: training_losses(BenchSpec(rung=r, **TINY_BENCH), 50) for r in ("fp32", "bf16")}
+
+
+def test_bf16_weights_with_fp32_masters_follow_plain_bf16_within_its_noise(reference_losses):
+    from lmstudy.ladder_bench import BenchSpec, training_losses, within_bf16_noise
+
+    losses = training_losses(BenchSpec(rung="bf16-sdpa-master", **TINY_BENCH), 50)
+    ok, gap, noise = within_bf16_noise(losses, reference_losses["bf16"], reference_losses["fp32"])
+    assert ok, f"gap {gap} to bf16 against its noise {noise}"
+    # It trained: the loss fell as plain bf16's did.
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_a_rung_that_changes_the_update_is_outside_bf16_noise(reference_losses, monkeypatch):
+    import functools
+
+    from lmstudy import ladder_bench
+    from lmstudy.master_weights import MasterWeightAdamW
+
+    # 10% more learning rate: a different step, not a different rounding of the same one.
+    monkeypatch.setattr(ladder_bench, "MasterWeightAdamW", functools.partial(MasterWeightAdamW, lr=1.1e-3))
+    losses = ladder_bench.training_losses(ladder_bench.BenchSpec(rung="bf16-sdpa-master", **TINY_BENCH), 50)
+    ok, gap, noise = ladder_bench.within_bf16_noise(
+        losses, reference_losses["bf16"], reference_losses["fp32"]
+    )
+    assert not ok and gap > 2 * noise
+
+
+def test_master_weights_leave_the_matrix_weights_in_bf16_and_the_rest_in_fp32():
+    import torch
+
+    from lmstudy.master_weights import MasterWeightAdamW
+    from lmstudy.model import Linear, ModelConfig, TransformerLM
+
+    model = TransformerLM(ModelConfig(vocab_size=64, context_length=8, d_model=16, d_ff=32, num_layers=1,
+                                      num_heads=2))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    optimizer = MasterWeightAdamW(model, compiled=False)
+    for name, p in model.named_parameters():
+        module = model.get_submodule(name.rsplit(".", 1)[0])
+        expected = torch.bfloat16 if isinstance(module, Linear) else torch.float32
+        assert p.dtype == expected, name
+        master = getattr(p, "master", p)
+        assert master.dtype == torch.float32 and torch.equal(master, before[name])
+    assert optimizer.step_count.item() == 0

@@ -1,0 +1,445 @@
+"""Start each GPU job's Python as a fork of a server that has imported torch already.
+
+A job's own process would spend seconds on the interpreter's start, `import
+torch` and torch._dynamo (AdamW's constructor loads it) before its first
+measurement; a study of a hundred and more jobs pays that a hundred times,
+for nothing it measures. So the GPU lease's wrapper (lmstudy.gpu_lease)
+hands the job's command to a server that did those imports once and never
+touched CUDA: the server forks, and the child becomes the job, with the
+job's arguments, environment, working directory, CPU cores and standard
+streams. CUDA initialisation, the model build and the first steps, the cold
+start the study measures, happen in the child, exactly as in a new process.
+
+The server is this user's, per environment: the interpreter, the lmstudy
+sources and every environment variable but the per-job ones (the lease's,
+CUDA_VISIBLE_DEVICES) name it, so a changed environment or an edited source
+gets a server of its own and never a stale import. It is started by the first
+job that needs it and exits after LMSTUDY_JOB_SERVER_IDLE_S seconds without a
+job (default 120). A job whose wrapper dies (Snakemake cancelled it) is
+killed with its whole process group: nothing goes on measuring unseen.
+
+Where it is not used: LMSTUDY_JOB_SERVER=0, a command that is not this
+Python running a script, and SLURM jobs (each job is its own allocation:
+a server would die with the first job's, and could not outlive it anyway).
+
+The request is plain data (JSON) and the standard streams and lease travel
+as file descriptors (SCM_RIGHTS); nothing is unpickled.
+
+Stdlib-only at module level: the wrapper imports it before anything else.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ENABLE_ENV = "LMSTUDY_JOB_SERVER"
+IDLE_ENV = "LMSTUDY_JOB_SERVER_IDLE_S"
+DIR_ENV = "LMSTUDY_JOB_SERVER_DIR"
+DEFAULT_IDLE_S = 120.0
+# Variables that differ from job to job and are set in the child: they must
+# not give each job a server of its own. The device's are read at CUDA
+# initialisation, which happens in the child; the shell's by nothing we import.
+PER_JOB_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "_", "PWD", "OLDPWD", "SHLVL")
+PER_JOB_PREFIXES = ("LMSTUDY_GPU_", "LMSTUDY_CPU_CORES")
+ROOT = Path(__file__).resolve().parent.parent
+# How long a server may take to import torch before the job gives up on it.
+START_TIMEOUT_S = 300.0
+# At most this many bytes of request (arguments and environment).
+MAX_REQUEST = 1 << 22
+MAX_FDS = 8
+
+
+class ServerUnavailable(RuntimeError):
+    """The server could not be started or reached; the job runs as its own process instead."""
+
+
+def wanted(command: list[str], environ=os.environ) -> bool:
+    """Whether `command` runs through the server (module docstring)."""
+    if environ.get(ENABLE_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if "SLURM_JOB_ID" in environ:
+        return False
+    return (
+        len(command) >= 2
+        and os.path.realpath(command[0]) == os.path.realpath(sys.executable)
+        and command[1].endswith(".py")
+        and not command[1].startswith("-")
+    )
+
+
+def server_environment(environ) -> dict[str, str]:
+    """What the server runs with: the job's environment less the per-job variables."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if k not in PER_JOB_VARIABLES and not k.startswith(PER_JOB_PREFIXES)
+    }
+
+
+def server_key(environ) -> str:
+    """The name of the server for this environment, interpreter and lmstudy sources."""
+    digest = hashlib.sha256()
+    digest.update(os.path.realpath(sys.executable).encode())
+    for path in sorted((ROOT / "lmstudy").rglob("*.py")):
+        digest.update(str(path).encode() + b"\0" + path.read_bytes())
+    for k, v in sorted(server_environment(environ).items()):
+        digest.update(f"{k}={v}\0".encode())
+    return digest.hexdigest()[:20]
+
+
+def server_dir(environ=os.environ) -> Path:
+    """This user's folder of server sockets, private to them (mode 0700)."""
+    folder = Path(environ.get(DIR_ENV) or f"/tmp/lmstudy-job-servers-{os.getuid()}")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if not folder.is_dir() or folder.is_symlink() or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ServerUnavailable(f"{folder} is not a private folder of this user's")
+    return folder
+
+
+# ---------------------------------------------------------------- the wire
+def _send_message(sock: socket.socket, payload: dict, fds: list[int] = ()) -> None:
+    data = json.dumps(payload).encode()
+    header = struct.pack("!I", len(data))
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    sock.sendmsg([header + data], ancillary)
+
+
+def _receive_message(sock: socket.socket) -> tuple[dict | None, list[int]]:
+    """One message and the descriptors sent with it; (None, []) at end of stream."""
+    fds = array.array("i")
+    data, ancillary, _, _ = sock.recvmsg(MAX_REQUEST + 4, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, cmsg in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(cmsg[: len(cmsg) - len(cmsg) % fds.itemsize])
+    if not data:
+        return None, list(fds)
+    length = struct.unpack("!I", data[:4])[0]
+    if length > MAX_REQUEST:
+        raise ValueError("request too large")
+    while len(data) - 4 < length:
+        more = sock.recv(length + 4 - len(data))
+        if not more:
+            raise ValueError("request cut short")
+        data += more
+    return json.loads(data[4 : 4 + length]), list(fds)
+
+
+# ---------------------------------------------------------------- the job's side
+def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tuple[int, ...] = (),
+        log=sys.stderr) -> int:
+    """Run `command` (this Python and a script) as a fork of the server; its exit status.
+
+    Raises ServerUnavailable when no server can be had: nothing ran then.
+    """
+    folder = server_dir(env)
+    key = server_key(env)
+    sock = _connect(folder, key, env, log)
+    fds = [0, 1, 2, *keep_fds]
+    request = {
+        "argv": command[1:],
+        "env": env,
+        "cwd": os.getcwd(),
+        "fds": fds,
+        "cpus": sorted(os.sched_getaffinity(0)),
+        "started_at": started_at,
+        "umask": _umask(),
+    }
+    try:
+        _send_message(sock, request, fds)
+        reply, _ = _receive_message(sock)
+    except (OSError, ValueError) as error:
+        raise ServerUnavailable(f"the job server did not take the job ({error})") from None
+    if reply is None or "pid" not in reply:
+        raise ServerUnavailable("the job server closed the connection before starting the job")
+    # From here the job runs: our death kills it (the server sees the socket close).
+    try:
+        done, _ = _receive_message(sock)
+    except (OSError, ValueError):
+        done = None
+    if done is None:
+        print("error: the job server went away while the job ran", file=log, flush=True)
+        return 70
+    status = done["status"]
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        print(f"error: the job's process was killed by signal {signal.Signals(number).name}",
+              file=log, flush=True)
+        return 128 + number
+    return os.WEXITSTATUS(status)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _connect(folder: Path, key: str, env: dict[str, str], log) -> socket.socket:
+    path = folder / f"{key}.sock"
+    with contextlib.suppress(OSError):
+        return _open(path)
+    # One job starts the server; the others wait for it on this lock.
+    with open(folder / f"{key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError):
+            return _open(path)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        print(f"job server: starting one for this environment ({path})", file=log, flush=True)
+        server = _start_server(path, env)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                return _open(path)
+            if server.poll() is not None:
+                raise ServerUnavailable(
+                    f"the job server exited ({server.returncode}) before taking jobs; "
+                    f"see {path.with_suffix('.log')}")
+            time.sleep(0.05)
+        server.kill()
+        raise ServerUnavailable(f"the job server did not start within {START_TIMEOUT_S:.0f} s")
+
+
+def _open(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _start_server(path: Path, env: dict[str, str]) -> subprocess.Popen:
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from lmstudy.job_server import serve; serve(sys.argv[2])"
+    )
+    log = open(path.with_suffix(".log"), "ab")  # noqa: SIM115 - the server's, closed with our copy below
+    try:
+        # Its own session: Snakemake cancelling the job that started it must
+        # not take the server (and the other jobs' processes) down with it.
+        # All the CPUs this job may use, not only its lease's share.
+        return subprocess.Popen(
+            [sys.executable, "-c", code, str(ROOT), str(path)],
+            env=server_environment(env), cwd=str(ROOT), stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log, start_new_session=True, close_fds=True,
+        )
+    finally:
+        log.close()
+
+
+# ---------------------------------------------------------------- the server
+def _preload() -> None:
+    """The imports every job would do, and nothing that touches a device."""
+    # Read when torch._inductor.config is imported (by the line below), so it
+    # must be set now: compile time is a measurement (lmstudy.cli.compile_from_scratch).
+    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import torch
+
+    # AdamW's constructor imports torch._dynamo (seconds); torch.empty only allocates.
+    torch.optim.AdamW([torch.nn.Parameter(torch.empty(1))])
+
+
+def serve(path: str) -> None:
+    """Take jobs on the socket at `path` until idle for LMSTUDY_JOB_SERVER_IDLE_S seconds."""
+    started = time.perf_counter()
+    _preload()
+    idle_s = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    temporary = f"{path}.{os.getpid()}"
+    listener.bind(temporary)
+    listener.listen(64)
+    os.replace(temporary, path)  # jobs connect only once it listens
+    ours = os.stat(path).st_ino
+    print(f"job server {os.getpid()}: ready in {time.perf_counter() - started:.1f} s on {path}", flush=True)
+
+    wakeup_read, wakeup_write = os.pipe()
+    os.set_blocking(wakeup_write, False)
+    os.set_blocking(wakeup_read, False)
+    signal.set_wakeup_fd(wakeup_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(wakeup_read, selectors.EVENT_READ, "signal")
+    jobs: dict[int, socket.socket] = {}  # child pid -> its job's connection
+    last_active = time.monotonic()
+    inherited = [listener.fileno(), wakeup_read, wakeup_write]
+    try:
+        while True:
+            for event, _ in selector.select(timeout=max(1.0, idle_s / 4)):
+                if event.data == "accept":
+                    with contextlib.suppress(OSError):
+                        conn, _ = listener.accept()
+                        child = _take_job(conn, [*inherited, *(c.fileno() for c in jobs.values())])
+                        if child is not None:
+                            jobs[child] = conn
+                            selector.register(conn, selectors.EVENT_READ, child)
+                elif event.data == "signal":
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wakeup_read, 4096)
+                else:  # a job's connection: readable means its wrapper died
+                    selector.unregister(jobs[event.data])
+                    _kill_job(event.data)
+            for pid, status in _reaped():
+                conn = jobs.pop(pid, None)
+                if conn is not None:
+                    with contextlib.suppress(KeyError, ValueError):
+                        selector.unregister(conn)
+                    with contextlib.suppress(OSError):
+                        _send_message(conn, {"status": status})
+                    conn.close()
+            if jobs:
+                last_active = time.monotonic()
+            elif time.monotonic() - last_active > idle_s:
+                print(f"job server {os.getpid()}: idle for {idle_s:.0f} s, exiting", flush=True)
+                return
+    finally:
+        for pid in jobs:  # a job outliving its server would go on unseen
+            _kill_job(pid)
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == ours:  # not a newer server's
+                os.unlink(path)
+        listener.close()
+
+
+def _reaped() -> list[tuple[int, int]]:
+    done = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return done
+        if pid == 0:
+            return done
+        done.append((pid, status))
+
+
+def _kill_job(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
+    """Fork the job `conn` asks for; its pid, or None when the request was not one."""
+    conn.settimeout(30)
+    fds: list[int] = []
+    try:
+        request, fds = _receive_message(conn)
+        if request is None or len(fds) != len(request["fds"]):
+            raise ValueError("a request without its streams")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"job server: refused a request ({error})", flush=True)
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _become_job(request, fds, [*server_fds, conn.fileno()])  # never returns
+    for fd in fds:
+        os.close(fd)
+    conn.settimeout(None)
+    try:
+        _send_message(conn, {"pid": pid})
+    except OSError:
+        _kill_job(pid)
+    return pid
+
+
+def _become_job(request: dict, received: list[int], server_fds: list[int]) -> None:
+    status = 1
+    try:
+        os.setsid()  # its own process group: killing the job kills what it started
+        from lmstudy.fresh_process import die_with_parent
+
+        die_with_parent(os.getppid())
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGCHLD, signal.SIGTERM):
+            signal.signal(number, signal.SIG_DFL)
+        for fd in server_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        targets = [int(fd) for fd in request["fds"]]
+        # Out of the way first, so no descriptor lands on one still to be moved.
+        moved = [os.dup(fd) for fd in received]
+        for fd in received:
+            os.close(fd)
+        for source, target in zip(moved, targets, strict=True):
+            os.dup2(source, target, inheritable=True)
+        for source in moved:
+            if source not in targets:
+                os.close(source)
+        os.umask(int(request["umask"]))
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        cpus = request["cpus"]
+        os.sched_setaffinity(0, cpus)
+        import torch
+
+        if "OMP_NUM_THREADS" not in os.environ:
+            # What a new process with these CPUs would use.
+            torch.set_num_threads(len(cpus))
+        from lmstudy import phases
+
+        phases.PROCESS_STARTED_AT = float(request["started_at"])
+        argv = [str(a) for a in request["argv"]]
+        sys.argv = argv
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        import runpy
+
+        try:
+            runpy.run_path(argv[0], run_name="__main__")
+            status = 0
+        except SystemExit as done:
+            status = _exit_status(done.code)
+        except BaseException:  # noqa: BLE001 - as Python itself reports an uncaught exception
+            traceback.print_exc()
+            status = 1
+        _run_exit_handlers()
+    except BaseException:  # noqa: BLE001 - the job's own setup failed: say so on its stderr
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+
+
+def _exit_status(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _run_exit_handlers() -> None:
+    import atexit
+
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()

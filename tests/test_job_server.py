@@ -1,0 +1,168 @@
+"""GPU jobs start as forks of a server that imported torch (lmstudy.job_server), through the
+lease's wrapper, as the workflow runs them: a real server, real sockets, real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lmstudy import job_server
+
+from .conftest import REPO
+
+LEASE = [sys.executable, str(REPO / "scripts" / "gpu_lease.py"), "--"]
+
+# A job that reports what it was given and how its time went, and exits as told.
+JOB = """
+import json, os, sys
+sys.path.insert(0, {repo!r})
+from lmstudy import gpu_lease
+from lmstudy.phases import PhaseClock
+clock = PhaseClock()
+print(json.dumps({{
+    "argv": sys.argv, "cwd": os.getcwd(), "pid": os.getpid(), "parent": os.getppid(),
+    "variable": os.environ.get("JOB_VARIABLE"), "stdin": sys.stdin.read() if sys.argv[1] != "sleep" else "",
+    "phases": dict(clock.seconds), "holds_lease": gpu_lease.holds_lease(),
+    "torch_before_script": {torch_loaded},
+}}))
+print("to stderr", file=sys.stderr)
+how = sys.argv[1]
+if how == "raise":
+    raise RuntimeError("the job failed")
+if how == "message":
+    sys.exit("a message for the user")
+if how == "sleep":
+    open(sys.argv[2], "w").write(str(os.getpid()))
+    sys.stdin.read()
+sys.exit(int(how))
+"""
+
+
+@pytest.fixture
+def job(tmp_path) -> Path:
+    script = tmp_path / "job.py"
+    script.write_text(JOB.format(repo=str(REPO), torch_loaded='"torch" in sys.modules'))
+    return script
+
+
+def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LMSTUDY_", "SLURM_"))}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    path = os.pathsep.join(
+        d for d in env.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvidia-smi").exists()
+    )
+    return {**env, "PATH": path, "LMSTUDY_DEVICE": "cpu", "LMSTUDY_JOB_SERVER_DIR": str(tmp_path / "servers"),
+            "LMSTUDY_JOB_SERVER_IDLE_S": "20", **extra}
+
+
+def run_job(script: Path, env: dict, *args: str, stdin: str = "") -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run([*LEASE, sys.executable, str(script), *args], env=env, input=stdin,
+                          capture_output=True, text=True, timeout=300, cwd=script.parent)
+    report = json.loads(done.stdout.splitlines()[0]) if done.stdout.strip() else {}
+    return done, report
+
+
+def test_jobs_are_forks_of_one_server_that_imported_torch(tmp_path, job):
+    env = server_env(tmp_path, JOB_VARIABLE="first")
+    first, seen = run_job(job, env, "3", stdin="input line")
+    assert first.returncode == 3, first.stderr
+    assert "job server: starting one" in first.stderr and "to stderr" in first.stderr
+    assert seen["argv"] == [str(job), "3"] and seen["cwd"] == str(tmp_path)
+    assert seen["variable"] == "first" and seen["stdin"] == "input line"
+    # The job is not the wrapper's own process: it was forked with torch imported.
+    assert seen["torch_before_script"] is True
+
+    second, again = run_job(job, env, "0")
+    assert second.returncode == 0 and "starting one" not in second.stderr
+    assert again["parent"] == seen["parent"], "the second job was not forked by the same server"
+    assert again["pid"] != seen["pid"]
+    # The imports were the server's: the second job's imports phase is its own few.
+    assert again["phases"]["imports"] < 1.0 < seen["phases"]["imports"]
+
+
+def test_a_job_fails_through_the_server_as_it_would_alone(tmp_path, job):
+    env = server_env(tmp_path)
+    raised, _ = run_job(job, env, "raise")
+    assert raised.returncode == 1 and "RuntimeError: the job failed" in raised.stderr
+    message, _ = run_job(job, env, "message")
+    assert message.returncode == 1 and "a message for the user" in message.stderr
+    alone, _ = run_job(job, {**env, "LMSTUDY_JOB_SERVER": "0"}, "message")
+    assert (alone.returncode, alone.stderr.strip().splitlines()[-1]) == (
+        message.returncode, message.stderr.strip().splitlines()[-1])
+
+
+def test_another_environment_gets_a_server_of_its_own(tmp_path, job):
+    _, first = run_job(job, server_env(tmp_path, JOB_VARIABLE="a"), "0")
+    _, same = run_job(job, server_env(tmp_path, JOB_VARIABLE="a", LMSTUDY_GPU_INDEX="7"), "0")
+    _, other = run_job(job, server_env(tmp_path, JOB_VARIABLE="b"), "0")
+    assert first["parent"] == same["parent"] != other["parent"]
+    assert job_server.server_key({"A": "1"}) != job_server.server_key({"A": "2"})
+    assert job_server.server_key({"A": "1", "CUDA_VISIBLE_DEVICES": "3"}) == job_server.server_key({"A": "1"})
+
+
+def test_the_job_holds_the_gpu_lease_of_its_wrapper(tmp_path, job):
+    env = server_env(tmp_path, LMSTUDY_GPUS="0", LMSTUDY_GPU_LEASE_DIR=str(tmp_path / "leases"))
+    done, seen = run_job(job, env, "0")
+    assert done.returncode == 0, done.stderr
+    assert "gpu lease: GPU 0" in done.stderr
+    assert seen["parent"] != seen["pid"] and seen["holds_lease"] is True
+    # The wrapper waited for nothing; its job's phase record starts at the wrapper's start.
+    assert seen["phases"]["wait"] < 5
+
+
+def test_killing_the_wrapper_kills_the_job(tmp_path, job):
+    env = server_env(tmp_path)
+    marker = tmp_path / "job.pid"
+    wrapper = subprocess.Popen([*LEASE, sys.executable, str(job), "sleep", str(marker)], env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (marker.exists() and marker.read_text()):
+        assert time.monotonic() < deadline and wrapper.poll() is None, "the job never started"
+        time.sleep(0.05)
+    pid = int(marker.read_text())
+    assert pid != wrapper.pid
+    wrapper.send_signal(signal.SIGKILL)
+    wrapper.wait(timeout=30)
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the job outlived its wrapper"
+        time.sleep(0.05)
+
+
+def test_an_idle_server_exits_and_takes_its_socket_with_it(tmp_path, job):
+    env = server_env(tmp_path, LMSTUDY_JOB_SERVER_IDLE_S="1")
+    _, seen = run_job(job, env, "0")
+    server = seen["parent"]
+    deadline = time.monotonic() + 60
+    while _alive(server) or list((tmp_path / "servers").glob("*.sock")):
+        assert time.monotonic() < deadline, "the idle server did not exit"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("variable", [{"LMSTUDY_JOB_SERVER": "0"}, {"SLURM_JOB_ID": "12"}])
+def test_without_the_server_the_job_is_the_wrappers_own_process(tmp_path, job, variable):
+    _, seen = run_job(job, server_env(tmp_path, **variable), "0")
+    assert seen["torch_before_script"] is False
+    assert not (tmp_path / "servers").exists() or not list((tmp_path / "servers").glob("*.sock"))
+
+
+def test_only_this_python_running_a_script_goes_to_the_server():
+    assert job_server.wanted([sys.executable, "scripts/time_model.py"], {})
+    assert not job_server.wanted([sys.executable, "-c", "pass"], {})
+    assert not job_server.wanted(["nsys", "profile", sys.executable, "x.py"], {})
+    assert not job_server.wanted([sys.executable, "x.py"], {"LMSTUDY_JOB_SERVER": "0"})
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
