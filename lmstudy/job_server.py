@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -73,9 +74,11 @@ def wanted(command: list[str], environ=os.environ) -> bool:
         return False
     if "SLURM_JOB_ID" in environ:
         return False
+    program = shutil.which(command[0]) if command else None
     return (
         len(command) >= 2
-        and os.path.realpath(command[0]) == os.path.realpath(sys.executable)
+        and program is not None
+        and os.path.realpath(program) == os.path.realpath(sys.executable)
         and command[1].endswith(".py")
         and not command[1].startswith("-")
     )
@@ -90,9 +93,15 @@ def server_environment(environ) -> dict[str, str]:
     }
 
 
-def server_key(environ) -> str:
-    """The name of the server for this environment, interpreter and lmstudy sources."""
-    digest = hashlib.sha256()
+# What a server imports before it forks jobs: the measuring jobs' libraries
+# (torch), or the analysing side's (pandas, matplotlib, Jinja2: never torch,
+# which those jobs must not load; tests/test_cpu_side_imports.py).
+KINDS = ("torch", "cpu")
+
+
+def server_key(environ, kind: str = "torch") -> str:
+    """The name of the `kind` server for this environment, interpreter and lmstudy sources."""
+    digest = hashlib.sha256(kind.encode() + b"\0")
     digest.update(os.path.realpath(sys.executable).encode())
     for path in sorted((ROOT / "lmstudy").rglob("*.py")):
         digest.update(str(path).encode() + b"\0" + path.read_bytes())
@@ -141,14 +150,14 @@ def _receive_message(sock: socket.socket) -> tuple[dict | None, list[int]]:
 
 # ---------------------------------------------------------------- the job's side
 def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tuple[int, ...] = (),
-        log=sys.stderr) -> int:
-    """Run `command` (this Python and a script) as a fork of the server; its exit status.
+        log=sys.stderr, kind: str = "torch") -> int:
+    """Run `command` (this Python and a script) as a fork of the `kind` server; its exit status.
 
     Raises ServerUnavailable when no server can be had: nothing ran then.
     """
     folder = server_dir(env)
-    key = server_key(env)
-    sock = _connect(folder, key, env, log)
+    key = server_key(env, kind)
+    sock = _connect(folder, key, env, kind)
     fds = [0, 1, 2, *keep_fds]
     request = {
         "argv": command[1:],
@@ -189,7 +198,7 @@ def _umask() -> int:
     return mask
 
 
-def _connect(folder: Path, key: str, env: dict[str, str], log) -> socket.socket:
+def _connect(folder: Path, key: str, env: dict[str, str], kind: str) -> socket.socket:
     path = folder / f"{key}.sock"
     with contextlib.suppress(OSError):
         return _open(path)
@@ -200,8 +209,7 @@ def _connect(folder: Path, key: str, env: dict[str, str], log) -> socket.socket:
             return _open(path)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        print(f"job server: starting one for this environment ({path})", file=log, flush=True)
-        server = _start_server(path, env)
+        server = _start_server(path, env, kind)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
@@ -225,10 +233,10 @@ def _open(path: Path) -> socket.socket:
     return sock
 
 
-def _start_server(path: Path, env: dict[str, str]) -> subprocess.Popen:
+def _start_server(path: Path, env: dict[str, str], kind: str) -> subprocess.Popen:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from lmstudy.job_server import serve; serve(sys.argv[2])"
+        "from lmstudy.job_server import serve; serve(sys.argv[2], sys.argv[3])"
     )
     log = open(path.with_suffix(".log"), "ab")  # noqa: SIM115 - the server's, closed with our copy below
     try:
@@ -236,7 +244,7 @@ def _start_server(path: Path, env: dict[str, str]) -> subprocess.Popen:
         # not take the server (and the other jobs' processes) down with it.
         # All the CPUs this job may use, not only its lease's share.
         return subprocess.Popen(
-            [sys.executable, "-c", code, str(ROOT), str(path)],
+            [sys.executable, "-c", code, str(ROOT), str(path), kind],
             env=server_environment(env), cwd=str(ROOT), stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True, close_fds=True,
         )
@@ -245,8 +253,19 @@ def _start_server(path: Path, env: dict[str, str]) -> subprocess.Popen:
 
 
 # ---------------------------------------------------------------- the server
-def _preload() -> None:
-    """The imports every job would do, and nothing that touches a device."""
+def _preload(kind: str) -> None:
+    """The imports every job of `kind` would do, and nothing that touches a device."""
+    if kind == "cpu":
+        import jinja2  # noqa: F401
+        import matplotlib
+
+        matplotlib.use("Agg")  # what the figure scripts use; no display is looked for
+        import matplotlib.pyplot  # noqa: F401
+        import pandas  # noqa: F401
+        import yaml  # noqa: F401
+        from pandas.io.formats.style import Styler  # noqa: F401
+
+        return
     # Read when torch._inductor.config is imported (by the line below), so it
     # must be set now: compile time is a measurement (lmstudy.cli.compile_from_scratch).
     os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
@@ -259,10 +278,10 @@ def _preload() -> None:
     torch.optim.AdamW([torch.nn.Parameter(torch.empty(1))])
 
 
-def serve(path: str) -> None:
+def serve(path: str, kind: str = "torch") -> None:
     """Take jobs on the socket at `path` until idle for LMSTUDY_JOB_SERVER_IDLE_S seconds."""
     started = time.perf_counter()
-    _preload()
+    _preload(kind)
     idle_s = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     temporary = f"{path}.{os.getpid()}"
@@ -270,7 +289,8 @@ def serve(path: str) -> None:
     listener.listen(64)
     os.replace(temporary, path)  # jobs connect only once it listens
     ours = os.stat(path).st_ino
-    print(f"job server {os.getpid()}: ready in {time.perf_counter() - started:.1f} s on {path}", flush=True)
+    ready_s = time.perf_counter() - started
+    print(f"job server {os.getpid()} ({kind}): ready in {ready_s:.1f} s on {path}", flush=True)
 
     wakeup_read, wakeup_write = os.pipe()
     os.set_blocking(wakeup_write, False)
@@ -397,11 +417,9 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
         os.environ.update(request["env"])
         cpus = request["cpus"]
         os.sched_setaffinity(0, cpus)
-        import torch
-
-        if "OMP_NUM_THREADS" not in os.environ:
+        if "torch" in sys.modules and "OMP_NUM_THREADS" not in os.environ:
             # What a new process with these CPUs would use.
-            torch.set_num_threads(len(cpus))
+            sys.modules["torch"].set_num_threads(len(cpus))
         from lmstudy import phases
 
         phases.PROCESS_STARTED_AT = float(request["started_at"])

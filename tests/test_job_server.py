@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +32,7 @@ print(json.dumps({{
     "argv": sys.argv, "cwd": os.getcwd(), "pid": os.getpid(), "parent": os.getppid(),
     "variable": os.environ.get("JOB_VARIABLE"), "stdin": sys.stdin.read() if sys.argv[1] != "sleep" else "",
     "phases": dict(clock.seconds), "holds_lease": gpu_lease.holds_lease(),
-    "torch_before_script": {torch_loaded},
+    "torch_before_script": {torch_loaded}, "pandas_before_script": {pandas_loaded},
 }}))
 print("to stderr", file=sys.stderr)
 how = sys.argv[1]
@@ -49,7 +50,8 @@ sys.exit(int(how))
 @pytest.fixture
 def job(tmp_path) -> Path:
     script = tmp_path / "job.py"
-    script.write_text(JOB.format(repo=str(REPO), torch_loaded='"torch" in sys.modules'))
+    script.write_text(JOB.format(repo=str(REPO), torch_loaded='"torch" in sys.modules',
+                                 pandas_loaded='"pandas" in sys.modules'))
     return script
 
 
@@ -74,14 +76,14 @@ def test_jobs_are_forks_of_one_server_that_imported_torch(tmp_path, job):
     env = server_env(tmp_path, JOB_VARIABLE="first")
     first, seen = run_job(job, env, "3", stdin="input line")
     assert first.returncode == 3, first.stderr
-    assert "job server: starting one" in first.stderr and "to stderr" in first.stderr
+    assert "to stderr" in first.stderr and len(list((tmp_path / "servers").glob("*.sock"))) == 1
     assert seen["argv"] == [str(job), "3"] and seen["cwd"] == str(tmp_path)
     assert seen["variable"] == "first" and seen["stdin"] == "input line"
     # The job is not the wrapper's own process: it was forked with torch imported.
     assert seen["torch_before_script"] is True
 
     second, again = run_job(job, env, "0")
-    assert second.returncode == 0 and "starting one" not in second.stderr
+    assert second.returncode == 0 and len(list((tmp_path / "servers").glob("*.sock"))) == 1
     assert again["parent"] == seen["parent"], "the second job was not forked by the same server"
     assert again["pid"] != seen["pid"]
     # The imports were the server's: the second job's imports phase is its own few.
@@ -153,11 +155,28 @@ def test_without_the_server_the_job_is_the_wrappers_own_process(tmp_path, job, v
     assert not (tmp_path / "servers").exists() or not list((tmp_path / "servers").glob("*.sock"))
 
 
+def test_the_analysing_side_runs_as_forks_of_a_server_that_never_imports_torch(tmp_path, job):
+    env = server_env(tmp_path, JOB_VARIABLE="cpu side")
+    seen = []
+    for how in ("0", "4"):
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / "run_script.py"), str(job), how],
+                              env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == int(how), done.stderr
+        seen.append(json.loads(done.stdout.splitlines()[0]))
+    assert seen[0]["parent"] == seen[1]["parent"] and seen[0]["pid"] != seen[1]["pid"]
+    assert all(s["pandas_before_script"] and not s["torch_before_script"] for s in seen)
+    assert seen[0]["variable"] == "cpu side" and seen[0]["argv"] == [str(job), "0"]
+
+
 def test_only_this_python_running_a_script_goes_to_the_server():
     assert job_server.wanted([sys.executable, "scripts/time_model.py"], {})
     assert not job_server.wanted([sys.executable, "-c", "pass"], {})
     assert not job_server.wanted(["nsys", "profile", sys.executable, "x.py"], {})
     assert not job_server.wanted([sys.executable, "x.py"], {"LMSTUDY_JOB_SERVER": "0"})
+    # A program named as the shell finds it on PATH.
+    assert job_server.wanted([Path(sys.executable).name, "x.py"], {}) == (
+        shutil.which(Path(sys.executable).name) is not None
+        and os.path.realpath(shutil.which(Path(sys.executable).name)) == os.path.realpath(sys.executable))
 
 
 def _alive(pid: int) -> bool:

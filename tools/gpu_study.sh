@@ -48,21 +48,20 @@ start)
   # then every other 2.7B job, then attention, then the rest.
   (cd $W/full && python3 tools/study_targets.py > $W/targets.txt)
   cd $W/full && setsid bash -c '
+    full() {  # one group of targets (none: everything), its own log
+      python3 -m snakemake $2 --cores 1 --resources gpu=1 --keep-going --config run=full > '$W'/full_$1.log 2>&1
+    }
+    full 1 "$(sed -n 1p '$W'/targets.txt)"
     python3 scripts/bench_ladder.py --out '$W'/ladder_2.7B.csv --d-model 2560 --d-ff 10240 --num-layers 32 \
       --num-heads 32 --context-length 1024 --profile-steps 3 \
       --rungs bf16-sdpa-compile bf16-sdpa-cudagraphs-compiled-adamw bf16-sdpa-cudagraphs-master \
       > '$W'/ladder_2.7B.log 2>&1
+    full 2 "$(sed -n 2p '$W'/targets.txt)"
     python3 scripts/bench_ladder.py --out '$W'/ladder_small.csv --d-model 768 --d-ff 3072 --num-layers 12 \
       --num-heads 12 --context-length 1024 --check-loss 50 --sustained-repeats 100 \
       --rungs bf16-sdpa-master bf16-sdpa-cudagraphs-master > '$W'/ladder_small.log 2>&1
-    i=0
-    while read -r targets; do
-      i=$((i + 1))
-      python3 -m snakemake $targets --cores 1 --resources gpu=1 --keep-going --config run=full \
-        > '$W'/full_$i.log 2>&1
-    done < '$W'/targets.txt
-    python3 -m snakemake --cores 1 --resources gpu=1 --keep-going --config run=full \
-      > '$W'/full_9.log 2>&1
+    full 3 "$(sed -n 3p '$W'/targets.txt)"
+    full 9 ""
     echo $? > '$W'/full.rc' < /dev/null > /dev/null 2>&1 &
   wait_for_full
   ;;
@@ -71,6 +70,7 @@ wait)
   ;;
 collect)
   wait_for_full
+  source tools/gpu_env.sh > /dev/null 2>&1
   cd $W/full && python3 scripts/study_cost.py --out $W/full_cost.csv \
     --benchmarks $(find results/full/benchmarks -name '*.tsv') \
     --phases $(find results/full/benchmarks -name '*.phases.json')
@@ -79,8 +79,8 @@ collect)
   tar -czf "$OUT/quick.tar.gz" -C $W/quick --exclude='*.nsys-rep' --exclude='*.sqlite' \
     --exclude='*.pickle' --exclude='*.json.gz' results logs report
   cp $W/full_cost.csv "$OUT/"
-  tar -czf "$OUT/ladder.tar.gz" -C $W ladder_2.7B.csv ladder_2.7B.json ladder_small.csv ladder_small.json \
-    ladder_small.losses.csv start_*.json job_start.txt
+  tar -czf "$OUT/ladder.tar.gz" -C $W --ignore-failed-read ladder_2.7B.csv ladder_2.7B.json ladder_2.7B.log \
+    ladder_small.csv ladder_small.json ladder_small.losses.csv ladder_small.log start_*.json job_start.txt
   cat $W/*.txt $W/*.log > "$OUT/logs.txt" 2>/dev/null
   ;;
 *)

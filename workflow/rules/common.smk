@@ -39,7 +39,8 @@ except study_config.ConfigError as error:
 # Absolute, so the workflow also runs with --directory elsewhere (the tests do).
 BASE = Path(workflow.basedir)
 SCRIPTS = BASE / "scripts"
-# Jobs run scripts/<name>.py through the shell function `lmstudy <name> ARGS`,
+# Jobs run scripts/<name>.py through the shell function `lmstudy <name> ARGS`
+# (a fork of a server that imported pandas and matplotlib: lmstudy.job_server),
 # with the Python that runs Snakemake (the project's environment), or the
 # rule's conda environment's under --software-deployment-method conda. A
 # function, because `snakemake --lint` wants commands to use only the rule's
@@ -56,7 +57,7 @@ PYTHON = (
 # (Braces doubled: Snakemake formats the prefix like a command.)
 shell.prefix(
     "set -euo pipefail; "
-    'lmstudy() {{ %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '
+    'lmstudy() {{ %(py)s %(scripts)s/run_script.py %(scripts)s/"$1".py "${{@:2}}"; }}; '
     "lmstudy_gpu() {{ LMSTUDY_DEVICE=%(device)s %(py)s %(scripts)s/gpu_lease.py"
     ' -- %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '
     % {
