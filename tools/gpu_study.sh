@@ -80,7 +80,8 @@ collect)
     --exclude='*.pickle' --exclude='*.json.gz' results logs report
   cp $W/full_cost.csv "$OUT/"
   tar -czf "$OUT/ladder.tar.gz" -C $W --ignore-failed-read ladder_2.7B.csv ladder_2.7B.json ladder_2.7B.log \
-    ladder_small.csv ladder_small.json ladder_small.losses.csv ladder_small.log start_*.json job_start.txt
+    ladder_small.csv ladder_small.json ladder_small.losses.csv ladder_small.log job_start.txt \
+    $(cd $W && ls start_*.json)
   cat $W/*.txt $W/*.log > "$OUT/logs.txt" 2>/dev/null
   ;;
 *)
