@@ -116,3 +116,31 @@ def test_master_weights_leave_the_matrix_weights_in_bf16_and_the_rest_in_fp32():
         master = getattr(p, "master", p)
         assert master.dtype == torch.float32 and torch.equal(master, before[name])
     assert optimizer.step_count.item() == 0
+
+
+def test_the_compiled_master_weight_update_is_the_eager_one():
+    import torch
+
+    from lmstudy.master_weights import MasterWeightAdamW
+    from lmstudy.model import ModelConfig, TransformerLM, cross_entropy
+
+    def masters_after_three_steps(compiled: bool) -> list:
+        torch.manual_seed(0)
+        model = TransformerLM(ModelConfig(vocab_size=64, context_length=8, d_model=16, d_ff=32, num_layers=2,
+                                          num_heads=2))
+        optimizer = MasterWeightAdamW(model, compiled=compiled)
+        inputs, targets = torch.randint(64, (2, 8)), torch.randint(64, (2, 8))
+        for _ in range(3):
+            model.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                cross_entropy(model(inputs), targets).backward()
+            optimizer.step()
+        return [m.detach().clone() for m in optimizer.masters]
+
+    eager, compiled = masters_after_three_steps(False), masters_after_three_steps(True)
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-6) for a, b in zip(eager, compiled, strict=True))
+    # ...and the update did change every master.
+    torch.manual_seed(0)
+    fresh = TransformerLM(ModelConfig(vocab_size=64, context_length=8, d_model=16, d_ff=32, num_layers=2,
+                                      num_heads=2))
+    assert all(not torch.equal(p.detach(), m) for p, m in zip(fresh.parameters(), eager, strict=True))
