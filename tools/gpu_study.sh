@@ -65,6 +65,34 @@ start)
     echo $? > '$W'/full.rc' < /dev/null > /dev/null 2>&1 &
   wait_for_full
   ;;
+ladder)
+  # The quick preset from a clean copy (timed), then in the background the ladder
+  # section of the full study for 2.7B (every default rung) and the hand-run
+  # benchmark of three of its rungs, for the pipeline-vs-script comparison.
+  mkdir -p $W
+  source tools/gpu_env.sh
+  export LMSTUDY_COMMIT=${COMMIT:-unknown}
+  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv | tee $W/gpu.txt
+  for copy in quick full; do
+    mkdir -p $W/$copy && tar --exclude=./.whl --exclude=./.gpu-libs -cf - . | tar -xf - -C $W/$copy
+  done
+  t0=$(date +%s%N)
+  (cd $W/quick && python3 -m snakemake --cores 1 --resources gpu=1 --config preset=quick run=quick \
+    > $W/quick.log 2>&1); rc=$?
+  echo "quick preset: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms wall" | tee $W/quick_wall.txt
+  tail -3 $W/quick.log
+  # The profile jobs' declared profile/ folders: the .nsys-rep and .sqlite nsys wrote.
+  ls -l $W/quick/results/quick/nsys/raw/*/profile/ | tee -a $W/quick_wall.txt
+  cd $W/full && setsid bash -c '
+    printf "run: full\nladder: {sizes: [2.7B]}\n" > '$W'/ladder_2.7B.yaml
+    python3 -m snakemake results/full/ladder/ladder.csv --cores 1 --resources gpu=1 --keep-going \
+      --configfile '$W'/ladder_2.7B.yaml > '$W'/full_1.log 2>&1
+    python3 scripts/bench_ladder.py --out '$W'/ladder_2.7B.csv --d-model 2560 --d-ff 10240 --num-layers 32 \
+      --num-heads 32 --context-length 1024 --profile-steps 3 \
+      --rungs bf16-sdpa bf16-sdpa-compile bf16-sdpa-cudagraphs-master > '$W'/ladder_2.7B.log 2>&1
+    echo $? > '$W'/full.rc' < /dev/null > /dev/null 2>&1 &
+  wait_for_full
+  ;;
 wait)
   wait_for_full
   ;;
