@@ -3,7 +3,9 @@
 
 Prints each rung's median step time and achieved TFLOP/s (model FLOPs,
 6N + 12·L·H·Q·T per token) beside the dense bf16 n^3 matmul rate measured
-on the same GPU in the same run, and the best rung's share of it.
+on the same GPU in the same run, and the best rung's share of it. The
+hand-run form of the workflow's ladder section (section 7: one job per
+rung, scripts/ladder_rung.py), with the same code (lmstudy.ladder_bench).
 
 Example (the 2.7B model, context 1024, batch 4):
     python scripts/bench_ladder.py --out results/bench/ladder_2.7B.csv \
@@ -104,7 +106,8 @@ def main(argv=None) -> None:
                 )
                 print(f"      top kernels: {row['top_kernels']}")
         else:
-            print(f"  {row['rung']:<50} {row['status']}: {row.get('error', '')}")
+            # OOM with the error's first line; unsupported (this device cannot run it) with the reason
+            print(f"  {row['rung']:<50} {row['status']}: {row.get('reason') or row.get('error', '')}")
     if args.check_loss:
         checked = check_losses(base, args.rungs, args.check_loss)
         write_csv(args.out.with_suffix(".losses.csv"), pd.DataFrame(checked))
