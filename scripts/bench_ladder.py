@@ -30,6 +30,7 @@ RUNG_KEYS = list(RUNGS)
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of one row per rung")
+    p.add_argument("--size", default="", help="the size's name, recorded in the rows (optional)")
     add_dimension_arguments(p)
     p.add_argument("--rungs", nargs="+", choices=RUNG_KEYS, default=list(DEFAULT_RUNGS))
     p.add_argument("--warmup-steps", type=int, default=5)
@@ -71,6 +72,7 @@ def main(argv=None) -> None:
 
     base = BenchSpec(
         rung=args.rungs[0],
+        size=args.size,
         **dimension_kwargs(args),
         warmup_steps=args.warmup_steps,
         timed_steps=args.timed_steps,
