@@ -126,6 +126,7 @@ def _check_references(config: dict) -> None:
                 f"config: timing.extra_configurations names {extra['size']!r}, which is not "
                 f"defined under sizes (defined: {', '.join(sizes)})."
             )
+    _check_rungs(config)
     for section, settings in config.items():
         if isinstance(settings, dict) and isinstance(settings.get("sizes"), list):
             for name in settings["sizes"]:
@@ -134,6 +135,18 @@ def _check_references(config: dict) -> None:
                         f"config: {section}.sizes names {name!r}, which is not defined "
                         f"under sizes (defined: {', '.join(sizes)})."
                     )
+
+
+def _check_rungs(config: dict) -> None:
+    """Every rung of ladder.rungs is one the benchmark defines (lmstudy.ladder_rungs, torch-free)."""
+    from lmstudy.ladder_rungs import RUNGS
+
+    for rung in config.get("ladder", {}).get("rungs", []):
+        if rung not in RUNGS:
+            raise ConfigError(
+                f"config: ladder.rungs names {rung!r}, which is not a rung of the ladder "
+                f"(the rungs: {', '.join(RUNGS)})."
+            )
 
 
 def load(config: dict, schema_path: str | Path, overrides: list[dict] = ()) -> dict:

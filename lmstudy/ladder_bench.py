@@ -3,10 +3,15 @@
 The target: the best rung reaches a given share of the dense bf16
 matrix-multiply rate measured on the same GPU in the same run. Each rung
 runs in a fresh process (an out-of-memory rung leaves nothing behind for the
-next); the matmul rate is measured in the parent before and after them
-(run_bench says how).
+next). Two forms share this code: the workflow's ladder section runs one
+job per rung (scripts/ladder_rung.py: `measure_rung` in the job's own
+process) and one for the matmul rate (scripts/matmul_reference.py:
+`matmul_reference`); scripts/bench_ladder.py, by hand, runs every rung in a
+child process and the matmul rate around them (`run_bench`).
 
-The rungs are in lmstudy.ladder_rungs.
+The rungs are in lmstudy.ladder_rungs. A rung this device cannot run (CUDA
+graphs on a CPU, ...) is a row with status "unsupported" and the reason
+(lmstudy.rung_support), as an out-of-memory one is a row with status "OOM".
 
 With `profile_steps`, a rung also reports where its GPU time goes: kernel
 time per step by category, read from a torch.profiler trace of those steps.
@@ -25,14 +30,16 @@ from pathlib import Path
 
 import torch
 
-from lmstudy import environment, flops
-from lmstudy.devices import free_memory, out_of_memory_is_a_result, resolve_device
+from lmstudy import environment, flops, gpu_clocks, ladder_table
+from lmstudy.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
 from lmstudy.ladder_rungs import RUNGS
 from lmstudy.master_weights import MasterWeightAdamW
 from lmstudy.model import ModelConfig, cross_entropy, make_optimizer
 from lmstudy.nsys.capture import torch_profiler_capture
-from lmstudy.nsys.categories import categorize
+from lmstudy.nsys.categories import CATEGORIES, categorize
 from lmstudy.nsys.torch_trace import read_events
+from lmstudy.phases import PhaseClock
+from lmstudy.rung_support import unsupported_here, unsupported_is_a_result
 from lmstudy.spec import model_dims
 from lmstudy.stats import summarize_ms
 from lmstudy.steps import Workload, autocast_context, build_workload, make_step, synchronize
@@ -52,8 +59,6 @@ def allow_only_sdpa_backend(backend: str) -> None:
         enable(name == backend)
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class BenchSpec:
     rung: str
@@ -68,6 +73,9 @@ class BenchSpec:
     timed_steps: int = 20
     profile_steps: int = 0  # > 0: also break the GPU time of this many steps down by kernel category
     device: str = "cuda"
+    size: str = ""  # the size's name, recorded in the row
+    tf32: bool = False
+    memory_cap_gb: float | None = None
 
     @property
     def dims(self) -> dict[str, int]:
@@ -101,6 +109,41 @@ def matmul_tflops(n: int = 8192, repeats: int = 50, device: str = "cuda") -> dic
     return {"n": n, "median_ms": stats["median_ms"], "tflops": 2 * n**3 / (stats["median_ms"] / 1e3) / 1e12}
 
 
+def _nvidia_smi_id(device: torch.device) -> str:
+    """The GPU a job measures on, as `nvidia-smi -i` names it: its lease's UUID, else CUDA's; "" off CUDA."""
+    if device.type != "cuda":
+        return ""
+    leased = os.environ.get("LMSTUDY_GPU_UUID", "")
+    if leased:
+        return leased
+    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
+    return uuid if not uuid or uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
+def matmul_reference(
+    n: int, burst_repeats: int, sustained_repeats: int, device: str = "cuda",
+    clock: PhaseClock | None = None,
+) -> list[dict]:
+    """The dense bf16 n^3 matmul rate of this device: a burst, then a sustained run; one row each.
+
+    Each row also has the SM clock, its maximum and the power draw that
+    nvidia-smi reads right after the run (empty where it cannot: a CPU), and
+    the environment's columns. On a CPU it measures the CPU's rate.
+    """
+    clock = clock or PhaseClock()
+    with clock.timing("start"):
+        dev, env = open_device(device)
+    gpu = _nvidia_smi_id(dev)
+    rows = []
+    for kind, repeats in (("burst", burst_repeats), ("sustained", sustained_repeats)):
+        with clock.timing("measure"):
+            rate = matmul_tflops(n, repeats=repeats, device=device)
+            read = gpu_clocks.read(gpu) if dev.type == "cuda" else dict.fromkeys(gpu_clocks.COLUMNS)
+        rows.append({"kind": kind, "repeats": repeats, **rate, **read, **env})
+        free_memory(dev)
+    return rows
+
+
 TOP_KERNELS = 8
 
 
@@ -120,7 +163,8 @@ def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]
     ms = (activities["end"] - activities["start"]) / 1e6 / steps
     categories = [categorize(n, k) for n, k in zip(activities["name"], activities["kind"], strict=True)]
     per_category = ms.groupby(categories).sum()
-    breakdown = {f"gpu_ms_{category}": float(value) for category, value in per_category.items()}
+    # Every category, 0 where none ran: each rung's row has the same columns.
+    breakdown = {f"gpu_ms_{category}": float(per_category.get(category, 0.0)) for category in CATEGORIES}
     breakdown["gpu_busy_ms"] = float(ms.sum())
     top = ms.groupby(activities["name"].to_numpy()).sum().nlargest(TOP_KERNELS)
     breakdown["top_kernels"] = "; ".join(f"{name[:120]}: {value:.2f} ms" for name, value in top.items())
@@ -181,11 +225,24 @@ def within_bf16_noise(rung: list[float], bf16: list[float], fp32: list[float]) -
     return gap <= 2 * noise, gap, noise
 
 
-def measure_rung(spec: BenchSpec) -> dict:
-    """One rung's training step, in this process."""
+def compiles(rung, device: torch.device) -> bool:
+    """Whether the rung's first step runs torch.compile (the model, its AdamW, or the masters' update)."""
+    masters_compiled = rung.master_weights and device.type == "cuda"  # MasterWeightAdamW(compiled=...)
+    return bool(rung.compile_mode or rung.compile_optimizer or masters_compiled)
+
+
+def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
+    """One rung's training step, in this process: one row, status ok, OOM or unsupported.
+
+    `clock` gets the phases: start (the device), build, compile (the first
+    step's excess over the steady median), measure and profile.
+    """
+    clock = clock or PhaseClock()
     rung = RUNGS[spec.rung]
-    device = resolve_device(spec.device, tf32=False)
+    with clock.timing("start"):
+        device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
     row = {
+        "size": spec.size,
         "rung_key": spec.rung,
         "rung": rung.name,
         **spec.dims,
@@ -198,24 +255,46 @@ def measure_rung(spec: BenchSpec) -> dict:
         "sdpa_backend": rung.sdpa_backend or "",
         "compile_optimizer": rung.compile_optimizer,
         "master_weights": rung.master_weights,
+        "warmup_steps": spec.warmup_steps,
+        "timed_steps": spec.timed_steps,
+        "profile_steps": spec.profile_steps,
         "flops_per_step": flops.flops_per_step(
             "train_step", spec.batch_size, spec.context_length, **spec.dims
         ),
+        **env,
     }
-    with out_of_memory_is_a_result(device) as oom:
-        work = rung_workload(spec, device)
-        step = make_step(work, "train_step")
-        synchronize(device)
+    reason = unsupported_here(rung, device.type)
+    if reason:
+        row.update(status="unsupported", reason=reason)
+        return row
+    with out_of_memory_is_a_result(device) as oom, unsupported_is_a_result() as unsupported:
+        with clock.timing("build"):
+            work = rung_workload(spec, device)
+            step = make_step(work, "train_step")
+            synchronize(device)
         start = time.perf_counter()
         step()
         synchronize(device)
         row["first_step_s"] = time.perf_counter() - start
+        started = time.perf_counter()
         times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
-        breakdown = kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps else {}
-    if oom:
-        row.update(oom.fields())
-        return row
+        measured = time.perf_counter() - started
+        median_s = summarize_ms(times)["median_ms"] / 1e3
+        # A rung that compiles traces and compiles in its first step: that step's excess is compile time.
+        first_excess = max(0.0, row["first_step_s"] - median_s) if compiles(rung, device) else 0.0
+        clock.add("compile", first_excess)
+        clock.add("measure", measured + row["first_step_s"] - first_excess)
+        with clock.timing("profile"):
+            breakdown = kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps else {}
+    for stopped in (oom, unsupported):
+        if stopped:
+            row.pop("first_step_s", None)
+            row.update(stopped.fields())
+            free_memory(device)
+            return row
     row.update(status="ok", **summarize_ms(times), **breakdown)
+    # Every timed step, as the timing rows keep them: a comparison of two runs tests the samples.
+    row["step_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
     row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
     if device.type == "cuda":
         row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
@@ -264,9 +343,12 @@ def run_bench(
     The matmul rate is measured three times: a short burst before the rungs,
     one after, and a sustained run after (`sustained_repeats` products, some
     seconds, as long as a rung's timed steps, so clocks settle as they do
-    under a training step). The reference is the highest of the three: the
-    target is never met against a rate the GPU showed it could beat.
+    under a training step). The reference is the highest of the three
+    (lmstudy.ladder_table): the target is never met against a rate the GPU
+    showed it could beat.
     """
+    import pandas as pd
+
     device = resolve_device(base.device, tf32=False)
     env = environment.describe(device)
     before = matmul_tflops(matmul_n, device=base.device)
@@ -274,17 +356,19 @@ def run_bench(
     rows = [measure_rung_in_child(dataclasses.replace(base, rung=r)) for r in rungs]
     after = matmul_tflops(matmul_n, device=base.device)
     sustained = matmul_tflops(matmul_n, repeats=sustained_repeats, device=base.device)
-    matmul = max(before["tflops"], after["tflops"], sustained["tflops"])
-    for row in rows:
-        row["matmul_tflops"] = matmul
-        ok = row["status"] == "ok"
-        row["share_of_matmul"] = row["achieved_tflops"] / matmul if ok else None
-        row.update(env)
+    matmul = pd.DataFrame(
+        [{"kind": kind, **rate} for kind, rate in (("burst", before), ("burst_after", after),
+                                                   ("sustained", sustained))]
+    )
+    joined = ladder_table.join(pd.DataFrame(rows), matmul)
+    for row, share in zip(rows, joined["share_of_matmul"], strict=True):
+        row["matmul_tflops"] = ladder_table.reference_tflops(matmul)
+        row["share_of_matmul"] = None if pd.isna(share) else float(share)
     summary = {
         "matmul_before": before,
         "matmul_after": after,
         "matmul_sustained": sustained,
-        "matmul_tflops": matmul,
+        "matmul_tflops": ladder_table.reference_tflops(matmul),
         **env,
     }
     ok = [r for r in rows if r["status"] == "ok"]
@@ -293,7 +377,7 @@ def run_bench(
         summary.update(
             best_rung=best["rung"],
             best_tflops=best["achieved_tflops"],
-            best_share=best["achieved_tflops"] / matmul,
+            best_share=best["share_of_matmul"],
         )
     return rows, summary
 

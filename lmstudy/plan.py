@@ -5,13 +5,13 @@ Torch-free: the Snakefile calls it at parse time, on a submit host too.
 
 from __future__ import annotations
 
-# The compiled variants are rungs of the optimization ladder, which is about
-# the training step; the compiled model's forward passes are section 6's.
+# A compiled variant times the training step only: the compiled model's
+# forward passes are section 6's (the optimization ladder is section 7's).
 COMPILED_VARIANT_PASSES = ("train_step",)
 
 
 def variant_precisions(variant: str, precisions: list[str]) -> list[str]:
-    """The naive model runs in every precision; the other variants are ladder rungs, bf16 only."""
+    """The naive model runs in every precision; the other variants (sdpa, -compile) in bf16 only."""
     return list(precisions) if variant == "naive" else [p for p in precisions if p == "bf16"]
 
 
@@ -26,7 +26,7 @@ def timing_configurations(timing: dict) -> list[dict]:
     """Every timing job's wildcards (size, ctx, precision, variant), without repeats.
 
     The grid sizes x context lengths for the naive model; the other
-    variants, rungs of the optimization ladder, at `ladder_context_lengths`
+    variants (where timing.variants lists them) at `ladder_context_lengths`
     (null or absent: the longest of context_lengths); each variant in its
     precisions. Then
     `extra_configurations`: single (size, context length) points with their

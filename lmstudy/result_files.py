@@ -74,6 +74,15 @@ _COMPILE = dict(
     job=("size", "context_length", "precision", "attention"),
     grid=("mode", "pass"),
 )
+_RUNG = dict(
+    required=("size", "rung_key", "rung", "context_length", "batch_size", "status"),
+    numeric=("context_length", "batch_size", "d_model", "flops_per_step", *_MS, "first_step_s",
+             "achieved_tflops", "gpu_busy_ms"),
+)
+_LADDER = dict(
+    required=(*_RUNG["required"], "matmul_tflops"),
+    numeric=(*_RUNG["numeric"], "matmul_tflops", "share_of_matmul"),
+)
 _KERNELS = dict(
     required=("kernel", "kind", "instances", "total_ns", "size", "pass", "status"),
     numeric=("instances", "total_ns", "adopted_ns", "min_ns", "max_ns", "context_length"),
@@ -93,6 +102,14 @@ PRODUCTS = (
     Product("attention/attention.csv", "aggregate_attention", **_ATTENTION),
     Product("compile/raw/*.csv", "compile_model", **_COMPILE),
     Product("compile/compile.csv", "aggregate_compile", **_COMPILE),
+    Product("ladder/raw/*.csv", "ladder_rung", **_RUNG),
+    Product("ladder/ladder.csv", "aggregate_ladder", **_LADDER),
+    Product(
+        "ladder/matmul.csv",
+        "matmul_reference",
+        required=("kind", "n", "repeats", "tflops"),
+        numeric=("n", "repeats", "median_ms", "tflops", "sm_clock_mhz", "max_sm_clock_mhz", "power_w"),
+    ),
     Product("nsys/raw/*/kernels.csv", "profile_model", **_KERNELS),
     Product("nsys/raw/*/ranges.csv", "profile_model", **_RANGES),
     Product("nsys/raw/*/run.json", "profile_model", required=_RUN_RECORD),

@@ -3,7 +3,9 @@
 
 Prints each rung's median step time and achieved TFLOP/s (model FLOPs,
 6N + 12·L·H·Q·T per token) beside the dense bf16 n^3 matmul rate measured
-on the same GPU in the same run, and the best rung's share of it.
+on the same GPU in the same run, and the best rung's share of it. The
+hand-run form of the workflow's ladder section (section 7: one job per
+rung, scripts/ladder_rung.py), with the same code (lmstudy.ladder_bench).
 
 Example (the 2.7B model, context 1024, batch 4):
     python scripts/bench_ladder.py --out results/bench/ladder_2.7B.csv \
@@ -28,6 +30,7 @@ RUNG_KEYS = list(RUNGS)
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of one row per rung")
+    p.add_argument("--size", default="", help="the size's name, recorded in the rows (optional)")
     add_dimension_arguments(p)
     p.add_argument("--rungs", nargs="+", choices=RUNG_KEYS, default=list(DEFAULT_RUNGS))
     p.add_argument("--warmup-steps", type=int, default=5)
@@ -69,6 +72,7 @@ def main(argv=None) -> None:
 
     base = BenchSpec(
         rung=args.rungs[0],
+        size=args.size,
         **dimension_kwargs(args),
         warmup_steps=args.warmup_steps,
         timed_steps=args.timed_steps,
@@ -104,7 +108,8 @@ def main(argv=None) -> None:
                 )
                 print(f"      top kernels: {row['top_kernels']}")
         else:
-            print(f"  {row['rung']:<50} {row['status']}: {row.get('error', '')}")
+            # OOM with the error's first line; unsupported (this device cannot run it) with the reason
+            print(f"  {row['rung']:<50} {row['status']}: {row.get('reason') or row.get('error', '')}")
     if args.check_loss:
         checked = check_losses(base, args.rungs, args.check_loss)
         write_csv(args.out.with_suffix(".losses.csv"), pd.DataFrame(checked))

@@ -39,3 +39,29 @@ def test_the_environment_table_marks_what_differs():
 def test_a_configuration_out_of_memory_in_one_run_is_a_row_that_says_so():
     rows = T.timing(run("a"), run("b", status="OOM"), unfair_sizes=frozenset({"small"}))
     assert list(rows["verdict"]) == ["OOM in B"] and list(rows["note"]) == ["other dimensions"]
+
+
+def _with_ladder(run_: R.Run, samples: dict[str, list[float] | str]) -> R.Run:
+    """`run_` with a ladder table (section 7): rung key -> its step samples (ms), or a status."""
+    rows = []
+    for key, steps in samples.items():
+        ok = not isinstance(steps, str)
+        median = sorted(steps)[len(steps) // 2] if ok else None
+        rows.append({"size": "small", "context_length": 1024, "rung_key": key, "rung": key,
+                     "status": "ok" if ok else steps, "median_ms": median,
+                     "step_times_ms": str(steps) if ok else None, "share_of_matmul": 0.5 if ok else None,
+                     "matmul_tflops": 700.0})
+    run_.tables["ladder"] = pd.DataFrame(rows)
+    return run_
+
+
+def test_the_ladders_rungs_are_compared_from_their_step_samples():
+    fast = [10.0, 10.1, 9.9, 10.0, 10.05, 10.02]
+    a = _with_ladder(run("a"), {"fp32": fast, "bf16": fast, "bf16-sdpa-cudagraphs-master": "unsupported"})
+    b = _with_ladder(run("b"), {"fp32": fast, "bf16": [2 * t for t in fast],
+                                "bf16-sdpa-cudagraphs-master": [5.0] * 6})
+    rows = T.ladder_rows(a, b).set_index("rung_key")
+    assert rows.loc["fp32", "verdict"] == "same within noise"
+    assert rows.loc["bf16", "verdict"] == "slower" and rows.loc["bf16", "ratio"] == 2.0
+    assert rows.loc["bf16-sdpa-cudagraphs-master", "verdict"] == "unsupported in A"
+    assert rows.loc["bf16", "share_a"] == 0.5

@@ -87,6 +87,11 @@ def test_configurations_in_one_run_only_are_listed(compared):
     # B has no attention section: A's rows are listed, not dropped.
     attention = pd.read_csv(compared / "tables/attention_step_times.csv")
     assert len(attention) and set(attention["verdict"]) == {"only in A"}
+    # nor a ladder: A's rungs (section 7's table) are, each as A measured it
+    ladder = pd.read_csv(compared / "tables/ladder_rungs.csv")
+    a_ladder = pd.read_csv(compared.parent.parent.parent / "results/default/ladder/ladder.csv")
+    assert list(ladder["rung"]) == list(a_ladder["rung"]) and set(ladder["verdict"]) == {"only in A"}
+    assert "unsupported" in set(ladder["A median (ms)"]) and set(ladder["B median (ms)"]) == {"not measured"}
 
 
 def test_the_header_shows_both_environments_and_warns_of_the_batch_size(compared):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 
 import pandas as pd
@@ -87,9 +88,10 @@ def _bench_spec(rung: str, **overrides) -> ladder_bench.BenchSpec:
 def test_ladder_bench_rung_and_matmul_rate_on_cpu():
     rate = ladder_bench.matmul_tflops(n=128, repeats=3, device="cpu")
     assert rate["tflops"] > 0
-    spec = _bench_spec("bf16-sdpa-cudagraphs-compiled-adamw")
+    spec = _bench_spec("bf16-sdpa-compile-fused")
     row = ladder_bench.measure_rung(spec)
-    assert row["status"] == "ok" and row["compile_optimizer"] and row["compile_mode"] == "reduce-overhead"
+    assert row["status"] == "ok" and row["fused_adamw"] and row["compile_mode"] == "default"
+    assert len(json.loads(row["step_times_ms"])) == spec.timed_steps
     assert row["achieved_tflops"] == pytest.approx(row["flops_per_step"] / row["median_ms"] * 1e3 / 1e12)
 
 
@@ -128,7 +130,9 @@ def test_bench_script_offers_every_rung_the_library_defines():
     assert script.RUNG_KEYS == list(ladder_bench.RUNGS)
 
 
-@pytest.mark.parametrize("script", ["time_model", "compile_model", "attention_sweep", "bench_ladder"])
+@pytest.mark.parametrize(
+    "script", ["time_model", "compile_model", "attention_sweep", "bench_ladder", "ladder_rung"]
+)
 def test_compiling_scripts_measure_compile_time_without_a_warm_cache(script, monkeypatch):
     monkeypatch.delenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", raising=False)
     _load_script(script)

@@ -41,6 +41,8 @@ def test_preset_merges_nested_values_and_keeps_the_rest():
     (lambda c: c["sizes"]["small"].update(num_heads=7), "sizes.small"),
     (lambda c: c.update(batch_size=0), "batch_size"),
     (lambda c: c.update(preset="fast"), "preset 'fast'"),
+    (lambda c: c["ladder"].update(rungs=["fp32", "bf17"]), "ladder.rungs names 'bf17', which is not a rung"),
+    (lambda c: c["ladder"]["matmul"].update(n=0), "ladder.matmul.n"),
 ])
 def test_a_wrong_key_or_value_is_named(edit, named):
     config = copy.deepcopy(study_config())
@@ -130,12 +132,26 @@ def test_true_on_the_command_line_is_the_boolean_config_yaml_spells(tmp_path: Pa
 # Item 6: empty lists are refused at start, naming the key.
 @pytest.mark.parametrize("key", [
     ("timing", "sizes"), ("timing", "context_lengths"), ("nsys", "sizes"), ("compile", "sizes"),
+    ("ladder", "sizes"), ("ladder", "rungs"),
 ])
 def test_an_empty_list_is_refused_naming_the_key(key):
     config = study_config()
     config[key[0]][key[1]] = []
     with pytest.raises(ConfigError, match=rf"config: {key[0]}\.{key[1]}: \[\] should be non-empty"):
         load(config, SCHEMA)
+
+
+def test_snakemake_refuses_an_unknown_rung_naming_the_known_ones(tmp_path: Path):
+    from lmstudy.ladder_rungs import RUNGS
+
+    workdir = new_workdir(tmp_path)
+    done = snakemake(workdir, "-n", "--config", "preset=smoke", "ladder={rungs: [fp32, bf16-turbo]}",
+                     check=False)
+    assert done.returncode != 0
+    said = done.stderr + done.stdout
+    assert f"config: ladder.rungs names 'bf16-turbo', which is not a rung of the ladder (the rungs: " \
+           f"{', '.join(RUNGS)})." in said
+    assert "Job stats" not in done.stdout
 
 
 def test_snakemake_refuses_an_empty_list_before_any_job(tmp_path: Path):

@@ -31,6 +31,7 @@ CPU_SIDE = [
     "lmstudy.study_cost",  # study_cost
     "lmstudy.report",  # render_report
     "lmstudy.compare.build",  # compare_runs
+    "lmstudy.ladder_table",  # ladder_table
     "lmstudy.gpu_lease",  # the GPU jobs' wrapper, before their own imports
     "lmstudy.errors",
     "lmstudy.ranges",
@@ -41,7 +42,7 @@ CPU_SIDE = [
 # Every script a CPU-side rule runs.
 CPU_SCRIPTS = [
     "aggregate", "aggregate_nsys", "memory_summary", "memory_table",
-    "make_figures", "render_report", "study_cost",
+    "make_figures", "render_report", "study_cost", "ladder_table",
 ]
 # Run by hand below: the smoke run is on a CPU and records no memory snapshot.
 BY_HAND = {"memory_summary", "memory_table"}

@@ -49,20 +49,29 @@ def test_a_missing_point_is_marked_where_it_would_be():
     plt.close(fig)
 
 
-def test_no_mfu_panel_without_a_known_peak(tmp_path):
+def test_the_ladder_on_a_cpu_has_no_mfu_and_marks_what_could_not_run(tmp_path):
+    from lmstudy.atomic import write_csv
+
     rows = []
-    for precision, variant, ms in (("fp32", "naive", 10.0), ("bf16", "naive", 12.0)):
-        rows.append({"size": "tiny", "params": 1, "context_length": 32, "pass": "train_step",
-                     "precision": precision, "variant": variant, "warmup_steps": 1, "status": "ok",
-                     "median_ms": ms, "achieved_tflops": 0.01, "gpu": "cpu (x86_64)"})
-    (tmp_path / "timing").mkdir()
-    pd.DataFrame(rows).to_csv(tmp_path / "timing" / "timing.csv", index=False)
+    for key, status, ms in (("fp32", "ok", 10.0), ("bf16", "ok", 12.0),
+                            ("bf16-sdpa-cudagraphs-master", "unsupported", None)):
+        rows.append({"size": "tiny", "rung_key": key, "rung": key, "context_length": 32, "batch_size": 2,
+                     "status": status, "median_ms": ms, "achieved_tflops": 0.01 if ms else None,
+                     "matmul_tflops": 0.5, "share_of_matmul": 0.02 if ms else None,
+                     "reason": None if ms else "CUDA graphs need a CUDA device, and this run is on cpu.",
+                     "gpu": "cpu (x86_64)", "gpu_busy_ms": 8.0 if ms else None,
+                     "gpu_ms_GEMM": 5.0 if ms else None, "gpu_ms_other": 3.0 if ms else None})
+    write_csv(tmp_path / "ladder" / "ladder.csv", pd.DataFrame(rows))
     frame = ladder.ladder_frame(pd.DataFrame(rows))
     assert not plots.has_values(frame["mfu_bf16"])
-    assert "MFU (% of bf16 peak)" not in ladder.ladder_table(frame, 32)
+    assert "MFU (% of bf16 peak)" not in ladder.ladder_table(frame)
     # bf16 is slower here: the words say so, never "gain".
-    said = ladder.findings(frame)[-1]
-    assert "bf16 1.20× slower" in said and "no rung is faster" in said and " gain " not in said
+    said = ladder.findings(frame)
+    assert "tiny: no rung is faster than the one below it." in said
+    assert any("CPU operator time per step" in s and "outside those operators" in s for s in said)
+    ladder.make_figures(tmp_path, tmp_path / "figures")
+    for name in (ladder.SHARE_FIGURE, ladder.TIME_FIGURE):
+        assert (tmp_path / "figures" / name).stat().st_size > 5000
 
 
 def test_section_2_names_the_profiler_that_ran():

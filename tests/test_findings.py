@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from lmstudy.sections import compile as compile_section
 from lmstudy.sections import timing
@@ -301,56 +302,93 @@ def test_nsys_findings_when_every_profile_ran_out_of_memory():
     assert said == ["1 of 1 configurations ran out of memory (small ctx 1024 train_step)."]
 
 
-def _ladder_rows(size, ctx, *rungs, warmup=2):
-    """A timing row per (precision, variant, median ms or "OOM", TFLOP/s), on an H100: 989.4 bf16 TFLOP/s."""
-    return [
-        {"size": size, "params": 1, "context_length": ctx, "pass": "train_step", "precision": precision,
-         "variant": variant, "warmup_steps": warmup, "status": "OOM" if ms == "OOM" else "ok",
-         "median_ms": None if ms == "OOM" else ms, "achieved_tflops": tflops, "gpu": "NVIDIA H100 80GB HBM3"}
-        for precision, variant, ms, tflops in rungs
+CUDAGRAPHS = "bf16 + SDPA + compile with CUDA graphs + bf16 weights with fp32 masters"
+ON_CPU = "CUDA graphs (torch.compile mode reduce-overhead) need a CUDA device, and this run is on cpu."
+
+
+def _ladder_rows(size, *rungs, **breakdown):
+    """Rows of ladder/ladder.csv: (rung key, rung, median ms or a status, TFLOP/s), against 100 TFLOP/s;
+    `breakdown` (gpu_ms_<category>=ms, gpu_busy_ms=ms) for the rung with a median of 20 ms."""
+    rows = []
+    for key, name, ms, tflops in rungs:
+        ok = not isinstance(ms, str)
+        row = {"size": size, "rung_key": key, "rung": name, "context_length": 1024, "batch_size": 4,
+               "status": "ok" if ok else ms, "median_ms": ms if ok else None,
+               "achieved_tflops": tflops, "matmul_tflops": 100.0,
+               "share_of_matmul": tflops / 100.0 if ok else None,
+               "reason": ON_CPU if ms == "unsupported" else None, "gpu": "NVIDIA H100 80GB HBM3"}
+        if ok and ms == 20.0:
+            row.update(breakdown)
+        rows.append(row)
+    return rows
+
+
+def _ladder():
+    from lmstudy.sections import ladder
+
+    rows = [
+        # bf16 2.5x over fp32, SDPA 1.25x; CUDA graphs unsupported; compile 1.6x over SDPA, the
+        # nearest rung below that ran; 5x over fp32 at 50% of the matmul rate
+        *_ladder_rows("small", ("fp32", "fp32", 100.0, 10.0), ("bf16", "bf16", 40.0, 25.0),
+                      ("bf16-sdpa", "bf16 + SDPA", 32.0, 31.25),
+                      ("bf16-sdpa-cudagraphs-master", CUDAGRAPHS, "unsupported", None),
+                      ("bf16-sdpa-compile", "bf16 + SDPA + compile", 20.0, 50.0),
+                      gpu_busy_ms=16.0, gpu_ms_GEMM=12.0, gpu_ms_elementwise=3.0, gpu_ms_optimizer=1.0),
+        # fp32 and compile out of memory; SDPA slower than bf16, which is the best, with no fp32 to beat
+        *_ladder_rows("big", ("fp32", "fp32", "OOM", None), ("bf16", "bf16", 400.0, 50.0),
+                      ("bf16-sdpa", "bf16 + SDPA", 500.0, 40.0),
+                      ("bf16-sdpa-cudagraphs-master", CUDAGRAPHS, "unsupported", None),
+                      ("bf16-sdpa-compile", "bf16 + SDPA + compile", "OOM", None)),
     ]
+    return ladder.ladder_frame(pd.DataFrame(rows))
 
 
 def test_ladder_findings_on_a_table_with_known_answers():
     from lmstudy.sections import ladder
 
-    rows = [
-        # rung over rung below: bf16 2.5x, SDPA 1.25x, compile 2x
-        *_ladder_rows("small", 512, ("fp32", "naive", 50.0, 1.0), ("bf16", "naive", 20.0, 1.0),
-                      ("bf16", "sdpa", 16.0, 1.0), ("bf16", "sdpa-compile", 8.0, 1.0)),
-        # bf16 2x, SDPA 1.25x, compile 1.6x; compile 4x faster than fp32 at 494.7 TFLOP/s (50% MFU)
-        *_ladder_rows("small", 1024, ("fp32", "naive", 100.0, 1.0), ("bf16", "naive", 50.0, 1.0),
-                      ("bf16", "sdpa", 40.0, 1.0), ("bf16", "sdpa-compile", 25.0, 494.7)),
-        # a cold row is no steady state: never the fastest
-        *_ladder_rows("small", 1024, ("bf16", "sdpa-compile", 5.0, 999.0), warmup=0),
-        # fp32 and compile out of memory: SDPA the fastest, 200/150 over bf16, with no fp32 to compare
-        *_ladder_rows("big", 1024, ("fp32", "naive", "OOM", None), ("bf16", "naive", 200.0, 1.0),
-                      ("bf16", "sdpa", 150.0, 98.94), ("bf16", "sdpa-compile", "OOM", None)),
-        # a context with one rung is not the ladder's context
-        *_ladder_rows("small", 2048, ("fp32", "naive", 400.0, 1.0)),
-    ]
-    said = ladder.findings(ladder.ladder_frame(pd.DataFrame(rows)))
+    said = ladder.findings(_ladder())
     assert said == [
-        "small at context 1024: the fastest rung is bf16 + SDPA + compile, 4.00× faster than fp32, "
-        "at 50.0% MFU (495 TFLOP/s).",
-        "big at context 1024: the fastest rung is bf16 + SDPA, at 10.0% MFU (99 TFLOP/s); out of memory: "
-        "fp32, bf16 + SDPA + compile.",
-        # medians: bf16 of 2.5 and 2; SDPA of 1.25, 1.25 and 4/3; compile of 2 and 1.6
-        "Each rung against the one below it (median over all sizes and contexts): bf16 2.25× faster, "
-        "bf16 + SDPA 1.25× faster, bf16 + SDPA + compile 1.80× faster; the biggest speed-up is bf16.",
+        "small: the best rung is bf16 + SDPA + compile, 20.00 ms per step, 50 TFLOP/s = 50.0% of the dense "
+        "bf16 matmul rate measured in this run (100 TFLOP/s); 5.00× faster than fp32.",
+        "big: the best rung is bf16, 400.00 ms per step, 50 TFLOP/s = 50.0% of the dense bf16 matmul rate "
+        "measured in this run (100 TFLOP/s).",
+        "small: the biggest step is bf16 over fp32, 2.50× faster.",
+        "big: no rung is faster than the one below it.",
+        # 12, 3 and 1 of 16 ms; the step's other 4 ms the GPU waited
+        "small, bf16 + SDPA + compile: of its 16.00 ms of GPU time per step, GEMM 75%, elementwise 19%, "
+        "optimizer 6%; 4.00 ms of the 20.00 ms step the GPU waited for the host.",
+        f"Could not run here: {CUDAGRAPHS} (small, big): {ON_CPU}",
+        "Out of memory: big fp32, big bf16 + SDPA + compile.",
     ]
 
 
-def test_ladder_findings_with_rungs_missing_and_a_size_out_of_memory():
+def test_ladder_table_shows_each_rung_its_status_and_why_one_could_not_run():
     from lmstudy.sections import ladder
 
-    rows = [*_ladder_rows("small", 256, ("fp32", "naive", "OOM", None), ("bf16", "naive", "OOM", None))]
-    said = ladder.findings(ladder.ladder_frame(pd.DataFrame(rows)))
-    # no rung ran: no fastest rung and no rung against the one below, only what was not measured
-    assert said == [
-        "Not measured: bf16 + SDPA, bf16 + SDPA + compile (list sdpa and sdpa-compile in timing.variants and "
-        "both precisions in timing.precisions for the whole ladder)."
-    ]
+    table = ladder.ladder_table(_ladder()).set_index(["size", "rung"])
+    compile_row = table.loc[("small", "bf16 + SDPA + compile")]
+    assert compile_row["speed-up vs rung below ×"] == pytest.approx(32 / 20)  # over SDPA: graphs did not run
+    assert compile_row["speed-up vs fp32 ×"] == pytest.approx(5.0)
+    assert compile_row["share of matmul %"] == pytest.approx(50.0)
+    assert compile_row["MFU (% of bf16 peak)"] == pytest.approx(100 * 50 / 989.4, rel=1e-3)
+    graphs = table.loc[("small", CUDAGRAPHS)]
+    assert (graphs["median ms"], graphs["status"]) == ("unsupported", "unsupported")
+    assert graphs["why not measured"] == ON_CPU
+    assert table.loc[("big", "fp32"), "median ms"] == "OOM"
+    assert table.loc[("big", "fp32"), "why not measured"] == ""
+    assert pd.isna(table.loc[("big", "bf16"), "speed-up vs rung below ×"])  # nothing below it ran
+    best = ladder.best_table(_ladder())
+    assert list(zip(best["size"], best["best rung"], strict=True)) == [
+        ("small", "bf16 + SDPA + compile"), ("big", "bf16")]
+
+
+def test_ladder_findings_when_no_rung_ran():
+    from lmstudy.sections import ladder
+
+    rows = _ladder_rows("small", ("fp32", "fp32", "OOM", None), ("bf16-sdpa-cudagraphs-master", CUDAGRAPHS,
+                                                                  "unsupported", None))
+    said = ladder.findings(ladder.ladder_frame(pd.DataFrame(rows).drop(columns=["median_ms"])))
+    assert said == [f"Could not run here: {CUDAGRAPHS} (small): {ON_CPU}", "Out of memory: small fp32."]
 
 
 def _cost_job(section, rule, job, wall, measuring=True, gpu=None, start=None, end=None, waited=0.0,

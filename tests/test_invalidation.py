@@ -132,6 +132,38 @@ def test_a_setting_changed_to_another_settings_value_is_seen(finished):
     assert len(measured) == len(profiled)
 
 
+def _ladder_edit(finished: Path, **settings) -> list[Job]:
+    """Change the smoke preset's ladder settings; the jobs a dry-run would then run."""
+    config = load_config(finished)
+    config["presets"]["smoke"]["ladder"].update(settings)
+    save_config(finished, config)
+    return dry_run(finished, *SMOKE)
+
+
+def test_a_changed_ladder_step_count_reruns_every_rung_and_nothing_else_measured(finished):
+    jobs = _ladder_edit(finished, timed_steps=4)
+    measured = [j for j in jobs if j.measures]
+    assert {j.rule for j in measured} == {"ladder_rung"}  # not the matmul reference, nor other sections
+    assert len(measured) == len(list((finished / "results/default/ladder/raw").glob("*.csv")))
+    assert {j.rule for j in jobs if not j.measures} <= {"aggregate_ladder"} | REPORT_SIDE
+    assert {"aggregate_ladder", "report"} <= {j.rule for j in jobs}
+
+
+def test_an_added_rung_runs_only_its_jobs(finished):
+    rungs = load_config(finished)["presets"]["smoke"]["ladder"]["rungs"]
+    jobs = _ladder_edit(finished, rungs=[*rungs[:2], "bf16-sdpa-compile-fused", *rungs[2:]])
+    measured = [j for j in jobs if j.measures]
+    assert sorted((j.rule, j.wildcards["size"], j.wildcards["rung"]) for j in measured) == [
+        ("ladder_rung", size, "bf16-sdpa-compile-fused") for size in ("oversized", "tiny")]
+    assert {j.rule for j in jobs if not j.measures} <= {"aggregate_ladder"} | REPORT_SIDE
+
+
+def test_a_changed_matmul_reference_reruns_only_the_reference(finished):
+    jobs = _ladder_edit(finished, matmul={"n": 256, "burst_repeats": 5, "sustained_repeats": 21})
+    assert [j.rule for j in jobs if j.measures] == ["matmul_reference"]
+    assert {j.rule for j in jobs if not j.measures} <= {"aggregate_ladder"} | REPORT_SIDE
+
+
 @pytest.fixture
 def repo_copy(smoke_run, tmp_path) -> tuple[Path, Path]:
     """A copy of this working tree and of the finished run, to edit templates in.

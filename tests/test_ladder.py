@@ -1,64 +1,97 @@
-"""The optimization ladder, from real timing rows measured on a CPU."""
+"""The optimization ladder (section 7): its rungs, what a device cannot run, and the matmul reference."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
+import torch
+import yaml
 
-from lmstudy.atomic import write_csv
-from lmstudy.report import Findings, Table
-from lmstudy.sections import ladder
-from lmstudy.timing import TimingSpec
+from lmstudy import ladder_table, rung_support
+from lmstudy.ladder_bench import BenchSpec, matmul_reference, measure_rung
+from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS
+from lmstudy.phases import PhaseClock
 
-from .conftest import timing_job
+from .conftest import REPO
 
-TINY = {"d_model": 32, "d_ff": 128, "num_layers": 1, "num_heads": 2}
-
-
-@pytest.fixture(scope="module")
-def timing_rows():
-    rows = []
-    for precision, variant in (("fp32", "naive"), ("bf16", "naive"), ("bf16", "sdpa")):
-        spec = TimingSpec(
-            size="tiny",
-            **TINY,
-            context_length=16,
-            batch_size=2,
-            vocab_size=128,
-            precision=precision,
-            variant=variant,
-            passes=("forward", "train_step"),
-            warmup_steps=(1,),
-            timed_steps=2,
-            device="cpu",
-        )
-        rows += timing_job(spec)
-    return pd.DataFrame(rows)
+TINY = dict(d_model=32, d_ff=64, num_layers=1, num_heads=2, context_length=8, batch_size=2, vocab_size=64,
+            warmup_steps=0, timed_steps=2, device="cpu")
 
 
-def test_ladder_rungs_and_speedups(timing_rows):
-    frame = ladder.ladder_frame(timing_rows[timing_rows["pass"] == "train_step"])
-    assert list(frame["rung"]) == ["fp32", "bf16", "bf16 + SDPA"]
-    median = frame.set_index("rung")["median_ms"]
-    assert frame.set_index("rung").loc["fp32", "speedup_vs_fp32"] == pytest.approx(1.0)
-    assert frame.set_index("rung").loc["bf16 + SDPA", "speedup_vs_previous"] == pytest.approx(
-        median["bf16"] / median["bf16 + SDPA"]
+def test_the_configs_rungs_are_the_benchmarks_default_rungs_in_order():
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert config["ladder"]["rungs"] == list(DEFAULT_RUNGS)
+    assert set(DEFAULT_RUNGS) <= set(RUNGS)
+
+
+@pytest.mark.parametrize("rung", ["bf16-sdpa-cudagraphs-master", "bf16-sdpa-cudagraphs-fused-flash",
+                                  "bf16-sdpa-cudagraphs-fused-cudnn"])
+def test_a_rung_a_cpu_cannot_run_is_an_unsupported_row_decided_up_front(rung):
+    clock = PhaseClock()
+    row = measure_rung(BenchSpec(rung=rung, size="tiny", **TINY), clock)
+    assert row["status"] == "unsupported"
+    reason = row["reason"]
+    assert reason.endswith("this run is on cpu.") and ". " not in reason and "\n" not in reason  # 1 sentence
+    assert "median_ms" not in row and row["gpu"].startswith("cpu")
+    assert clock.seconds["build"] == 0  # nothing was built to find it out
+
+
+def test_a_missing_compiler_makes_a_compiled_rung_unsupported_not_a_failure():
+    # The backend's own refusal, the last resort: inductor finds no C++ compiler.
+    code = (
+        "import json\n"
+        "from lmstudy.ladder_bench import BenchSpec, measure_rung\n"
+        f"print(json.dumps(measure_rung(BenchSpec(rung='bf16-sdpa-compile', **{TINY!r})), default=str))\n"
     )
-    assert frame.set_index("rung").loc["bf16 + SDPA", "speedup_vs_fp32"] == pytest.approx(
-        median["fp32"] / median["bf16 + SDPA"]
+    env = {**os.environ, "CXX": "/nonexistent/g++", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["status"] == "unsupported"
+    assert "No working C++ compiler" in row["reason"] and "\n" not in row["reason"]
+
+
+def test_only_a_refusal_is_unsupported_anything_else_is_raised():
+    # A real refusal: fused AdamW over parameters of a device it has no kernel for.
+    weight = torch.nn.Parameter(torch.zeros(2, device="meta"))
+    weight.grad = torch.zeros(2, device="meta")
+    with pytest.raises(RuntimeError, match="supported devices") as refused:
+        torch.optim.AdamW([weight], fused=True).step()
+    with rung_support.unsupported_is_a_result() as unsupported:
+        raise refused.value
+    assert unsupported and unsupported.fields()["status"] == "unsupported"
+    # A bug is not: a shape mismatch stays an error, and so does out of memory.
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        with rung_support.unsupported_is_a_result():
+            torch.ones(2, 3) @ torch.ones(2, 3)
+    assert rung_support.refusal(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")) is None
+    assert rung_support.refusal(ValueError("not supported")) is None
+
+
+def test_the_matmul_reference_measures_a_burst_and_a_sustained_run():
+    rows = matmul_reference(64, 3, 5, device="cpu")
+    assert [(r["kind"], r["repeats"], r["n"]) for r in rows] == [("burst", 3, 64), ("sustained", 5, 64)]
+    assert all(r["tflops"] > 0 and r["sm_clock_mhz"] is None and r["gpu"].startswith("cpu") for r in rows)
+
+
+def test_each_rung_is_a_share_of_the_highest_matmul_rate():
+    rungs = pd.DataFrame([
+        {"size": "s", "rung_key": "fp32", "status": "ok", "achieved_tflops": 10.0},
+        {"size": "s", "rung_key": "bf16", "status": "OOM", "achieved_tflops": None},
+    ])
+    matmul = pd.DataFrame(
+        [{"kind": "burst", "n": 8, "tflops": 40.0}, {"kind": "sustained", "n": 8, "tflops": 50.0}]
     )
-
-
-def test_section_names_the_missing_rung(timing_rows, tmp_path):
-    write_csv(tmp_path / "timing" / "timing.csv", timing_rows)
-    ladder.make_figures(tmp_path, tmp_path / "figures")
-    assert (tmp_path / "figures" / "ladder.png").exists()
-    built = ladder.build(tmp_path, tmp_path / "figures")
-    findings = next(b for b in built.blocks if isinstance(b, Findings)).items
-    assert findings[0].startswith("Not measured: bf16 + SDPA + compile")
-    assert any(f.startswith("tiny at context 16: the fastest rung is") for f in findings)
-    table = next(b.frame for b in built.blocks if isinstance(b, Table))
-    assert list(table["rung"]) == ["fp32", "bf16", "bf16 + SDPA"]
+    joined = ladder_table.join(rungs, matmul)
+    assert list(joined["matmul_tflops"]) == [50.0, 50.0]
+    shares = joined["share_of_matmul"]
+    assert shares.iloc[0] == pytest.approx(0.2) and pd.isna(shares.iloc[1])
+    assert list(joined["matmul_burst_tflops"]) == [40.0, 40.0] and list(joined["matmul_n"]) == [8, 8]
 
 
 # -- rungs beyond the study's four: they change how a step is computed, not what -------------

@@ -15,13 +15,18 @@ def timing(preset: str) -> dict:
     return apply_preset({**config, "preset": preset})["timing"]
 
 
-def test_the_full_study_times_the_naive_model_everywhere_and_the_ladder_at_its_longest_context():
+def test_the_full_study_times_the_naive_model_everywhere_and_no_ladder_rung():
+    # The optimization ladder is section 7's (ladder.smk), not timing variants.
     jobs = plan.timing_configurations(timing("full"))
-    naive = [j for j in jobs if j["variant"] == "naive"]
-    rungs = [j for j in jobs if j["variant"] != "naive"]
-    assert len(naive) == 5 * 4 * 2  # sizes x contexts x precisions
-    assert {(j["ctx"], j["precision"]) for j in rungs} == {(1024, "bf16")}
-    assert sorted(j["variant"] for j in rungs) == ["sdpa"] * 5 + ["sdpa-compile"] * 5
+    assert {j["variant"] for j in jobs} == {"naive"}
+    assert len(jobs) == len({tuple(j.values()) for j in jobs}) == 5 * 4 * 2  # sizes x contexts x precisions
+
+
+def test_variants_a_user_adds_run_in_bf16_at_the_longest_context():
+    jobs = plan.timing_configurations({**timing("full"), "variants": ["naive", "sdpa", "sdpa-compile"]})
+    others = [j for j in jobs if j["variant"] != "naive"]
+    assert {(j["ctx"], j["precision"]) for j in others} == {(1024, "bf16")}
+    assert sorted(j["variant"] for j in others) == ["sdpa"] * 5 + ["sdpa-compile"] * 5
     assert len(jobs) == len({tuple(j.values()) for j in jobs}) == 50
 
 
@@ -37,10 +42,10 @@ def test_the_quick_preset_adds_one_compute_bound_model():
     big = [j for j in jobs if j["size"] == "2.7B"]
     assert sorted((j["ctx"], j["precision"], j["variant"]) for j in big) == [
         (256, "bf16", "naive"), (256, "fp32", "naive")]
-    assert {j["ctx"] for j in jobs if j["variant"] == "sdpa"} == {256}
+    assert {j["variant"] for j in jobs} == {"naive"}  # SDPA and compile are the ladder's (section 7)
 
 
 def test_ladder_context_lengths_move_the_rungs():
-    settings = {**timing("full"), "ladder_context_lengths": [512, 2048]}
+    settings = {**timing("full"), "variants": ["naive", "sdpa"], "ladder_context_lengths": [512, 2048]}
     rungs = {(j["ctx"]) for j in plan.timing_configurations(settings) if j["variant"] != "naive"}
     assert rungs == {512, 2048}

@@ -400,8 +400,11 @@ def _section_compile(a, b) -> Section:
     return section
 
 
-def _section_ladder(rows) -> Section:
+def _section_ladder(a, b, rows, min_effect: float, alpha: float) -> Section:
     section = Section("ladder", "7. The optimization ladder of the training step")
+    if not (a["ladder"].empty and b["ladder"].empty):
+        return _section_ladder_table(section, T.ladder_rows(a, b, min_effect, alpha))
+    # Runs without the ladder's own table: its rungs among the timing variants, if any.
     rungs = T.ladder(rows)
     if rungs.empty:
         return section.add(Text("No size and context has more than one rung of the ladder in either run."))
@@ -419,6 +422,30 @@ def _section_ladder(rows) -> Section:
     return section
 
 
+def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
+    """The ladder section's rungs (ladder/ladder.csv) of both runs: step time B/A with its verdict, and
+    each run's share of its own matmul rate (which itself differs from GPU to GPU)."""
+    items = []
+    for size, part in rungs[rungs["ratio"].notna()].groupby("size", sort=False):
+        items.append(f"{size}: B/A median {part['ratio'].median():.3f} over {len(part)} rungs "
+                     f"({_counts(part['verdict'])}).")
+    missing = rungs[~rungs["verdict"].isin(V.VERDICTS) & rungs["ratio"].isna()]
+    if len(missing):
+        names = ", ".join(
+            f"{r['size']} {r['rung_key']} ({r['verdict']})" for _, r in missing.head(6).iterrows()
+        )
+        items.append(f"{len(missing)} rung(s) not compared: {names}.")
+    section.add(Findings(items))
+    section.add(Table("Rungs, B against A", pd.DataFrame({
+        "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
+        "A median ms": _shown(rungs["median_ms_a"], rungs["status_a"]),
+        "B median ms": _shown(rungs["median_ms_b"], rungs["status_b"]),
+        "B/A": rungs["ratio"], "95% CI of B/A": rungs.apply(_ci, axis=1), "verdict": rungs["verdict"],
+        "A share of matmul %": rungs["share_a"] * 100, "B share of matmul %": rungs["share_b"] * 100,
+    }), name="ladder_rungs"))
+    return section
+
+
 def build(results: Path, a_name: str, b_name: str, figures: Path,
           min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> tuple[list[Section], dict]:
     """The comparison's sections and its header (environments, differences, warnings)."""
@@ -431,7 +458,7 @@ def build(results: Path, a_name: str, b_name: str, figures: Path,
         _section_memory(a, b),
         _section_attention(a, b),
         _section_compile(a, b),
-        _section_ladder(rows),
+        _section_ladder(a, b, rows, min_effect, alpha),
     ]
     header = {
         "a": a_name,

@@ -26,6 +26,7 @@ TABLES = {
     "memory": "memory/memory.csv",
     "attention": "attention/attention.csv",
     "compile": "compile/compile.csv",
+    "ladder": "ladder/ladder.csv",
 }
 REQUIRED = "timing"
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads")

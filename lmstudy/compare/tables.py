@@ -21,6 +21,7 @@ PROFILE_KEY = ["size", "context_length", "pass", "precision"]
 MEMORY_KEY = ["size", "context_length", "pass", "precision"]
 ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
 COMPILE_KEY = ["size", "context_length", "precision", "attention", "pass", "mode"]
+LADDER_KEY = ["size", "context_length", "rung_key"]
 MEMORY_KINDS = (
     "parameters", "gradients", "optimizer_state", "activations", "temporaries", "other", "before_recording",
 )
@@ -99,7 +100,7 @@ _EMPTY_RESULT = {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_
 
 def timing(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA,
            unfair_sizes: frozenset = frozenset()) -> pd.DataFrame:
-    """Section 1 (and the ladder's rungs): each run's steady state, matched by TIMING_KEY."""
+    """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY."""
     columns = ["status", "median_ms", "step_times_ms", "tokens_per_s", "mfu", "peak_allocated_bytes",
                "batch_size", "params"]
     parts = []
@@ -352,7 +353,41 @@ def compile_speedups(rows: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index() if not frame.empty else frame
 
 
-# The ladder's rungs (lmstudy.sections.ladder.RUNGS): (rung, precision, timing variant).
+def ladder_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> pd.DataFrame:
+    """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, verdicts from the step
+    samples; each run's share of its own matmul rate beside them."""
+    columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops"]
+    parts = [
+        run["ladder"][[*LADDER_KEY, *(c for c in columns if c in run["ladder"])]]
+        if not run["ladder"].empty else pd.DataFrame(columns=[*LADDER_KEY, "status"])
+        for run in (a, b)
+    ]
+    joined = _join(parts[0], parts[1], LADDER_KEY)
+    rows = []
+    for _, row in joined.iterrows():
+        out = {k: row[k] for k in LADDER_KEY}
+        out["rung"] = row.get("rung_a") if pd.notna(row.get("rung_a")) else row.get("rung_b")
+        out["status_a"], out["status_b"] = row.get("status_a"), row.get("status_b")
+        for side in ("a", "b"):
+            ok = row.get(f"status_{side}") == "ok"
+            out[f"median_ms_{side}"] = row.get(f"median_ms_{side}") if ok else math.nan
+            out[f"share_{side}"] = row.get(f"share_of_matmul_{side}") if ok else math.nan
+            out[f"matmul_tflops_{side}"] = row.get(f"matmul_tflops_{side}")
+        unmatched = presence(out["status_a"], out["status_b"])
+        if unmatched:
+            out.update(_EMPTY_RESULT, verdict=unmatched)
+        else:
+            result = V.compare_samples(
+                _samples(row.get("step_times_ms_a")), _samples(row.get("step_times_ms_b")), min_effect, alpha
+            )
+            out.update(_result_columns(result))
+        rows.append(out)
+    return pd.DataFrame(rows)
+
+
+# The ladder's rungs as timing variants, for runs without a ladder table (made before
+# section 7 had jobs of its own, or with sdpa variants in timing.variants):
+# (rung, precision, timing variant).
 RUNGS = (
     ("fp32", "fp32", "naive"),
     ("bf16", "bf16", "naive"),

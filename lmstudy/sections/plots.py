@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-MISSING_MARK = {"OOM": "OOM", "not measured": "not\nmeasured"}
+MISSING_MARK = {"OOM": "OOM", "not measured": "not\nmeasured", "unsupported": "unsup-\nported"}
 
 
 def subplots(rows: int = 1, columns: int = 1, **kwargs):

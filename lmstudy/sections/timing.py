@@ -33,8 +33,37 @@ def load(results: Path) -> pd.DataFrame:
 
 def study_model(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows of the study's model (naive attention, eager); the other variants
-    are the optimization ladder's rungs and have a section of their own."""
+    (timing.variants beyond naive) have a table of their own (`variants_table`)."""
     return frame[frame["variant"] == "naive"] if "variant" in frame else frame
+
+
+@computes_table
+def variants_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The variants beyond naive (sdpa, -compile) at steady state, beside the naive model's median in the
+    same configuration: timing.variants lists them; the optimization ladder is section 7's."""
+    if "variant" not in frame:
+        return pd.DataFrame()
+    rows = steady(frame)
+    others = rows[rows["variant"] != "naive"]
+    if others.empty:
+        return pd.DataFrame()
+    key = ["size", "context_length", "pass", "precision"]
+    naive = rows[(rows["variant"] == "naive") & (rows["status"] == "ok")].set_index(key)["median_ms"]
+    naive_ms = naive.reindex(pd.MultiIndex.from_frame(others[key])).to_numpy()
+    median = others["median_ms"].where(others["status"] == "ok")
+    table = pd.DataFrame(
+        {
+            "size": others["size"].astype(str),
+            "context": others["context_length"],
+            "pass": others["pass"].astype(str).map(PASS_LABELS),
+            "precision": others["precision"],
+            "variant": others["variant"],
+            "median ms": _ms_or_status(others, "median_ms"),
+            "naive median ms": naive_ms,
+            "speed-up vs naive ×": naive_ms / median.to_numpy(),
+        }
+    )
+    return table.reset_index(drop=True)
 
 
 def steady(frame: pd.DataFrame) -> pd.DataFrame:
@@ -310,7 +339,8 @@ def findings(frame: pd.DataFrame) -> list[str]:
 
 def build(results: Path, figures: Path) -> Section:
     section = Section("timing", "1. End-to-end timing")
-    frame = study_model(load(results))
+    every_variant = load(results)
+    frame = study_model(every_variant)
     if frame.empty:
         return section.add(Text("No timing results: the section is switched off or produced no rows."))
     top = int(frame["warmup_steps"].max())
@@ -377,4 +407,14 @@ def build(results: Path, figures: Path) -> Section:
             f"No MFU: it needs the datasheet peak of a known GPU (lmstudy/hardware.py), and this run "
             f"measured on {gpus}."
         ))
+    variants = variants_table(every_variant)
+    if not variants.empty:
+        section.add(
+            Table(
+                f"Other variants (timing.variants): steady-state median (warm-up {top}) beside the naive "
+                "model's",
+                variants,
+                name="timing_other_variants",
+            )
+        )
     return section

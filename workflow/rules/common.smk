@@ -13,6 +13,7 @@ sys.path.insert(0, workflow.basedir)
 from lmstudy import config as study_config  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
+from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS  # noqa: E402
 
 # config.yaml < preset < --configfile < --config: Snakemake merged the
 # command line's layers over config.yaml already; they are laid over the
@@ -142,6 +143,10 @@ def profile_number(name, default):
             "fix it in the workflow profile (profiles/slurm/config.yaml)."
         )
     return value.value
+
+
+# Every rung the ladder benchmark defines (torch-free), for the rung wildcard.
+RUNG_KEYS = list(LADDER_RUNGS)
 
 
 # The most host memory (MiB) and time (minutes) a job asks for.

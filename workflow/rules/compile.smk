@@ -1,8 +1,7 @@
 # Section 6: the whole model under torch.compile. One job per size x
 # precision x attention at the section's context length; it measures eager
 # then compiled for each pass, the compile time apart. The optimization
-# ladder (fp32 -> bf16 -> bf16 + SDPA -> bf16 + SDPA + compile) is read from
-# the timing section's table.
+# ladder of the training step is section 7's (ladder.smk).
 COMPILE = config["compile"]
 COMPILE_JOB = "{size}_ctx{ctx}_{precision}_{attention}"
 COMPILE_RAW = f"{RESULTS}/compile/raw/{COMPILE_JOB}.csv"
@@ -75,6 +74,3 @@ if COMPILE["enabled"]:
     SECTION_TABLES["compile"] = [f"{RESULTS}/compile/compile.csv"]
     count_cost("compile", "compile_model", COMPILE_JOB, COMPILE_CONFIGS, measuring=True)
     count_cost("compile", "aggregate_compile")
-# The ladder reads the timing rows of bf16 with the sdpa and sdpa-compile variants.
-if COMPILE["enabled"] and config["timing"]["enabled"]:
-    SECTION_TABLES["ladder"] = [f"{RESULTS}/timing/timing.csv"]

@@ -3,8 +3,9 @@
 TIMING = config["timing"]
 TIMING_JOB = "{size}_ctx{ctx}_{precision}_{variant}"
 TIMING_RAW = f"{RESULTS}/timing/raw/{TIMING_JOB}.csv"
-# The naive model in every precision; the other variants are ladder rungs,
-# measured in bf16 only (lmstudy.plan).
+# The naive model in every precision; the other variants (sdpa, -compile:
+# only where timing.variants lists them) in bf16 only (lmstudy.plan). The
+# optimization ladder itself is section 7's (ladder.smk).
 TIMING_CONFIGS = plan.timing_configurations(TIMING)
 TIMING_JOBS = [TIMING_RAW.format(**job) for job in TIMING_CONFIGS]
 
