@@ -19,7 +19,7 @@ from lmstudy.errors import UserError
 
 # The model's dimensions, as argparse names them (dest), in ModelSpec's order.
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")
-# Every field of lmstudy.spec.ModelSpec.
+# Every field of lmstudy.measure.spec.ModelSpec.
 MODEL_FIELDS = ("size", *DIMENSIONS, "precision", "device", "tf32", "memory_cap_gb")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 def parameter_count(
     vocab_size: int, d_model: int, d_ff: int, num_layers: int, *, in_matmuls: bool = False, **_
 ) -> int:
-    """Parameters of lmstudy.model's Transformer LM (no biases, untied head): the one formula.
+    """Parameters of lmstudy.measure.model's Transformer LM (no biases, untied head): the one formula.
 
     Per block: q, k, v, output projections (4 d^2), SwiGLU (3 d d_ff) and two
     RMSNorm gains (2 d); then the LM head (d V), the token embedding (d V)

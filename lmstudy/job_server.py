@@ -392,7 +392,7 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
     status = 1
     try:
         os.setsid()  # its own process group: killing the job kills what it started
-        from lmstudy.fresh_process import die_with_parent
+        from lmstudy.measure.fresh_process import die_with_parent
 
         die_with_parent(os.getppid())
         signal.set_wakeup_fd(-1)

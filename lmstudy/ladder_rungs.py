@@ -1,4 +1,4 @@
-"""The rungs of the training-step ladder benchmark (lmstudy.ladder_bench), by key.
+"""The rungs of the training-step ladder benchmark (lmstudy.measure.ladder_bench), by key.
 
 Torch-free, so that scripts/bench_ladder.py offers them before importing torch.
 
@@ -13,7 +13,7 @@ Rungs beyond the study's four:
 - compiled AdamW: inductor generates the optimizer step too; on an H200 it
   streams the 2.7B model's parameters and moments faster than the fused
   kernel (22 vs 28 ms per step);
-- bf16 matrix weights beside fp32 masters (lmstudy.master_weights): the
+- bf16 matrix weights beside fp32 masters (lmstudy.measure.master_weights): the
   compiled AdamW step updates the fp32 master and writes the bf16 weight in
   one kernel, so autocast no longer casts every weight on every use and the
   backward no longer casts every gradient back (on an H200 those casts were
@@ -35,7 +35,7 @@ class Rung:
     # None: PyTorch's choice; else the only SDPA backend allowed (ladder_bench.SDPA_BACKENDS).
     sdpa_backend: str | None = None
     compile_optimizer: bool = False  # the optimizer step compiled by inductor too
-    # bf16 Linear weights updated beside fp32 masters by a compiled AdamW (lmstudy.master_weights).
+    # bf16 Linear weights updated beside fp32 masters by a compiled AdamW (lmstudy.measure.master_weights).
     master_weights: bool = False
 
 

@@ -1,4 +1,4 @@
-"""The names of the ranges the measured code marks (lmstudy.markers) and the analysis reads.
+"""The names of the ranges the measured code marks (lmstudy.measure.markers) and the analysis reads.
 
 No torch here: the nsys and memory analyses run on CPU nodes and import
 these names without the code that opens the ranges.
@@ -12,7 +12,7 @@ NVTX_DOMAIN = "lmstudy"
 STEP = "step"
 # The phases of a training step, in order; a forward-only step has the first.
 PHASES = ("forward", "backward", "optimizer")
-# Inside naive attention (lmstudy.model.scaled_dot_product_attention).
+# Inside naive attention (lmstudy.measure.model.scaled_dot_product_attention).
 ATTENTION_SCORES = "computing attention scores"
 SOFTMAX = "computing softmax"
 FINAL_MATMUL = "final matmul"

@@ -20,8 +20,8 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("inputs", type=Path, nargs="+")
     args = p.parse_args(argv)
+    from lmstudy.analyse.tables import concat_results
     from lmstudy.atomic import write_csv
-    from lmstudy.tables import concat_results
 
     table = concat_results(args.inputs)
     write_csv(args.out, table)

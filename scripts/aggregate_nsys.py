@@ -22,7 +22,7 @@ def main(argv=None) -> None:
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--records", type=Path, nargs="+", required=True, help="the jobs' run.json")
     args = p.parse_args(argv)
-    from lmstudy.nsys.aggregate import aggregate
+    from lmstudy.analyse.nsys.aggregate import aggregate
 
     print(aggregate(args.records, args.out_dir))
 

@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
-    from lmstudy.attention import SweepSpec, run_sweep
+    from lmstudy.measure.attention import SweepSpec, run_sweep
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()

@@ -3,7 +3,7 @@
 
 Both time the same training step of the same model in the same process,
 in alternating rounds so that clock and thermal drift hit both alike:
-- harness: lmstudy.timing.time_steps (host clock, device synchronized after
+- harness: lmstudy.measure.timing.time_steps (host clock, device synchronized after
   every step), as the timing section measures;
 - bare, synchronized: a loop with a CUDA event pair around each step and a
   device synchronization after each, the same semantics as the harness: the
@@ -42,10 +42,10 @@ def main(argv=None) -> None:
     import torch
 
     from lmstudy import environment
-    from lmstudy.devices import resolve_device
-    from lmstudy.model import ModelConfig
-    from lmstudy.steps import build_workload, make_step
-    from lmstudy.timing import time_steps
+    from lmstudy.measure.devices import resolve_device
+    from lmstudy.measure.model import ModelConfig
+    from lmstudy.measure.steps import build_workload, make_step
+    from lmstudy.measure.timing import time_steps
 
     device = resolve_device("cuda")
     d_model, d_ff, layers, heads = args.size_dims

@@ -5,7 +5,7 @@ Prints each rung's median step time and achieved TFLOP/s (model FLOPs,
 6N + 12·L·H·Q·T per token) beside the dense bf16 n^3 matmul rate measured
 on the same GPU in the same run, and the best rung's share of it. The
 hand-run form of the workflow's ladder section (section 7: one job per
-rung, scripts/ladder_rung.py), with the same code (lmstudy.ladder_bench).
+rung, scripts/ladder_rung.py), with the same code (lmstudy.measure.ladder_bench).
 
 Example (the 2.7B model, context 1024, batch 4):
     python scripts/bench_ladder.py --out results/bench/ladder_2.7B.csv \
@@ -68,7 +68,7 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv, write_json
-    from lmstudy.ladder_bench import BenchSpec, check_losses, run_bench
+    from lmstudy.measure.ladder_bench import BenchSpec, check_losses, run_bench
 
     base = BenchSpec(
         rung=args.rungs[0],

@@ -2,7 +2,7 @@
 """What a fresh measuring process costs before its first step: spawned vs forked.
 
 Spawned (the old way): a new interpreter that imports torch, initialises
-CUDA and builds the model. Forked (lmstudy.fresh_process, the timing
+CUDA and builds the model. Forked (lmstudy.measure.fresh_process, the timing
 section's way): a child of a process that already imported torch and never
 touched CUDA; it initialises CUDA and builds the model. The interpreter's
 start and the imports are not part of a cold start; CUDA initialisation and
@@ -34,7 +34,7 @@ import json, sys, time
 sys.path.insert(0, {root!r})
 import torch
 from lmstudy.phases import seconds_since_process_start
-from lmstudy.bench_process import cold_start
+from lmstudy.measure.bench_process import cold_start
 imports_s = seconds_since_process_start()
 result = cold_start(json.loads({spec!r}))
 result["imports_s"] = imports_s
@@ -53,9 +53,9 @@ def main(argv=None) -> None:
     import torch  # noqa: F401 - the forked children start with it imported
 
     from lmstudy.atomic import write_csv
-    from lmstudy.bench_process import cold_start
-    from lmstudy.fresh_process import run_forked
-    from lmstudy.steps import import_lazy_modules
+    from lmstudy.measure.bench_process import cold_start
+    from lmstudy.measure.fresh_process import run_forked
+    from lmstudy.measure.steps import import_lazy_modules
 
     import_lazy_modules()  # the forked children inherit it, as the timing jobs' do
     root = str(Path(__file__).resolve().parent.parent)

@@ -33,11 +33,11 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     import pandas as pd
 
+    from lmstudy.analyse.nsys.compare import compare_ranges
     from lmstudy.atomic import write_csv
     from lmstudy.errors import UserError
-    from lmstudy.nsys.compare import compare_ranges
-    from lmstudy.nsys.executable import NsysMissing
-    from lmstudy.nsys.job import run_job
+    from lmstudy.measure.nsys.executable import NsysMissing
+    from lmstudy.measure.nsys.job import run_job
 
     spec = spec_from_args(args)
     try:

@@ -37,7 +37,7 @@ def main(argv=None) -> None:
 
     if args.style:
         plt.style.use(args.style)
-    from lmstudy.compare.build import render_comparison
+    from lmstudy.report.compare import render_comparison
 
     render_comparison(args.results, args.a, args.b, args.templates, args.out, args.min_effect, args.alpha)
     print(f"wrote {args.out / 'index.html'} and {args.out / 'report.md'}")

@@ -2,7 +2,7 @@
 """Join the ladder's rung rows with the matmul reference of the same run into one table (section 7).
 
 Every rung's row gets the run's matmul rates and its share of the reference,
-the highest of them (lmstudy.ladder_table). No torch: it runs on any CPU.
+the highest of them (lmstudy.analyse.ladder_table). No torch: it runs on any CPU.
 
     python scripts/ladder_table.py --out results/default/ladder/ladder.csv \
         --matmul results/default/ladder/matmul.csv results/default/ladder/raw/*.csv
@@ -25,9 +25,9 @@ def main(argv=None) -> None:
     p.add_argument("--matmul", type=Path, required=True, help="the matmul reference's CSV")
     p.add_argument("rungs", type=Path, nargs="+", help="the rung jobs' CSVs, in the ladder's order")
     args = p.parse_args(argv)
+    from lmstudy.analyse.ladder_table import join
+    from lmstudy.analyse.result_files import read_csv, read_csvs
     from lmstudy.atomic import write_csv
-    from lmstudy.ladder_table import join
-    from lmstudy.result_files import read_csv, read_csvs
 
     table = join(read_csvs(args.rungs), read_csv(args.matmul))
     write_csv(args.out, table)

@@ -41,7 +41,7 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
-    from lmstudy.ladder_bench import matmul_reference
+    from lmstudy.measure.ladder_bench import matmul_reference
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()

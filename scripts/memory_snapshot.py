@@ -40,9 +40,9 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     from lmstudy.atomic import write_json
     from lmstudy.errors import UserError
-    from lmstudy.memory.capture import SnapshotSpec, capture
+    from lmstudy.measure.memory.capture import SnapshotSpec, capture
+    from lmstudy.measure.steps import import_lazy_modules
     from lmstudy.phases import PhaseClock
-    from lmstudy.steps import import_lazy_modules
 
     import_lazy_modules()  # an import, counted as one, not in the build
     clock = PhaseClock()

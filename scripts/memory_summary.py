@@ -35,7 +35,7 @@ def main(argv=None) -> None:
     p.add_argument("--meta", type=Path, help="the snapshot job's JSON (default: SNAPSHOT.json)")
     p.add_argument("--top", type=int, default=10, help="how many largest allocations to list")
     args = p.parse_args(argv)
-    from lmstudy.memory import summary
+    from lmstudy.analyse.memory import summary
 
     meta = summary.read_meta(args.meta or summary.meta_path_for(args.snapshot))
     result = summary.summarize(args.snapshot, meta, top=args.top)

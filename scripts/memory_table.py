@@ -35,8 +35,8 @@ def main(argv=None) -> None:
     p.add_argument("--summaries", type=Path, nargs="*", default=[])
     p.add_argument("--skipped-reason", default="", help="why configurations have no summary")
     args = p.parse_args(argv)
+    from lmstudy.analyse.memory import table
     from lmstudy.atomic import write_csv
-    from lmstudy.memory import table
 
     frame = table.build(
         args.sizes,

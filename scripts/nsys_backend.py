@@ -30,7 +30,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     from lmstudy.atomic import write_json
     from lmstudy.errors import UserError
-    from lmstudy.nsys.executable import NsysMissing, describe, settle_backend
+    from lmstudy.measure.nsys.executable import NsysMissing, describe, settle_backend
 
     try:
         answer = settle_backend(args.backend, args.nsys, args.device, record=str(args.out))

@@ -37,9 +37,9 @@ def main(argv=None) -> None:
     )
     p.add_argument("--all-domains", action="store_true", help="read ranges of every NVTX domain")
     args = p.parse_args(argv)
+    from lmstudy.analyse.nsys.events import kernel_table, range_table
+    from lmstudy.analyse.nsys.report_file import read_profile
     from lmstudy.atomic import write_csv
-    from lmstudy.nsys.events import kernel_table, range_table
-    from lmstudy.nsys.report_file import read_profile
     from lmstudy.ranges import NVTX_DOMAIN
 
     domain = None if args.all_domains else (args.domain or NVTX_DOMAIN)

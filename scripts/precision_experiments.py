@@ -32,9 +32,9 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     import pandas as pd
 
-    from lmstudy import precision
     from lmstudy.atomic import write_csv
-    from lmstudy.devices import open_device
+    from lmstudy.measure import precision
+    from lmstudy.measure.devices import open_device
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()

@@ -42,8 +42,8 @@ def main(argv=None) -> None:
     )
     args = p.parse_args(argv)
     from lmstudy.errors import UserError
-    from lmstudy.nsys.executable import NsysMissing, describe
-    from lmstudy.nsys.job import run_job
+    from lmstudy.measure.nsys.executable import NsysMissing, describe
+    from lmstudy.measure.nsys.job import run_job
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()

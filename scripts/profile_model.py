@@ -33,7 +33,7 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args):
-    from lmstudy.nsys.capture import ProfileSpec
+    from lmstudy.measure.nsys.capture import ProfileSpec
 
     return ProfileSpec(
         **model_kwargs(args),
@@ -52,16 +52,16 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     from lmstudy.atomic import write_json
     from lmstudy.errors import UserError
-    from lmstudy.nsys.capture import run_profile
+    from lmstudy.measure.nsys.capture import run_profile
+    from lmstudy.measure.steps import import_lazy_modules
     from lmstudy.phases import PhaseClock
-    from lmstudy.steps import import_lazy_modules
 
     import_lazy_modules()  # an import, counted as one, not in the build
     clock = PhaseClock()
     if args.backend == "torch" and args.trace is None:
         raise UserError("the torch backend writes a trace: pass --trace PATH (e.g. trace.json.gz).")
     record = run_profile(spec_from_args(args), trace=args.trace, clock=clock)
-    # The launcher (lmstudy.nsys.job) adds these to the job's phases.
+    # The launcher (lmstudy.measure.nsys.job) adds these to the job's phases.
     record["phases"] = dict(clock.seconds)
     if args.record:
         write_json(args.record, record)

@@ -30,11 +30,11 @@ def main(argv=None) -> None:
     p.add_argument("--title", default="Transformer LM benchmarking and profiling study")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    from lmstudy import report
-    from lmstudy.sections.labels import use_size_order
+    from lmstudy.report import render
+    from lmstudy.report.sections.labels import use_size_order
 
     use_size_order(args.sizes)
-    report.render_study(
+    render.render_study(
         args.results, args.run, args.sections, args.templates, args.out, args.title, args.environment_tables
     )
     print(f"wrote {args.out / 'index.html'} and {args.out / 'report.md'}")

@@ -24,8 +24,8 @@ def main(argv=None) -> None:
     p.add_argument("--benchmarks", type=Path, nargs="*", default=[], help="Snakemake benchmark records")
     p.add_argument("--phases", type=Path, nargs="*", default=[], help="the measuring jobs' phase records")
     args = p.parse_args(argv)
+    from lmstudy.analyse.study_cost import job_table
     from lmstudy.atomic import write_csv
-    from lmstudy.study_cost import job_table
 
     table = job_table(args.benchmarks, args.phases)
     write_csv(args.out, table)

@@ -44,8 +44,8 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
+    from lmstudy.measure.timing import TimingSpec, run_job
     from lmstudy.phases import PhaseClock
-    from lmstudy.timing import TimingSpec, run_job
 
     clock = PhaseClock()  # the imports are done: torch is loaded, CUDA untouched
 

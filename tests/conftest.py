@@ -63,7 +63,7 @@ def import_probe_env(folder: Path) -> dict:
 
 
 def timing_job(spec) -> list[dict]:
-    """lmstudy.timing.run_job(spec) in a process of its own, as scripts/time_model.py runs it.
+    """lmstudy.measure.timing.run_job(spec) in a process of its own, as scripts/time_model.py runs it.
 
     The job forks one fresh process per pass; a process that already ran
     CPU work in parallel (this test session has) cannot fork safely, since
@@ -74,7 +74,7 @@ def timing_job(spec) -> list[dict]:
 
     code = (
         "import json, sys\n"
-        "from lmstudy.timing import TimingSpec, run_job\n"
+        "from lmstudy.measure.timing import TimingSpec, run_job\n"
         "data = json.loads(sys.argv[1])\n"
         "data.update(passes=tuple(data['passes']), warmup_steps=tuple(data['warmup_steps']))\n"
         "print(json.dumps(run_job(TimingSpec(**data)), default=str))\n"

@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lmstudy import attention
 from lmstudy.atomic import write_csv
-from lmstudy.model import scaled_dot_product_attention
-from lmstudy.report import Figure, Findings, Table
-from lmstudy.sections import attention as section
+from lmstudy.measure import attention
+from lmstudy.measure.model import scaled_dot_product_attention
+from lmstudy.report.render import Figure, Findings, Table
+from lmstudy.report.sections import attention as section
 
 REPO = Path(__file__).resolve().parent.parent
 IMPOSSIBLE_D = 2**30  # q alone would need 256 GiB at batch 2, seq 32

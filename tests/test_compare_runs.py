@@ -1,4 +1,7 @@
-"""The header of a comparison: what differs, and which differences make it unfair (lmstudy.compare.runs)."""
+"""The header of a comparison: what differs, and which differences make it unfair.
+
+(lmstudy.analyse.compare.runs)
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.compare import runs as R
-from lmstudy.compare import tables as T
+from lmstudy.analyse.compare import runs as R
+from lmstudy.analyse.compare import tables as T
 
 
 def run(name: str, tf32: bool = False, d_model: int = 768, status: str = "ok") -> R.Run:

@@ -1,4 +1,7 @@
-"""The verdict rule of a comparison on synthetic samples with known effects (lmstudy.compare.verdict)."""
+"""The verdict rule of a comparison on synthetic samples with known effects.
+
+(lmstudy.analyse.compare.verdict)
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from lmstudy.compare import verdict as V
+from lmstudy.analyse.compare import verdict as V
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmstudy.compare import verdict as V
+from lmstudy.analyse.compare import verdict as V
 
 from .conftest import snakemake
 

@@ -9,11 +9,11 @@ import os
 import pandas as pd
 import pytest
 
-from lmstudy import compile_bench, ladder_bench
 from lmstudy.atomic import write_csv
 from lmstudy.environment import REPO_ROOT
-from lmstudy.report import Findings, Table
-from lmstudy.sections import compile as section
+from lmstudy.measure import compile_bench, ladder_bench
+from lmstudy.report.render import Findings, Table
+from lmstudy.report.sections import compile as section
 
 NARROW = {"d_model": 32, "d_ff": 128, "num_layers": 1, "num_heads": 2}
 OVERSIZED = {"d_model": 64, "d_ff": 2**30, "num_layers": 1, "num_heads": 1}  # a 256 GiB weight

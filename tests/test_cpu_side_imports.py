@@ -22,21 +22,21 @@ import pytest
 from .conftest import FIXTURES, IMPORT_PROBE, REPO, import_probe_env
 
 CPU_SIDE = [
-    "lmstudy.tables",  # aggregate, render_report
-    "lmstudy.nsys.aggregate",  # aggregate_nsys
-    "lmstudy.nsys.sqlite",  # aggregate_nsys, nsys_kernels
-    "lmstudy.nsys.report_file",  # nsys_kernels
-    "lmstudy.memory.summary",  # memory_summary
-    "lmstudy.memory.table",  # memory_table
-    "lmstudy.study_cost",  # study_cost
-    "lmstudy.report",  # render_report
-    "lmstudy.compare.build",  # compare_runs
-    "lmstudy.ladder_table",  # ladder_table
+    "lmstudy.analyse.tables",  # aggregate, render_report
+    "lmstudy.analyse.nsys.aggregate",  # aggregate_nsys
+    "lmstudy.analyse.nsys.sqlite",  # aggregate_nsys, nsys_kernels
+    "lmstudy.analyse.nsys.report_file",  # nsys_kernels
+    "lmstudy.analyse.memory.summary",  # memory_summary
+    "lmstudy.analyse.memory.table",  # memory_table
+    "lmstudy.analyse.study_cost",  # study_cost
+    "lmstudy.report.render",  # render_report
+    "lmstudy.report.compare",  # compare_runs
+    "lmstudy.analyse.ladder_table",  # ladder_table
     "lmstudy.gpu_lease",  # the GPU jobs' wrapper, before their own imports
     "lmstudy.errors",
     "lmstudy.ranges",
-    "lmstudy.attention_memory",  # the attention section's accounting
-    *(f"lmstudy.sections.{name}" for name in
+    "lmstudy.analyse.attention_memory",  # the attention section's accounting
+    *(f"lmstudy.report.sections.{name}" for name in
       ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")),  # figures, report
 ]
 # Every script a CPU-side rule runs.

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmstudy import result_files
+from lmstudy.analyse import result_files
 from lmstudy.atomic import atomic_path, write_text
 from lmstudy.errors import UserError
 

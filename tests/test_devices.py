@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lmstudy.devices import is_out_of_memory, out_of_memory_is_a_result
+from lmstudy.measure.devices import is_out_of_memory, out_of_memory_is_a_result
 
 
 def test_out_of_memory_ends_the_block_as_a_result():

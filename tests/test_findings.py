@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from lmstudy.sections import compile as compile_section
-from lmstudy.sections import timing
+from lmstudy.report.sections import compile as compile_section
+from lmstudy.report.sections import timing
 
 
 def _timing_row(size, ctx, pass_name, precision, warmup, median, **extra):
@@ -88,7 +88,7 @@ def _attention_row(impl, seq, forward, backward, memory=None, status="ok", **ext
 
 
 def test_attention_findings_on_a_table_with_known_answers():
-    from lmstudy.sections import attention
+    from lmstudy.report.sections import attention
 
     rows = [
         # naive: 4x the memory for 2x the length (quadratic), SDPA 2x then 4x faster
@@ -115,7 +115,7 @@ def test_attention_findings_on_a_table_with_known_answers():
 
 
 def test_precision_findings_on_a_table_with_known_answers():
-    from lmstudy.sections import precision
+    from lmstudy.report.sections import precision
 
     frame = pd.DataFrame([
         {"method": "fp32 into fp32", "increment": 0.01, "steps": 1000, "result": 10.0001, "abs_error": 0.0001,
@@ -144,7 +144,7 @@ def _memory_row(ctx, pass_name, precision, peak_gib, phase="backward", status="o
 
 
 def _memory_frame(rows):
-    from lmstudy.sections.labels import PASS_LABELS
+    from lmstudy.report.sections.labels import PASS_LABELS
 
     frame = pd.DataFrame(rows)
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
@@ -152,7 +152,7 @@ def _memory_frame(rows):
 
 
 def test_memory_findings_on_a_table_with_known_answers():
-    from lmstudy.sections import memory
+    from lmstudy.report.sections import memory
 
     def train(ctx, precision, peak, activations, residual, **extra):
         return _memory_row(ctx, "train_step", precision, peak, activations_bytes=activations * GIB,
@@ -209,7 +209,7 @@ def test_memory_findings_on_a_table_with_known_answers():
 
 
 def test_memory_findings_when_every_snapshot_ran_out_of_memory():
-    from lmstudy.sections import memory
+    from lmstudy.report.sections import memory
 
     oom = {"status": "OOM", "peak_vs_allocator": None}
     rows = [_memory_row(128, "train_step", "fp32", 2.5, stage="backward", **oom),
@@ -230,7 +230,7 @@ def _nsys_runs(*rows):
 
 
 def test_nsys_findings_on_a_table_with_known_answers():
-    from lmstudy.sections import nsys
+    from lmstudy.report.sections import nsys
 
     runs = _nsys_runs((128, "forward", "ok"), (128, "train_step", "ok"), (256, "train_step", "OOM"))
     # Two profiled steps: the step ranges span 10 ms and 30 ms a step; the timer says 10 and 25 ms.
@@ -293,7 +293,7 @@ def test_nsys_findings_on_a_table_with_known_answers():
 
 
 def test_nsys_findings_when_every_profile_ran_out_of_memory():
-    from lmstudy.sections import nsys
+    from lmstudy.report.sections import nsys
 
     # What section 2 reads back then: runs.csv has the runs, kernels.csv and ranges.csv have no columns.
     runs = _nsys_runs((1024, "train_step", "OOM"))
@@ -324,7 +324,7 @@ def _ladder_rows(size, *rungs, **breakdown):
 
 
 def _ladder():
-    from lmstudy.sections import ladder
+    from lmstudy.report.sections import ladder
 
     rows = [
         # bf16 2.5x over fp32, SDPA 1.25x; CUDA graphs unsupported; compile 1.6x over SDPA, the
@@ -344,7 +344,7 @@ def _ladder():
 
 
 def test_ladder_findings_on_a_table_with_known_answers():
-    from lmstudy.sections import ladder
+    from lmstudy.report.sections import ladder
 
     said = ladder.findings(_ladder())
     assert said == [
@@ -363,7 +363,7 @@ def test_ladder_findings_on_a_table_with_known_answers():
 
 
 def test_ladder_table_shows_each_rung_its_status_and_why_one_could_not_run():
-    from lmstudy.sections import ladder
+    from lmstudy.report.sections import ladder
 
     table = ladder.ladder_table(_ladder()).set_index(["size", "rung"])
     compile_row = table.loc[("small", "bf16 + SDPA + compile")]
@@ -383,7 +383,7 @@ def test_ladder_table_shows_each_rung_its_status_and_why_one_could_not_run():
 
 
 def test_ladder_findings_when_no_rung_ran():
-    from lmstudy.sections import ladder
+    from lmstudy.report.sections import ladder
 
     rows = _ladder_rows("small", ("fp32", "fp32", "OOM", None), ("bf16-sdpa-cudagraphs-master", CUDAGRAPHS,
                                                                   "unsupported", None))
@@ -393,7 +393,7 @@ def test_ladder_findings_when_no_rung_ran():
 
 def _cost_job(section, rule, job, wall, measuring=True, gpu=None, start=None, end=None, waited=0.0,
               foreign=None, **phases):
-    from lmstudy.study_cost import PHASE_COLUMNS
+    from lmstudy.analyse.study_cost import PHASE_COLUMNS
 
     row = {"section": section, "rule": rule, "job": job, "wall_s": wall, "measuring": measuring,
            **{c: 0.0 for c in PHASE_COLUMNS}, **{f"{k}_s": v for k, v in phases.items()}}
@@ -419,7 +419,7 @@ def _cost_jobs():
 
 
 def test_cost_findings_on_a_table_with_known_answers():
-    from lmstudy.sections import cost
+    from lmstudy.report.sections import cost
 
     said = cost.findings(_cost_jobs())
     # measuring jobs' 400 s: measuring 200, other 80, imports 48, builds 32, profiler 24, lease wait 16
@@ -435,7 +435,7 @@ def test_cost_findings_on_a_table_with_known_answers():
 
 
 def test_cost_concurrency_findings_on_a_table_with_known_answers():
-    from lmstudy.sections import cost
+    from lmstudy.report.sections import cost
 
     said = cost.concurrency_findings(_cost_jobs())
     # 80 + 90 + 240 = 410 s of jobs within 1000..1320 (320 s): 1.28 at a time
@@ -450,7 +450,7 @@ def test_cost_concurrency_findings_on_a_table_with_known_answers():
 
 
 def test_cost_findings_without_measuring_jobs_or_lease_records():
-    from lmstudy.sections import cost
+    from lmstudy.report.sections import cost
 
     report_only = _cost_jobs().iloc[[3]]
     said = cost.findings(report_only)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lmstudy.fresh_process import ChildFailed, run_forked
+from lmstudy.measure.fresh_process import ChildFailed, run_forked
 
 
 def _pid_and_parent():
@@ -58,7 +58,7 @@ def test_a_child_dies_with_its_parent(tmp_path):
     pid_file = tmp_path / "child.pid"
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import os, time
-        from lmstudy.fresh_process import run_forked
+        from lmstudy.measure.fresh_process import run_forked
 
         def measure():
             open({str(pid_file)!r}, "w").write(str(os.getpid()))

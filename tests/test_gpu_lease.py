@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy import gpu_lease, study_cost
-from lmstudy.sections import cost
+from lmstudy import gpu_lease
+from lmstudy.analyse import study_cost
+from lmstudy.report.sections import cost
 
 from .conftest import REPO, new_workdir, snakemake
 

@@ -1,11 +1,11 @@
-"""One vocabulary and one order of sizes for every section (lmstudy.sections.labels)."""
+"""One vocabulary and one order of sizes for every section (lmstudy.report.sections.labels)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from lmstudy.sections import labels
+from lmstudy.report.sections import labels
 
 
 @pytest.fixture

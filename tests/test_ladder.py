@@ -12,9 +12,10 @@ import pytest
 import torch
 import yaml
 
-from lmstudy import ladder_table, rung_support
-from lmstudy.ladder_bench import BenchSpec, matmul_reference, measure_rung
+from lmstudy.analyse import ladder_table
 from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS
+from lmstudy.measure import rung_support
+from lmstudy.measure.ladder_bench import BenchSpec, matmul_reference, measure_rung
 from lmstudy.phases import PhaseClock
 
 from .conftest import REPO
@@ -45,7 +46,7 @@ def test_a_missing_compiler_makes_a_compiled_rung_unsupported_not_a_failure():
     # The backend's own refusal, the last resort: inductor finds no C++ compiler.
     code = (
         "import json\n"
-        "from lmstudy.ladder_bench import BenchSpec, measure_rung\n"
+        "from lmstudy.measure.ladder_bench import BenchSpec, measure_rung\n"
         f"print(json.dumps(measure_rung(BenchSpec(rung='bf16-sdpa-compile', **{TINY!r})), default=str))\n"
     )
     env = {**os.environ, "CXX": "/nonexistent/g++", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
@@ -102,13 +103,13 @@ TINY_BENCH = dict(d_model=64, d_ff=256, num_layers=2, num_heads=4, context_lengt
 
 @pytest.fixture(scope="module")
 def reference_losses():
-    from lmstudy.ladder_bench import BenchSpec, training_losses
+    from lmstudy.measure.ladder_bench import BenchSpec, training_losses
 
     return {r: training_losses(BenchSpec(rung=r, **TINY_BENCH), 50) for r in ("fp32", "bf16")}
 
 
 def test_bf16_weights_with_fp32_masters_follow_plain_bf16_within_its_noise(reference_losses):
-    from lmstudy.ladder_bench import BenchSpec, training_losses, within_bf16_noise
+    from lmstudy.measure.ladder_bench import BenchSpec, training_losses, within_bf16_noise
 
     losses = training_losses(BenchSpec(rung="bf16-sdpa-master", **TINY_BENCH), 50)
     ok, gap, noise = within_bf16_noise(losses, reference_losses["bf16"], reference_losses["fp32"])
@@ -120,8 +121,8 @@ def test_bf16_weights_with_fp32_masters_follow_plain_bf16_within_its_noise(refer
 def test_a_rung_that_changes_the_update_is_outside_bf16_noise(reference_losses, monkeypatch):
     import functools
 
-    from lmstudy import ladder_bench
-    from lmstudy.master_weights import MasterWeightAdamW
+    from lmstudy.measure import ladder_bench
+    from lmstudy.measure.master_weights import MasterWeightAdamW
 
     # 10% more learning rate: a different step, not a different rounding of the same one.
     monkeypatch.setattr(ladder_bench, "MasterWeightAdamW", functools.partial(MasterWeightAdamW, lr=1.1e-3))
@@ -135,8 +136,8 @@ def test_a_rung_that_changes_the_update_is_outside_bf16_noise(reference_losses, 
 def test_master_weights_leave_the_matrix_weights_in_bf16_and_the_rest_in_fp32():
     import torch
 
-    from lmstudy.master_weights import MasterWeightAdamW
-    from lmstudy.model import Linear, ModelConfig, TransformerLM
+    from lmstudy.measure.master_weights import MasterWeightAdamW
+    from lmstudy.measure.model import Linear, ModelConfig, TransformerLM
 
     model = TransformerLM(ModelConfig(vocab_size=64, context_length=8, d_model=16, d_ff=32, num_layers=1,
                                       num_heads=2))
@@ -154,8 +155,8 @@ def test_master_weights_leave_the_matrix_weights_in_bf16_and_the_rest_in_fp32():
 def test_the_compiled_master_weight_update_is_the_eager_one():
     import torch
 
-    from lmstudy.master_weights import MasterWeightAdamW
-    from lmstudy.model import ModelConfig, TransformerLM, cross_entropy
+    from lmstudy.measure.master_weights import MasterWeightAdamW
+    from lmstudy.measure.model import ModelConfig, TransformerLM, cross_entropy
 
     def masters_after_three_steps(compiled: bool) -> list:
         torch.manual_seed(0)

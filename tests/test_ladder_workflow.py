@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmstudy.ladder_bench import BenchSpec, measure_rung
+from lmstudy.measure.ladder_bench import BenchSpec, measure_rung
 
 from .test_workflow_smoke import smoke_config
 
@@ -99,8 +99,8 @@ def test_each_ladder_job_is_counted_in_the_studys_cost(smoke_run: Path):
 
 @pytest.mark.parametrize("rung", ["fp32", GRAPHS])
 def test_the_pipeline_measures_what_the_benchmark_measures(smoke_run: Path, rung):
-    """The rung job's row has exactly the columns of lmstudy.ladder_bench.measure_rung's row for the same
-    spec: scripts/bench_ladder.py (which calls it) and the workflow measure the same thing."""
+    """The rung job's row has exactly the columns of lmstudy.measure.ladder_bench.measure_rung's row
+    for the same spec: scripts/bench_ladder.py (which calls it) and the workflow measure the same thing."""
     spec = _spec("tiny", rung)
     job = pd.read_csv(smoke_run / RESULTS / "raw" / f"tiny_ctx{spec.context_length}_{rung}.csv")
     row = measure_rung(spec)

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
+from lmstudy.analyse.memory import kinds, phases, snapshot, sources, summary
 from lmstudy.errors import UserError
-from lmstudy.memory import kinds, phases, snapshot, sources, summary
-from lmstudy.model import ModelConfig, TransformerLM, count_parameters
+from lmstudy.measure.model import ModelConfig, TransformerLM, count_parameters
 
 from .conftest import FIXTURES, REPO
 
@@ -174,7 +174,7 @@ def test_largest_allocations_name_user_code():
 
 
 def test_short_path_keeps_the_project_relative_part():
-    assert sources.short_path("/home/u/checkout/lmstudy/model.py") == "lmstudy/model.py"
+    assert sources.short_path("/home/u/checkout/lmstudy/measure/model.py") == "lmstudy/measure/model.py"
     assert sources.short_path("/x/y/run.py") == "run.py"
     assert not sources.is_user_frame({"filename": "/opt/venv/lib/python3.12/site-packages/torch/nn/x.py"})
 

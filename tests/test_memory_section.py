@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
-from lmstudy.memory import summary, table
-from lmstudy.memory.capture import _observe_residual_dtype
-from lmstudy.model import ModelConfig
-from lmstudy.report import Figure, Findings, Table, Text
-from lmstudy.sections import memory as section
-from lmstudy.steps import build_workload, make_step
+from lmstudy.analyse.memory import summary, table
+from lmstudy.measure.memory.capture import _observe_residual_dtype
+from lmstudy.measure.model import ModelConfig
+from lmstudy.measure.steps import build_workload, make_step
+from lmstudy.report.render import Figure, Findings, Table, Text
+from lmstudy.report.sections import memory as section
 
 from .conftest import FIXTURES
 

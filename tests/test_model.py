@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 import torch
 
-from lmstudy.model import ModelConfig, RMSNorm, TransformerLM, count_parameters
+from lmstudy.measure.model import ModelConfig, RMSNorm, TransformerLM, count_parameters
 
 STUDY_SIZES = {"small": (768, 3072, 12, 12), "2.7B": (2560, 10240, 32, 32)}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lmstudy.nsys.categories import CATEGORIES, categorize
+from lmstudy.analyse.nsys.categories import CATEGORIES, categorize
 
 GPU = Path(__file__).parent / "fixtures" / "gpu"
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmstudy.nsys import sqlite as nsys_sqlite
-from lmstudy.nsys.events import kernel_table
-from lmstudy.nsys.executable import NsysMissing, nsys_version
+from lmstudy.analyse.nsys import sqlite as nsys_sqlite
+from lmstudy.analyse.nsys.events import kernel_table
+from lmstudy.measure.nsys.executable import NsysMissing, nsys_version
 
 from .conftest import FIXTURES, REPO
 

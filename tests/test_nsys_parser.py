@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lmstudy.analyse.nsys.events import kernel_table, range_table
+from lmstudy.analyse.nsys.sqlite import nsys_version_of, read_events
 from lmstudy.errors import UserError
-from lmstudy.nsys.events import kernel_table, range_table
-from lmstudy.nsys.sqlite import nsys_version_of, read_events
 
 GPU = Path(__file__).parent / "fixtures" / "gpu"
 REPO = Path(__file__).resolve().parent.parent

@@ -7,10 +7,10 @@ import json
 import pandas as pd
 import pytest
 
-from lmstudy.nsys import torch_trace
-from lmstudy.nsys.capture import ProfileSpec
-from lmstudy.nsys.events import KERNEL_TABLE_COLUMNS, kernel_table, range_table
-from lmstudy.nsys.job import nsys_command, run_job
+from lmstudy.analyse.nsys import torch_trace
+from lmstudy.analyse.nsys.events import KERNEL_TABLE_COLUMNS, kernel_table, range_table
+from lmstudy.measure.nsys.capture import ProfileSpec
+from lmstudy.measure.nsys.job import nsys_command, run_job
 
 TINY = dict(
     size="tiny",
@@ -92,8 +92,8 @@ def test_nsys_command_captures_only_the_profiler_range(tmp_path):
 def test_backend_comparison_flags_a_range_that_differs():
     from pathlib import Path
 
-    from lmstudy.nsys.compare import compare_ranges
-    from lmstudy.nsys.sqlite import read_events
+    from lmstudy.analyse.nsys.compare import compare_ranges
+    from lmstudy.analyse.nsys.sqlite import read_events
 
     export = Path(__file__).parent / "fixtures" / "gpu" / "nsys_train_fp32.sqlite"
     ranges = range_table(read_events(export)).assign(profiled_steps=2)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import torch
 
-from lmstudy import precision
-from lmstudy.sections import precision as section
+from lmstudy.measure import precision
+from lmstudy.report.sections import precision as section
 
 from .conftest import REPO
 

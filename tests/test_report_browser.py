@@ -57,10 +57,10 @@ def test_the_browser_check_sees_what_a_reader_would(tmp_path: Path, browser):
 def test_real_gpu_kernel_tables_fit_the_page(tmp_path: Path, browser):
     """Section 2's (b), (c) and category tables from the real H200 captures, whose kernel names run
     to 200 characters: each fits the page at 1280 px, the names whole on hover and in the CSV."""
-    from lmstudy.nsys import sqlite
-    from lmstudy.nsys import tables as T
-    from lmstudy.nsys.events import kernel_table
-    from lmstudy.report import Section, Table, render
+    from lmstudy.analyse.nsys import sqlite
+    from lmstudy.analyse.nsys import tables as T
+    from lmstudy.analyse.nsys.events import kernel_table
+    from lmstudy.report.render import Section, Table, render
 
     frames = []
     for name, pass_name in (("nsys_forward_fp32", "forward"), ("nsys_train_bf16", "train_step")):

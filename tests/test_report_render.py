@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from lmstudy.report import Findings, Section, Table, Text, format_cell, render
+from lmstudy.report.render import Findings, Section, Table, Text, format_cell, render
 
 from .conftest import REPO
 
@@ -61,7 +61,7 @@ def test_kernel_names_and_config_strings_are_literal_text_in_markdown(tmp_path: 
 
 
 def test_a_column_has_one_number_format():
-    from lmstudy.report import column_formatter
+    from lmstudy.report.render import column_formatter
 
     values = [1.0, 15.0, 2.25, "OOM", float("nan")]
     write = column_formatter(values)
@@ -73,14 +73,14 @@ def test_a_column_has_one_number_format():
 
 
 def test_headers_come_from_one_vocabulary_with_units_in_parentheses():
-    from lmstudy.report import display_frame
+    from lmstudy.report.render import display_frame
 
     frame = pd.DataFrame({"context_length": [1], "median ms": [2.0], "MFU %": [3.0], "seq_len": [4]})
     assert list(display_frame(frame).columns) == ["context", "median (ms)", "MFU (%)", "sequence length"]
 
 
 def test_no_index_column_and_no_phantom_header(tmp_path: Path):
-    from lmstudy.report import table_html
+    from lmstudy.report.render import table_html
 
     wide = pd.DataFrame({"forward": [1.0], "train_step": [2.0]}, index=pd.Index(["tiny"], name="size"))
     wide.columns.name = "pass"  # what pivot_table leaves: a header cell over nothing
@@ -102,7 +102,7 @@ def test_long_text_is_shortened_with_the_whole_on_hover_and_in_the_csv(tmp_path:
 
 
 def test_oom_not_measured_and_na_are_each_marked(tmp_path: Path):
-    from lmstudy.report import table_html
+    from lmstudy.report.render import table_html
 
     html = str(table_html(pd.DataFrame({"ms": [1.5, "OOM", "not measured", float("nan")]})))
     for css, text in (("oom", "OOM"), ("not-measured", "not measured"), ("na", "n/a")):
@@ -110,7 +110,7 @@ def test_oom_not_measured_and_na_are_each_marked(tmp_path: Path):
 
 
 def test_each_table_names_its_csv_and_the_function_that_computed_it(tmp_path: Path):
-    from lmstudy.computed import computes_table
+    from lmstudy.analyse.computed import computes_table
 
     @computes_table
     def shares(n: int) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from .conftest import REPO, SNAKEMAKE, new_workdir
     ],
 )
 def test_parameter_count_matches_the_model(dims):
-    from lmstudy.model import Linear, ModelConfig, TransformerLM, count_parameters
+    from lmstudy.measure.model import Linear, ModelConfig, TransformerLM, count_parameters
 
     model = TransformerLM(ModelConfig(vocab_size=512, context_length=32, **dims))
     assert flops.parameter_count(vocab_size=512, **dims) == count_parameters(model)

@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from lmstudy import plain_pickle
+from lmstudy.analyse.memory import plain_pickle, snapshot
 from lmstudy.errors import UserError
-from lmstudy.memory import snapshot
 
 from .conftest import FIXTURES, REPO
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lmstudy.analyse.study_cost import PHASE_COLUMNS, job_table
 from lmstudy.errors import UserError
-from lmstudy.sections import cost
-from lmstudy.study_cost import PHASE_COLUMNS, job_table
+from lmstudy.report.sections import cost
 
 RECORDS = Path(__file__).parent / "fixtures" / "gpu" / "cost"
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from lmstudy import flops, hardware
-from lmstudy.stats import summarize_ms
-from lmstudy.steps import build_workload, make_step
-from lmstudy.timing import TimingSpec, rows_from_trajectory, time_steps
+from lmstudy.analyse.stats import summarize_ms
+from lmstudy.measure.steps import build_workload, make_step
+from lmstudy.measure.timing import TimingSpec, rows_from_trajectory, time_steps
 
 from .conftest import timing_job
 
@@ -164,7 +164,7 @@ def test_the_jobs_process_imports_what_builds_load_lazily_and_stays_off_the_devi
 
     code = (
         "import sys, torch\n"
-        "from lmstudy.steps import import_lazy_modules\n"
+        "from lmstudy.measure.steps import import_lazy_modules\n"
         "before = 'torch._dynamo' in sys.modules\n"
         "import_lazy_modules()\n"
         "print(before, 'torch._dynamo' in sys.modules, torch.cuda.is_initialized())\n"

@@ -218,8 +218,8 @@ def flag(name, value):
 
 
 def run_tables_digest(name):
-    """The digest of run `name`'s tables (lmstudy.compare.runs), or a WorkflowError naming the fix."""
-    from lmstudy.compare.runs import fingerprint
+    """The digest of run `name`'s tables (lmstudy.analyse.compare.runs), or a WorkflowError naming the fix."""
+    from lmstudy.analyse.compare.runs import fingerprint
     from lmstudy.errors import UserError
 
     try:

@@ -2,7 +2,7 @@
 # rung at the section's context length (each a fresh process: an OOM rung
 # leaves nothing behind for the next), one job for the dense bf16 matmul
 # rate the rungs are a share of, and one that joins them. The code is
-# lmstudy.ladder_bench's, which scripts/bench_ladder.py runs by hand.
+# lmstudy.measure.ladder_bench's, which scripts/bench_ladder.py runs by hand.
 LADDER = config["ladder"]
 LADDER_JOB = "{size}_ctx{ctx}_{rung}"
 LADDER_RAW = f"{RESULTS}/ladder/raw/{LADDER_JOB}.csv"

@@ -1,0 +1,111 @@
+"""The study's own cost (section 8): one row per job, from Snakemake's benchmarks.
+
+Each job's wall time is Snakemake's `benchmark:` record of it,
+results/<run>/benchmarks/<section>/<rule>/<job>.tsv. A job that measures on
+the device also writes <job>.phases.json (lmstudy.phases): the seconds it
+spent in each phase. The rest of its wall time ("other") is Snakemake's own
+start of the job, writing results and the like.
+
+Torch-free, pandas only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse.result_files import damaged, read_json
+from lmstudy.phases import PHASES
+
+PHASE_COLUMNS = [f"{phase}_s" for phase in PHASES]
+
+
+def _job_of(record: Path, suffix: str) -> tuple[str, str, str]:
+    """(section, rule, job) from .../benchmarks/<section>/<rule>/<job><suffix>"""
+    return record.parent.parent.name, record.parent.name, record.name.removesuffix(suffix)
+
+
+def read_benchmark(path: Path) -> float:
+    """The wall seconds of Snakemake's benchmark record (its first repeat)."""
+    try:
+        frame = pd.read_csv(path, sep="\t")
+        return float(frame["s"].iloc[0])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, KeyError, IndexError,
+            ValueError) as error:
+        raise damaged(path, f"not a Snakemake benchmark record: {error}") from None
+
+
+LEASE_COLUMNS = ["host", "gpu_index", "gpu_uuid", "gpu_chosen_by", "cpu_cores", "foreign_processes",
+                 "waited_s", "started_at", "ended_at"]
+
+
+def _lease_columns(record: dict | None) -> dict:
+    """Where and when a measuring job held its GPU (lmstudy.gpu_lease); blank for the others."""
+    lease = (record or {}).get("lease") or {}
+    return {
+        "host": str(lease.get("host", "")),
+        "gpu_index": str(lease.get("gpu_index", "")),
+        "gpu_uuid": str(lease.get("gpu_uuid", "")),
+        "gpu_chosen_by": str(lease.get("chosen_by", "")),
+        "cpu_cores": str(lease.get("cpu_cores", "")),
+        "foreign_processes": str(lease.get("foreign_processes", "")),
+        # While another job held the GPU (the wait_s phase also counts asking nvidia-smi).
+        "waited_s": float(lease.get("waited_s") or 0.0),
+        # Seconds since the epoch: from the lease (or the process's start) to the record's writing.
+        "started_at": lease.get("leased_at"),
+        "ended_at": lease.get("ended_at"),
+    }
+
+
+def job_table(benchmarks: list[Path], phases: list[Path]) -> pd.DataFrame:
+    """One row per job: section, rule, job, wall_s, measuring, <phase>_s, other_s, and the lease's columns."""
+    records = {_job_of(path, ".phases.json"): read_json(path) for path in map(Path, phases)}
+    rows = []
+    for path in map(Path, benchmarks):
+        section, rule, job = _job_of(path, ".tsv")
+        row = {"section": section, "rule": rule, "job": job, "wall_s": read_benchmark(path)}
+        record = records.get((section, rule, job))
+        row["measuring"] = record is not None
+        spent = (record or {}).get("phases", {})
+        for phase, column in zip(PHASES, PHASE_COLUMNS, strict=True):
+            row[column] = float(spent.get(phase, 0.0))
+        # A job's phases cannot exceed its wall time; rounding may make them.
+        row["other_s"] = max(0.0, row["wall_s"] - sum(row[c] for c in PHASE_COLUMNS))
+        row.update(_lease_columns(record))
+        rows.append(row)
+    columns = ["section", "rule", "job", "wall_s", "measuring", *PHASE_COLUMNS, "other_s", *LEASE_COLUMNS]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def most_at_once(frame: pd.DataFrame) -> int:
+    """The most measuring jobs that held the device at the same moment (0 without times)."""
+    spans = frame.dropna(subset=["started_at", "ended_at"])
+    events = sorted(
+        [(t, 1) for t in spans["started_at"]] + [(t, -1) for t in spans["ended_at"]],
+        key=lambda event: (event[0], event[1]),  # an end before a start at the same instant
+    )
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def overlaps_on_one_gpu(frame: pd.DataFrame) -> pd.DataFrame:
+    """Pairs of measuring jobs that held the same GPU at the same time: none, if the lease works."""
+    spans = frame.dropna(subset=["started_at", "ended_at"])
+    spans = spans[spans["gpu_chosen_by"] == "lease"]
+    pairs = []
+    uuids = spans["gpu_uuid"].fillna("").astype(str)
+    hosts = spans["host"].fillna("").astype(str) if "host" in spans else ""
+    gpu = uuids.where(uuids != "", hosts + ":" + spans["gpu_index"].astype(str))
+    for _, jobs in spans.assign(gpu=gpu).groupby("gpu"):
+        jobs = jobs.sort_values("started_at")
+        previous = None
+        for _, job in jobs.iterrows():
+            if previous is not None and job["started_at"] < previous["ended_at"]:
+                pairs.append({"gpu_index": job["gpu_index"], "first": previous["job"], "second": job["job"]})
+            if previous is None or job["ended_at"] > previous["ended_at"]:
+                previous = job
+    return pd.DataFrame(pairs, columns=["gpu_index", "first", "second"])

@@ -1,0 +1,36 @@
+"""Reading and combining result tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.environment import ENVIRONMENT_COLUMNS
+
+
+def read_result(path: Path) -> pd.DataFrame:
+    """Read one result CSV, checked against what its producer writes (lmstudy.analyse.result_files)."""
+    return result_files.read_csv(path)
+
+
+def concat_results(paths: list[Path]) -> pd.DataFrame:
+    return result_files.read_csvs(paths)
+
+
+def environment_of(frames: list[pd.DataFrame]) -> dict[str, str]:
+    """The provenance shown in the report's header: each value seen, joined."""
+    values: dict[str, set[str]] = {c: set() for c in ENVIRONMENT_COLUMNS}
+    for frame in frames:
+        for column in ENVIRONMENT_COLUMNS:
+            if column in frame:
+                values[column] |= {str(v) for v in frame[column].dropna().unique()}
+    shown = {}
+    for column, seen in values.items():
+        if column == "date" and seen:
+            ordered = sorted(seen)
+            shown[column] = ordered[0] if len(ordered) == 1 else f"{ordered[0]} to {ordered[-1]}"
+        else:
+            shown[column] = ", ".join(sorted(seen)) if seen else "n/a"
+    return shown

@@ -1,0 +1,239 @@
+"""Attention alone (section 5): a sweep of head size x sequence length.
+
+One head, causal, inputs of shape (batch, 1, seq, d). Each configuration
+times `steps` forwards and `steps` backwards after warm-up, and records the
+memory in use before the backward. Three implementations:
+
+- ``naive``: softmax(q k^T / sqrt(d)) v in eager PyTorch, the model's math;
+- ``naive-compile``: the same function under ``torch.compile``;
+- ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention``, whose
+  backend (flash, memory-efficient, math, cuDNN) is read off the operator
+  it dispatched to and recorded.
+
+Out-of-memory in a configuration is a result row, never a crash. The memory
+accounting of the naive implementation, from shapes and dtypes alone, is
+lmstudy.analyse.attention_memory's (the report reads it without torch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from lmstudy.analyse.attention_memory import BYTES, attention_flops, naive_memory_accounting, predicted_bytes  # noqa: F401
+from lmstudy.analyse.stats import summarize_ms
+from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.steps import synchronize
+from lmstudy.phases import PhaseClock
+
+IMPLEMENTATIONS = ("naive", "naive-compile", "sdpa")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal softmax(q k^T / sqrt(d)) v, step by step: lmstudy.measure.model's math.
+
+    The model's function marks its steps with NVTX ranges, which torch.compile
+    cannot trace through (every range is a graph break); this one carries no
+    markers, so eager and compiled run exactly the same operations.
+    """
+    seq = q.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.ones(seq, seq, dtype=torch.bool, device=q.device).tril()
+    scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return probs @ v
+
+
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def attention_function(implementation: str) -> Callable:
+    """The callable that `implementation` names; a compiled one starts fresh."""
+    if implementation == "naive":
+        return naive_attention
+    if implementation == "sdpa":
+        return sdpa_attention
+    if implementation == "naive-compile":
+        # A fresh compile per configuration: no cache of earlier shapes, static
+        # shapes (no dynamic-shape kernels), and the first call pays the compile.
+        torch._dynamo.reset()
+        return torch.compile(naive_attention, dynamic=False, fullgraph=True)
+    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, not {implementation!r}")
+
+
+# Operators scaled_dot_product_attention dispatches to, by backend. The CPU
+# has its own flash kernel (`_scaled_dot_product_flash_attention_for_cpu`).
+_SDPA_BACKENDS = (
+    ("_scaled_dot_product_flash_attention", "flash"),
+    ("_scaled_dot_product_efficient_attention", "memory-efficient"),
+    ("_scaled_dot_product_cudnn_attention", "cuDNN"),
+    ("_scaled_dot_product_attention_math", "math"),
+    ("_scaled_dot_product_fused_attention_overrideable", "overrideable"),
+)
+
+
+def sdpa_backend_of(op_names) -> str:
+    """The SDPA backend that a set of profiled operator names shows."""
+    found = []
+    for op in op_names:
+        for marker, backend in _SDPA_BACKENDS:
+            if marker in op and backend not in found:
+                found.append(backend)
+    return "+".join(found) if found else "unknown"
+
+
+def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
+    """Run SDPA once under the profiler (CPU events only) and name its backend."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        sdpa_attention(q, k, v)
+    return sdpa_backend_of({event.name for event in prof.events()})
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    implementation: str
+    precision: str
+    head_dim: int
+    seq_lens: tuple[int, ...]
+    batch_size: int = 8
+    steps: int = 100
+    warmup: int = 10
+    device: str = "cuda"
+    tf32: bool = False
+    memory_cap_gb: float | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}, not {self.implementation!r}")
+        if self.precision not in DTYPES:
+            raise ValueError(f"precision must be one of {tuple(DTYPES)}, not {self.precision!r}")
+
+
+def _memory(device: torch.device, what: str) -> int | None:
+    if device.type != "cuda":
+        return None  # the CPU has no caching allocator to ask
+    return getattr(torch.cuda, what)(device)
+
+
+def _timed(fn: Callable[[], object], device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
+    """Time one (seq, d) configuration; raises on OOM (the caller records it)."""
+    dtype = DTYPES[spec.precision]
+    shape = (spec.batch_size, 1, seq, spec.head_dim)
+    generator = torch.Generator(device=device).manual_seed(spec.seed)
+    q, k, v, grad_out = (
+        torch.randn(shape, device=device, dtype=dtype, generator=generator) for _ in range(4)
+    )
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    fn = attention_function(spec.implementation)
+    row: dict = {}
+
+    def clear_grads():
+        q.grad = k.grad = v.grad = None
+
+    def forward_backward():
+        fn(q, k, v).backward(grad_out)
+        clear_grads()
+
+    # The first call compiles (naive-compile); its excess over the steady
+    # state is the compile time, shown apart.
+    row["first_call_ms"] = _timed(forward_backward, device) * 1e3
+    for _ in range(spec.warmup):
+        forward_backward()
+
+    forward_times = []
+    for _ in range(spec.steps):
+        forward_times.append(_timed(lambda: fn(q, k, v), device))
+
+    backward_times = []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    before_forward = _memory(device, "memory_allocated")
+    for i in range(spec.steps):
+        out = fn(q, k, v)
+        synchronize(device)
+        if i == 0:
+            row["memory_before_backward_bytes"] = _memory(device, "memory_allocated")
+            row["peak_forward_bytes"] = _memory(device, "max_memory_allocated")
+            row["inputs_bytes"] = before_forward
+        backward_times.append(_timed(lambda out=out: out.backward(grad_out), device))
+        del out
+        clear_grads()
+    row["peak_bytes"] = _memory(device, "max_memory_allocated")
+    for name, times in (("forward", forward_times), ("backward", backward_times)):
+        for key, value in summarize_ms(times).items():
+            row[f"{name}_{key}"] = value
+    if spec.implementation == "sdpa":
+        row["sdpa_backend"] = sdpa_backend(q, k, v)
+    flops = attention_flops(spec.batch_size, seq, spec.head_dim)
+    row["forward_tflops"] = flops / (row["forward_median_ms"] / 1e3) / 1e12
+    row["backward_tflops"] = 2 * flops / (row["backward_median_ms"] / 1e3) / 1e12
+    return row
+
+
+def _total_memory(spec: SweepSpec, device: torch.device) -> int | None:
+    if device.type != "cuda":
+        return None
+    total = torch.cuda.get_device_properties(device).total_memory
+    if spec.memory_cap_gb:
+        return min(total, int(spec.memory_cap_gb * 2**30))
+    return total
+
+
+def run_sweep(spec: SweepSpec, clock: PhaseClock | None = None) -> list[dict]:
+    """One row per sequence length, ascending; OOM rows carry the error.
+
+    `clock` gets the phases: start, compile (naive-compile's first calls'
+    excess over the steady state) and measure.
+    """
+    clock = clock or PhaseClock()
+    with clock.timing("start"):
+        device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
+    rows = []
+    for seq in sorted(spec.seq_lens):
+        row = {
+            "implementation": spec.implementation,
+            "precision": spec.precision,
+            "batch_size": spec.batch_size,
+            "head_dim": spec.head_dim,
+            "seq_len": seq,
+            "steps": spec.steps,
+            "warmup": spec.warmup,
+            "device_memory_bytes": _total_memory(spec, device),
+        }
+        predicted = predicted_bytes(spec.batch_size, seq, spec.head_dim, spec.precision)
+        row.update({f"predicted_{k}_bytes": v for k, v in predicted.items()})
+        start = time.perf_counter()
+        with out_of_memory_is_a_result() as oom:
+            row.update(measure_config(spec, seq, device), status="ok")
+        if oom:
+            row.update(oom.fields())
+        free_memory(device)
+        row["measure_s"] = time.perf_counter() - start
+        compile_s = 0.0
+        if spec.implementation.endswith("-compile") and row["status"] == "ok":
+            steady_ms = row["forward_median_ms"] + row["backward_median_ms"]
+            compile_s = max(0.0, row["first_call_ms"] - steady_ms) / 1e3
+        clock.add("compile", compile_s)
+        clock.add("measure", row["measure_s"] - compile_s)
+        row.update(env)
+        rows.append(row)
+    return rows

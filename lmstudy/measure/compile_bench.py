@@ -1,0 +1,126 @@
+"""The whole model eager vs under torch.compile (section 6).
+
+One job measures one (size, context length, precision, attention) for each
+pass, first eager and then compiled, in one process and from the same
+initial weights. For each it times the first step alone (for the compiled
+model that step traces and compiles: its excess over the steady median is
+the compile time, shown apart), then warm-up steps, then timed steps.
+
+Eager runs first, so the one-off costs of the process (CUDA context, library
+handles) fall on the eager first step and not on the compile time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from lmstudy import flops, hardware
+from lmstudy.analyse.stats import summarize_ms
+from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.spec import ModelSpec
+from lmstudy.measure.steps import make_step, synchronize
+from lmstudy.measure.timing import time_steps
+from lmstudy.phases import PhaseClock
+
+MODES = ("eager", "compiled")
+PASSES = ("forward", "train_step")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompileSpec(ModelSpec):
+    attention: str = "naive"
+    passes: tuple[str, ...] = PASSES
+    warmup_steps: int = 5
+    timed_steps: int = 10
+
+    @property
+    def model_attention(self) -> str:
+        return self.attention
+
+
+def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device) -> dict:
+    row: dict = {}
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    step = make_step(work, pass_name)
+    synchronize(device)
+    start = time.perf_counter()
+    step()
+    synchronize(device)
+    row["first_step_ms"] = (time.perf_counter() - start) * 1e3
+    times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
+    row.update(status="ok", **summarize_ms(times))
+    row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
+    # The first step's excess over the steady state: tracing and compiling
+    # for the compiled model, one-off initialisation for the eager one.
+    row["first_step_excess_s"] = (row["first_step_ms"] - row["median_ms"]) / 1e3
+    on_gpu = device.type == "cuda"
+    row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None
+    return row
+
+
+def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
+    """Rows for each mode x pass; out-of-memory rows carry the error.
+
+    `clock` gets the phases: start, build, compile (the compiled model's
+    first steps' excess over its steady median) and measure.
+    """
+    clock = clock or PhaseClock()
+    with clock.timing("start"):
+        device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
+    peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
+    rows = []
+    for mode in MODES:
+        torch._dynamo.reset()
+        work = None
+        started = time.perf_counter()
+        with out_of_memory_is_a_result(device) as build_oom:
+            work = spec.build_workload(device)
+            if mode == "compiled":
+                work.model = torch.compile(work.model)
+            synchronize(device)
+        clock.add("build", time.perf_counter() - started)
+        for pass_name in spec.passes:
+            row = {
+                "size": spec.size,
+                **spec.dims,
+                "context_length": spec.context_length,
+                "batch_size": spec.batch_size,
+                "precision": spec.precision,
+                "attention": spec.attention,
+                "mode": mode,
+                "pass": pass_name,
+                "warmup_steps": spec.warmup_steps,
+                "timed_steps": spec.timed_steps,
+                "flops_per_step": flops.flops_per_step(
+                    pass_name, spec.batch_size, spec.context_length, **spec.dims
+                ),
+                "peak_tflops": peak,
+            }
+            if build_oom:
+                row.update(build_oom.fields())
+            else:
+                started = time.perf_counter()
+                with out_of_memory_is_a_result() as oom:
+                    row.update(_measure_pass(spec, work, pass_name, device))
+                if oom:
+                    row.update(oom.fields())
+                    work.model.zero_grad(set_to_none=True)
+                    if work.optimizer is not None:
+                        work.optimizer.state.clear()
+                    free_memory(device)
+                spent = time.perf_counter() - started
+                compiling = max(0.0, row.get("first_step_excess_s") or 0.0) if mode == "compiled" else 0.0
+                clock.add("compile", min(compiling, spent))
+                clock.add("measure", spent - min(compiling, spent))
+            if row["status"] == "ok":
+                row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
+                row["mfu"] = row["achieved_tflops"] / peak if peak else None
+            row.update(env)
+            rows.append(row)
+        del work
+        free_memory(device)
+    return rows

@@ -1,0 +1,138 @@
+"""The snapshot job: one step of one configuration, recorded on a GPU.
+
+Build the model, run the warm-up steps, note where the parameters, optimizer
+state, gradients and inputs live, reset the allocator's peak, then record
+one step with ``_record_memory_history(stacks="python")`` and dump the
+snapshot. The step functions mark forward, backward and optimizer
+(lmstudy.measure.markers), and the allocator records those marks in the snapshot.
+Beside the snapshot the job writes its metadata: the configuration,
+``torch.cuda.max_memory_allocated()`` over the recorded step, the tensors'
+addresses, the dtype of the residual stream as observed, and provenance.
+
+Out of memory (building, warming up or in the recorded step) is a result:
+the snapshot is dumped as it stands (with the trace up to the failure when
+recording had begun) and the metadata says status OOM and at which stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import torch
+
+from lmstudy.atomic import atomic_path
+from lmstudy.errors import UserError
+from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.spec import ModelSpec
+from lmstudy.measure.steps import make_step, synchronize
+from lmstudy.phases import PhaseClock
+
+PASSES = ("forward", "train_step")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SnapshotSpec(ModelSpec):
+    pass_name: str
+    warmup_steps: int = 2
+    max_entries: int = 1_000_000
+
+    def describe(self) -> dict:
+        row = dataclasses.asdict(self)
+        row["pass"] = row.pop("pass_name")
+        return row
+
+
+def _pointers(tensors) -> list[int]:
+    return [t.data_ptr() for t in tensors if isinstance(t, torch.Tensor) and t.is_cuda]
+
+
+def _optimizer_tensors(optimizer) -> list[torch.Tensor]:
+    if optimizer is None:
+        return []
+    return [v for state in optimizer.state.values() for v in state.values()]
+
+
+def _grads(model) -> list[torch.Tensor]:
+    return [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def _observe_residual_dtype(model, step) -> str:
+    """Run `step` once, noting the dtype of the first block's output."""
+    seen = []
+    handle = model.layers[0].register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+    try:
+        step()
+    finally:
+        handle.remove()
+    return str(seen[0]).removeprefix("torch.") if seen else ""
+
+
+def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | None = None) -> dict:
+    """Record the snapshot into `snapshot_path`; return the metadata.
+
+    `clock` gets the phases: start, build, measure (warm-up and the
+    recorded step) and profile (dumping the snapshot).
+    """
+    clock = clock or PhaseClock()
+    started = time.perf_counter()
+    if spec.pass_name not in PASSES:
+        raise UserError(f"pass must be one of {PASSES} for a memory snapshot, not {spec.pass_name!r}.")
+    if spec.device != "cuda":
+        raise UserError(
+            "memory snapshots need a CUDA GPU (the caching allocator records them): "
+            "run this job with --device cuda on a GPU machine."
+        )
+    device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
+    meta = {**spec.describe(), **env}
+    meta["device_index"] = torch.cuda.current_device()
+    meta["params"] = spec.parameter_count()
+    clock.add("start", time.perf_counter() - started)
+    stage, recording, work, step = "build", False, None, None
+    started = time.perf_counter()
+    try:
+        with out_of_memory_is_a_result() as oom:
+            work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
+            step = make_step(work, spec.pass_name)
+            synchronize(device)
+            clock.add("build", time.perf_counter() - started)
+            started = time.perf_counter()
+            stage = "warm-up"
+            meta["residual_dtype"] = _observe_residual_dtype(work.model, step)
+            for _ in range(spec.warmup_steps - 1):
+                step()
+            synchronize(device)
+            meta["tensors"] = {
+                "parameters": _pointers(work.model.parameters()),
+                "optimizer_state": _pointers(_optimizer_tensors(work.optimizer)),
+                "gradients_before": _pointers(_grads(work.model)),
+                "inputs": _pointers([work.inputs, work.targets]),
+            }
+            torch.cuda.reset_peak_memory_stats(device)
+            meta["memory_allocated_before"] = torch.cuda.memory_allocated(device)
+            stage = "recorded step"
+            torch.cuda.memory._record_memory_history(max_entries=spec.max_entries, stacks="python")
+            recording = True
+            step()
+            synchronize(device)
+            meta["tensors"]["gradients_after"] = _pointers(_grads(work.model))
+            meta["tensors"]["optimizer_state_after"] = _pointers(_optimizer_tensors(work.optimizer))
+            meta.update(status="ok", stage="done", error="")
+        if oom:
+            meta.update(oom.fields(), stage=stage)
+    finally:
+        clock.add("build" if stage == "build" else "measure", time.perf_counter() - started)
+        started = time.perf_counter()
+        if recording or meta.get("status") == "OOM":
+            with atomic_path(snapshot_path) as tmp:
+                torch.cuda.memory._dump_snapshot(str(tmp))
+        if recording:
+            torch.cuda.memory._record_memory_history(enabled=None)
+    meta["max_memory_allocated"] = torch.cuda.max_memory_allocated(device)
+    meta["memory_allocated_after"] = torch.cuda.memory_allocated(device)
+    meta["recorded"] = recording
+    clock.add("profile", time.perf_counter() - started)
+    del work, step
+    free_memory(device)
+    return meta

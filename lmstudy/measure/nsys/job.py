@@ -1,0 +1,210 @@
+"""One profiling job: profile a configuration, keep the report, write its tables.
+
+Files in the job's directory:
+- ``kernels.csv``: the tidy kernel table (lmstudy.analyse.nsys.events), one row per
+  (range, kernel), with the configuration and the environment on every row;
+- ``ranges.csv``: per range, host time and the GPU work it encloses;
+- ``run.json``: the run's record: status (ok or OOM), configuration,
+  environment, backend, nsys version, and the profile files kept;
+- ``profile/``: the profile itself, ``profile.nsys-rep`` and ``profile.sqlite``
+  (nsys), or ``trace.json.gz`` (torch.profiler); an OOM run leaves it empty.
+  One folder, whichever profiler ran, so that the workflow declares it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy import gpu_lease
+from lmstudy.analyse.nsys import events as ev
+from lmstudy.atomic import write_csv, write_json
+from lmstudy.environment import REPO_ROOT
+from lmstudy.measure.nsys.capture import ProfileSpec
+from lmstudy.measure.nsys.executable import NsysMissing, nsys_version
+from lmstudy.phases import PhaseClock
+
+PROGRAM = REPO_ROOT / "scripts" / "profile_model.py"
+NSYS_TRACE = "cuda,nvtx"
+# The job's folder for the profile files, whichever profiler wrote them.
+PROFILE_DIR = "profile"
+
+
+def program_args(spec: ProfileSpec) -> list[str]:
+    """The command-line of scripts/profile_model.py for `spec`."""
+    args = [
+        "--size",
+        spec.size,
+        "--d-model",
+        str(spec.d_model),
+        "--d-ff",
+        str(spec.d_ff),
+        "--num-layers",
+        str(spec.num_layers),
+        "--num-heads",
+        str(spec.num_heads),
+        "--context-length",
+        str(spec.context_length),
+        "--pass",
+        spec.pass_name,
+        "--precision",
+        spec.precision,
+        "--batch-size",
+        str(spec.batch_size),
+        "--vocab-size",
+        str(spec.vocab_size),
+        "--warmup-steps",
+        str(spec.warmup_steps),
+        "--profiled-steps",
+        str(spec.profiled_steps),
+        "--device",
+        spec.device,
+        "--backend",
+        spec.backend,
+    ]
+    if spec.tf32:
+        args.append("--tf32")
+    if spec.memory_cap_gb:
+        args += ["--memory-cap-gb", str(spec.memory_cap_gb)]
+    return args
+
+
+def nsys_command(nsys: str, spec: ProfileSpec, report: Path, record: Path) -> list[str]:
+    """`nsys profile` of the program, capturing only its cudaProfilerApi range."""
+    return [
+        nsys,
+        "profile",
+        "-t",
+        NSYS_TRACE,
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        # No CPU sampling or context switches: nothing here reads them, and
+        # they make the report, its export and the job slower.
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--force-overwrite=true",
+        "-o",
+        str(report),
+        sys.executable,
+        str(PROGRAM),
+        *program_args(spec),
+        "--record",
+        str(record),
+    ]
+
+
+def _tables(events: ev.Events, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    constant = {k: v for k, v in record.items() if k not in ("captured_step_ms", "error", "files")}
+    kernels = ev.kernel_table(events)
+    ranges = ev.range_table(events)
+    for frame in (kernels, ranges):
+        for key, value in constant.items():
+            frame[key] = value
+    return kernels, ranges
+
+
+def _write(out_dir: Path, record: dict, kernels: pd.DataFrame, ranges: pd.DataFrame) -> None:
+    write_csv(out_dir / "kernels.csv", kernels)
+    write_csv(out_dir / "ranges.csv", ranges)
+    write_json(out_dir / "run.json", record)
+
+
+def run_torch(spec: ProfileSpec, out_dir: Path, clock: PhaseClock) -> dict:
+    from lmstudy.analyse.nsys import torch_trace
+    from lmstudy.measure.nsys.capture import run_profile
+
+    trace = out_dir / PROFILE_DIR / "trace.json.gz"
+    trace.unlink(missing_ok=True)
+    record = run_profile(spec, trace=trace, clock=clock)
+    record.update(nsys_version="", files=[])
+    with clock.timing("profile"):
+        if record["status"] == "ok":
+            record["files"] = [str(trace.relative_to(out_dir))]
+            kernels, ranges = _tables(torch_trace.read_events(trace), record)
+        else:
+            kernels, ranges = _tables(_no_events(), record)
+        _write(out_dir, record, kernels, ranges)
+    return record
+
+
+def check_nsys(spec: ProfileSpec, nsys: str) -> str:
+    """nsys's version line; when nsys is missing on a machine without CUDA, say that first.
+
+    A GPU preset on a CPU machine lacks both; the device is the thing to fix
+    (run the smoke preset), not nsys. CUDA is asked about only then, so
+    that this process, the parent of the profiled one, stays off the GPU.
+    """
+    try:
+        return nsys_version(nsys)
+    except NsysMissing:
+        if spec.device == "cuda":
+            from lmstudy.measure.devices import require_cuda
+
+            require_cuda()
+        raise
+
+
+def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> dict:
+    from lmstudy.analyse.nsys import sqlite
+
+    started = time.perf_counter()
+    version = check_nsys(spec, nsys)
+    report = out_dir / PROFILE_DIR / "profile.nsys-rep"
+    export = out_dir / PROFILE_DIR / "profile.sqlite"
+    record_path = out_dir / "program.json"
+    for path in (report, export, record_path):
+        path.unlink(missing_ok=True)
+    command = nsys_command(nsys, spec, report.with_suffix(""), record_path)
+    print("+", " ".join(command), flush=True)
+    # nsys and the profiled program hold the job's GPU lease too (lmstudy.gpu_lease).
+    done = subprocess.run(command, pass_fds=gpu_lease.inherited_fds())
+    if not record_path.exists():
+        raise RuntimeError(f"the profiled program failed (nsys exit {done.returncode}); see the log above")
+    record = json.loads(record_path.read_text())
+    record_path.unlink()
+    # The profiled program's own phases; the rest of nsys's run is the profiler's.
+    program = record.pop("phases", {})
+    for phase, seconds in program.items():
+        clock.add(phase, seconds)
+    clock.add("profile", time.perf_counter() - started - sum(program.values()))
+    record.update(nsys_version=version, files=[])
+    with clock.timing("profile"):
+        if record["status"] == "ok":
+            if not report.exists():
+                raise RuntimeError(
+                    f"nsys wrote no report {report} (exit {done.returncode}); see the log above"
+                )
+            sqlite.export_sqlite(report, nsys, export)
+            record["files"] = [str(report.relative_to(out_dir)), str(export.relative_to(out_dir))]
+            kernels, ranges = _tables(sqlite.read_events(export), record)
+        else:
+            kernels, ranges = _tables(_no_events(), record)
+        _write(out_dir, record, kernels, ranges)
+    return record
+
+
+def _no_events() -> ev.Events:
+    return ev.Events(
+        pd.DataFrame(columns=ev.RANGE_COLUMNS),
+        pd.DataFrame(columns=ev.LAUNCH_COLUMNS),
+        pd.DataFrame(columns=ev.ACTIVITY_COLUMNS),
+    )
+
+
+def run_job(spec: ProfileSpec, out_dir: Path, nsys: str = "nsys", clock: PhaseClock | None = None) -> dict:
+    out_dir = Path(out_dir)
+    (out_dir / PROFILE_DIR).mkdir(parents=True, exist_ok=True)
+    clock = clock or PhaseClock()
+    if spec.backend == "nsys":
+        return run_nsys(spec, out_dir, nsys, clock)
+    return run_torch(spec, out_dir, clock)
+
+
+def spec_dict(spec: ProfileSpec) -> dict:
+    return dataclasses.asdict(spec)

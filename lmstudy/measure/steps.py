@@ -1,0 +1,114 @@
+"""One step of each measured pass, marked with the ranges profilers read.
+
+A pass is what one timed step does:
+- ``forward``: inference, a forward pass under ``torch.no_grad``;
+- ``forward_backward``: forward, loss and backward;
+- ``train_step``: forward, loss, backward and an AdamW step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from lmstudy.measure.markers import annotate
+from lmstudy.measure.model import ModelConfig, TransformerLM, cross_entropy, make_optimizer
+
+PASSES = ("forward", "forward_backward", "train_step")
+PRECISIONS = ("fp32", "bf16")
+
+
+def import_lazy_modules() -> None:
+    """Import now what a build imports on first use: AdamW's constructor loads torch._dynamo.
+
+    That costs seconds, once per process, and is an import, not part of a
+    build or a cold start. Called before the phase clock starts, and in the
+    parent of forked measuring processes, which then inherit the modules.
+    Touches no device and computes nothing (torch.empty only allocates).
+    """
+    make_optimizer(torch.nn.ParameterList([torch.nn.Parameter(torch.empty(1))]))
+
+
+def autocast_context(precision: str, device: torch.device):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+
+
+@dataclass
+class Workload:
+    """A model on its device with one fixed random batch."""
+
+    model: TransformerLM
+    optimizer: torch.optim.Optimizer | None
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    precision: str
+
+    @property
+    def device(self) -> torch.device:
+        return self.inputs.device
+
+
+def build_workload(
+    config: ModelConfig,
+    batch_size: int,
+    precision: str,
+    device: torch.device,
+    with_optimizer: bool = True,
+    seed: int = 0,
+) -> Workload:
+    torch.manual_seed(seed)
+    # Built on the device directly: initialising a 2.7B model on the host
+    # first would cost tens of seconds per job.
+    with torch.device(device):
+        model = TransformerLM(config)
+    # The batch comes from a host generator, the same on every device; the
+    # explicit device keeps it there under a surrounding torch.device context.
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    shape = (batch_size, config.context_length)
+    inputs = torch.randint(config.vocab_size, shape, generator=generator, device="cpu").to(device)
+    targets = torch.randint(config.vocab_size, shape, generator=generator, device="cpu").to(device)
+    optimizer = make_optimizer(model) if with_optimizer else None
+    return Workload(model, optimizer, inputs, targets, precision)
+
+
+def make_step(work: Workload, pass_name: str) -> Callable[[], None]:
+    """Return a function that runs one step of `pass_name` (not synchronized)."""
+    model, optimizer = work.model, work.optimizer
+
+    def forward() -> None:
+        with annotate("step"), torch.no_grad(), annotate("forward"):
+            with autocast_context(work.precision, work.device):
+                model(work.inputs)
+
+    def forward_backward(update: bool = False) -> None:
+        with annotate("step"):
+            model.zero_grad(set_to_none=True)
+            with annotate("forward"), autocast_context(work.precision, work.device):
+                loss = cross_entropy(model(work.inputs), work.targets)
+            with annotate("backward"):
+                loss.backward()
+            if update:
+                with annotate("optimizer"):
+                    optimizer.step()
+
+    if pass_name == "forward":
+        return forward
+    if pass_name == "forward_backward":
+        return forward_backward
+    if pass_name == "train_step":
+        if optimizer is None:
+            raise ValueError("train_step needs a workload built with an optimizer")
+        return lambda: forward_backward(update=True)
+    raise ValueError(f"pass must be one of {PASSES}, not {pass_name!r}")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,376 @@
+"""Render the report (HTML and Markdown) from the sections' blocks."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import itertools
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup, escape
+from pandas.io.formats.style import Styler
+
+from lmstudy.atomic import write_text
+
+MISSING = "n/a"
+
+
+@dataclasses.dataclass
+class Table:
+    caption: str
+    frame: pd.DataFrame
+    note: str = ""
+    # The CSV it is written to under the report's tables/, named by content
+    # ("timing_step_time"); without one, the section's key and the caption's words.
+    name: str = ""
+    # The function that computed it (lmstudy.analyse.computed), dotted; from the frame when not given.
+    computed_by: str = ""
+    csv: str = ""  # its CSV's path relative to the report, set when rendering
+
+    def __post_init__(self) -> None:
+        from lmstudy.analyse.computed import computed_by
+
+        self.computed_by = self.computed_by or computed_by(self.frame)
+
+
+@dataclasses.dataclass
+class Figure:
+    path: Path  # a PNG the section drew; copied next to the report
+    caption: str
+    src: str = ""  # its path relative to the report, set when rendering; "" if missing
+    data: str = ""  # the name of the table (its CSV) that holds the numbers drawn
+    drawn_by: str = ""  # the function that drew it, dotted
+    csv: str = ""  # that table's CSV relative to the report, set when rendering
+
+
+@dataclasses.dataclass
+class Text:
+    text: str
+
+
+@dataclasses.dataclass
+class Findings:
+    items: list[str]
+
+
+@dataclasses.dataclass
+class Section:
+    key: str
+    title: str
+    blocks: list = dataclasses.field(default_factory=list)
+
+    def add(self, block) -> Section:
+        self.blocks.append(block)
+        return self
+
+
+def format_cell(value) -> str:
+    """One value alone, as a reader wants it: missing as n/a, floats rounded (see column_formatter)."""
+    if _is_missing(value):
+        return MISSING
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        magnitude = abs(value)
+        if magnitude >= 1000:
+            return f"{value:,.0f}"
+        if magnitude >= 10:
+            return f"{value:.1f}"
+        if magnitude >= 0.01:
+            return f"{value:.3g}"
+        return f"{value:.2e}"
+    return str(value)
+
+
+def _is_missing(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _number(value) -> float | None:
+    """`value` as a number, or None for text (OOM, n/a, a name) and bools."""
+    if isinstance(value, bool) or _is_missing(value):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        import numpy as np
+
+        if isinstance(value, np.number):
+            return float(value)
+    except ImportError:  # pragma: no cover
+        pass
+    return None
+
+
+def column_formatter(values) -> Callable[[object], str]:
+    """How every number of one column is written: one precision for the whole column.
+
+    Whole numbers get thousands separators; other numbers as many decimals
+    as three significant digits of the column's typical (median) magnitude
+    need, so 1.0 and 15.0 in one column read 1.00 and 15.00, not 1 and 15.0.
+    A column spanning more than three orders of magnitude (bytes of a 32x32
+    mask beside those of a 2^30-wide tensor) gets three significant digits
+    per number instead. Text (OOM, not measured, n/a, names) stays as it is;
+    missing is n/a.
+    """
+    numbers = [n for n in (_number(v) for v in values) if n is not None]
+    whole = all(float(n).is_integer() and abs(n) < 1e15 for n in numbers)
+    nonzero = sorted(abs(n) for n in numbers if n)
+    spread = bool(nonzero) and nonzero[-1] / nonzero[0] > 1e3
+    if whole or not nonzero:
+        decimals, scientific = 0, False
+    else:
+        typical = nonzero[len(nonzero) // 2]
+        scientific = typical < 1e-3 or typical >= 1e9
+        decimals = min(6, max(0, 2 - math.floor(math.log10(typical))))
+
+    def write(value) -> str:
+        number = _number(value)
+        if number is None:
+            return MISSING if _is_missing(value) else str(value)
+        if whole or not number:
+            return f"{number:,.{decimals}f}"
+        if spread:
+            if abs(number) >= 100:
+                return f"{number:,.0f}"
+            return f"{number:.3g}" if abs(number) >= 1e-3 else f"{number:.2e}"
+        if scientific:
+            return f"{number:.2e}"
+        return f"{number:,.{decimals}f}"
+
+    return write
+
+
+def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as the report shows it, values untouched: a named index becomes columns (an
+    unnamed one is dropped, never shown as a column of row numbers), multi-level headers become
+    one line, and every header a human label from lmstudy.report.sections.labels."""
+    from lmstudy.report.sections.labels import PASS_LABELS, column_label
+
+    if not isinstance(frame.index, pd.RangeIndex):
+        named = any(name is not None for name in frame.index.names)
+        frame = frame.reset_index(drop=not named)
+    frame = frame.copy()
+    if isinstance(frame.columns, pd.MultiIndex):
+        frame.columns = [" ".join(str(c) for c in col if str(c)) for col in frame.columns]
+    frame.columns = [column_label(str(c)) for c in frame.columns]
+    frame.columns.name = None
+    for column in frame.columns[frame.columns == "pass"]:
+        # Passes by their names in the text: "training step", never train_step.
+        frame[column] = frame[column].map(lambda p: PASS_LABELS.get(p, p) if isinstance(p, str) else p)
+    return frame
+
+
+def _display(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = display_frame(frame)
+    return pd.DataFrame(
+        {column: [column_formatter(frame[column])(v) for v in frame[column]] for column in frame.columns},
+        columns=frame.columns,
+    ).astype(object)
+
+
+# Markdown reads these anywhere in a line as markup (emphasis, code, links,
+# HTML tags, entities, table cells); a backslash makes each literal text.
+# '_' only where it could open or close emphasis: inside a word (tf32_matmul)
+# it cannot, and stays as it is for whoever reads the file itself.
+_MARKDOWN_INLINE = re.compile(r"([\\`*\[\]<>|#~&!]|(?<![^\W_])_|_(?![^\W_]))")
+# and these at the start of a line (list items, headings underlined, quotes).
+_MARKDOWN_LINE_START = re.compile(r"^(\s*(?:\d+)?)([-+=.)])", re.MULTILINE)
+
+
+def markdown_text(value, cell: bool = False) -> str:
+    """`value` as literal text in Markdown, as autoescape makes it literal text in HTML.
+
+    Kernel names (`void f<float>`, `a_b_c*`), config strings and paths come
+    from data: unescaped, Markdown would turn them into tags, emphasis or links.
+    A table `cell` starts no line: 10.5 or -3 there is a number, not a list item.
+    """
+    text = _MARKDOWN_INLINE.sub(r"\\\1", str(value))
+    if cell:
+        return text
+    return _MARKDOWN_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
+
+
+def _markdown_output(value) -> str:
+    """What a {{ }} in the Markdown template writes: already-built markup as it is, all else escaped."""
+    return value if isinstance(value, Markup) else markdown_text(value)
+
+
+def table_markdown(frame: pd.DataFrame) -> Markup:
+    frame = _display(frame)
+
+    def cells(row) -> str:
+        # A cell is one line of the table: a newline in a value would end it.
+        return "| " + " | ".join(markdown_text(c, cell=True).replace("\n", " ") for c in row) + " |"
+
+    lines = [cells(frame.columns), "|" + "|".join("---" for _ in frame.columns) + "|"]
+    lines += [cells(row) for row in frame.itertuples(index=False)]
+    return Markup("\n".join(lines))
+
+
+_TABLE_NUMBERS = itertools.count(1)
+# A cell longer than this (a kernel's full C++ signature) shows its start, the rest on hover.
+LONG_TEXT = 60
+# Cell text that is a result, not a number: each shown in its own way (see the HTML template).
+STATUS_CLASSES = {"OOM": "oom", "unsupported": "unsupported", "not measured": "not-measured", MISSING: "na"}
+
+
+def _status_class(text: str) -> str:
+    for status, css in STATUS_CLASSES.items():
+        if text == status or text.startswith(f"{status} "):
+            return css
+    return ""
+
+
+def table_html(frame: pd.DataFrame) -> Markup:
+    """The table as HTML through pandas' Styler: per-column number formats, text escaped
+    (kernel names like `void f<int>` stay text), long text shortened with the whole on hover,
+    OOM / not measured / n/a each with a class of its own, numbers right-aligned."""
+    frame = display_frame(frame)
+    shown = {column: column_formatter(frame[column]) for column in frame.columns}
+
+    def cell(column):
+        def write(value) -> str:
+            text = shown[column](value)
+            if len(text) > LONG_TEXT:
+                short = text[: LONG_TEXT - 1].rstrip() + "…"
+                return str(Markup('<span title="{}">{}</span>').format(text, short))
+            return str(escape(text))
+
+        return write
+
+    classes = pd.DataFrame(
+        {
+            column: [
+                " ".join(c for c in (
+                    "num" if _number(v) is not None else "text", _status_class(shown[column](v))
+                ) if c)
+                for v in frame[column]
+            ]
+            for column in frame.columns
+        },
+        index=frame.index,
+        columns=frame.columns,
+    )
+    styler = (
+        Styler(frame, cell_ids=False, uuid_len=0)
+        .format({column: cell(column) for column in frame.columns}, escape=None)
+        .format_index(escape="html", axis=1)
+        .hide(axis="index")
+        .set_td_classes(classes)
+        .set_table_attributes('class="data"')
+    )
+    html = styler.to_html(table_uuid=f"t{next(_TABLE_NUMBERS)}")
+    return Markup(f'<div class="table-wrap">\n{html}</div>')
+
+
+def build_sections(names: list[str], results: Path, figures: Path) -> list[Section]:
+    sections = []
+    for name in names:
+        module = importlib.import_module(f"lmstudy.report.sections.{name}")
+        section = module.build(results, figures / name)
+        for block in section.blocks:
+            if isinstance(block, Figure) and not block.drawn_by:
+                block.drawn_by = f"{module.__name__}.make_figures"
+        sections.append(section)
+    return sections
+
+
+def _slug(text: str, words: int = 6) -> str:
+    text = re.sub(r"\([^)]*\)", " ", text)  # "(a)", "(%)", "(warm-up 5)": not content
+    return "_".join(re.findall(r"[a-z0-9]+", text.lower())[:words])
+
+
+def name_tables(sections: list[Section]) -> None:
+    """Give every table its CSV's path (tables/<name>.csv, unique), and every figure its data's."""
+    taken: set[str] = set()
+    for section in sections:
+        names = {}
+        for block in section.blocks:
+            if isinstance(block, Table):
+                base = block.name or f"{section.key}_{_slug(block.caption)}"
+                name, number = base, 2
+                while name in taken:
+                    name, number = f"{base}_{number}", number + 1
+                taken.add(name)
+                block.csv = f"tables/{name}.csv"
+                names[block.name or name] = block.csv
+        for block in section.blocks:
+            if isinstance(block, Figure) and block.data:
+                block.csv = names.get(block.data, f"tables/{block.data}.csv")
+
+
+def render(
+    sections: list[Section],
+    environment: dict[str, str],
+    templates: Path,
+    out_dir: Path,
+    title: str,
+    run: str,
+    template: str = "report",
+    **context,
+) -> None:
+    """Write out_dir/index.html and out_dir/report.md, figures and tables (CSV) beside them.
+
+    `template`: the templates <template>.html.j2 and <template>.md.j2 in
+    `templates`; `context`: what else they show (a comparison's header).
+    """
+    name_tables(sections)
+    tables_dir = out_dir / "tables"
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    for section in sections:
+        for block in section.blocks:
+            if isinstance(block, Table):
+                write_text(out_dir / block.csv, display_frame(block.frame).to_csv(index=False))
+    figure_dir = out_dir / "figures"
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    for section in sections:
+        for block in section.blocks:
+            if isinstance(block, Figure) and block.path.exists():
+                block.src = f"figures/{section.key}_{block.path.name}"
+                (out_dir / block.src).write_bytes(block.path.read_bytes())
+    for fmt, name in (("html", "index.html"), ("md", "report.md")):
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(templates),
+            autoescape=(fmt == "html"),
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            finalize=None if fmt == "html" else _markdown_output,
+        )
+        env.filters["table"] = table_html if fmt == "html" else table_markdown
+        env.tests["table"] = lambda b: isinstance(b, Table)
+        env.tests["figure"] = lambda b: isinstance(b, Figure)
+        env.tests["text"] = lambda b: isinstance(b, Text)
+        env.tests["findings"] = lambda b: isinstance(b, Findings)
+        text = env.get_template(f"{template}.{fmt}.j2").render(
+            title=title, run=run, environment=environment, sections=sections,
+            escape=escape, **context,
+        )
+        write_text(out_dir / name, text)
+
+
+def render_study(
+    results: Path,
+    run: str,
+    section_names: list[str],
+    templates: Path,
+    out_dir: Path,
+    title: str,
+    environment_tables: list[Path] = (),
+) -> None:
+    """Build every section from results/<run> and render the report into out_dir.
+
+    The header's environment comes from `environment_tables` (the aggregated
+    tables the workflow hands over), never from whatever lies in the folder.
+    """
+    from lmstudy.analyse.tables import environment_of, read_result
+
+    sections = build_sections(section_names, results, results / "figures")
+    frames = [read_result(Path(p)) for p in environment_tables]
+    render(sections, environment_of(frames), templates, out_dir, title, run)
