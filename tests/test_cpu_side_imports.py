@@ -39,6 +39,15 @@ CPU_SIDE = [
     *(f"lmstudy.report.sections.{name}" for name in
       ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")),  # figures, report
 ]
+# And every module of the CPU-side layers (README, Layout), through whatever they import.
+CPU_SIDE += sorted(
+    {
+        ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for layer in ("analyse", "report")
+        for path in (REPO / "lmstudy" / layer).rglob("*.py")
+    }
+    - set(CPU_SIDE)
+)
 # Every script a CPU-side rule runs.
 CPU_SCRIPTS = [
     "aggregate", "aggregate_nsys", "memory_summary", "memory_table",
