@@ -284,7 +284,7 @@ def findings(frame: pd.DataFrame) -> list[str]:
     if (ok["warmup_steps"] == 0).any() and ok["warmup_steps"].max() > 0:
         cold = ok[ok["warmup_steps"] == 0].set_index(KEY)
         warm = stable.set_index(KEY)
-        both = cold.join(warm, lsuffix="_cold", rsuffix="_warm", how="inner")
+        both = cold.merge(warm, left_index=True, right_index=True, suffixes=("_cold", "_warm"), how="inner")
         if len(both):
             first = both["step_times_ms_cold"].map(lambda s: json.loads(s)[0])
             ratio = first / both["median_ms_warm"]
