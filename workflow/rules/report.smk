@@ -4,7 +4,7 @@
 #
 # Each section's rule file registers its aggregated tables before this file
 # is included:  SECTION_TABLES["<section>"] = [paths]. The section's library
-# module lmstudy/report/sections/<section>.py draws its figures and builds its part
+# package lmstudy/report/sections/<section>/ draws its figures and builds its part
 # of the report from them.
 FIGURE_STYLE = str(BASE / "workflow/report/figures.mplstyle")
 TEMPLATES = sorted(

@@ -1,0 +1,169 @@
+"""Section 5, attention alone: tables, figures, memory accounting and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.attention.figures import draw_figures
+from lmstudy.report.sections.attention.findings import findings
+from lmstudy.report.sections.attention.tables import (
+    GIB,
+    IMPLEMENTATIONS,
+    LABELS,
+    MIB,
+    _config,
+    _largest_fit,
+    _measured_vs_predicted,
+    _smallest_oom,
+    accounting_table,
+    backend_table,
+    compile_table,
+    main_table,
+    oom_threshold,
+    ratio_frame,
+)
+
+__all__ = [
+    "GIB",
+    "IMPLEMENTATIONS",
+    "LABELS",
+    "MIB",
+    "_config",
+    "_largest_fit",
+    "_measured_vs_predicted",
+    "_smallest_oom",
+    "accounting_table",
+    "backend_table",
+    "build",
+    "compile_table",
+    "draw_figures",
+    "findings",
+    "load",
+    "main_table",
+    "make_figures",
+    "oom_threshold",
+    "ratio_frame",
+]
+
+
+def load(results: Path) -> pd.DataFrame:
+    path = results / "attention" / "attention.csv"
+    frame = result_files.read_csv(path, missing_ok=True)
+    if frame.empty:
+        return frame
+    frame["implementation"] = pd.Categorical(
+        frame["implementation"], categories=list(IMPLEMENTATIONS), ordered=True
+    )
+    if "sdpa_backend" not in frame:
+        frame["sdpa_backend"] = None
+    frame["total_ms"] = frame.get("forward_median_ms") + frame.get("backward_median_ms")
+    return frame
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = load(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if frame.empty:
+        return
+    draw_figures(frame, out_dir)
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("attention", "5. Attention")
+    frame = load(results)
+    if frame.empty:
+        return section.add(Text("No attention results: the section is switched off or produced no rows."))
+    first = frame.iloc[0]
+    section.add(
+        Text(
+            f"Causal attention alone: batch {int(first['batch_size'])}, one head, q, k, v of shape "
+            f"batch x 1 x seq x d. Each configuration ran {int(first['steps'])} timed forwards and "
+            f"{int(first['steps'])} timed backwards (a fresh forward before each, untimed) after "
+            f"{int(first['warmup'])} warm-up steps, synchronizing the device around each. Memory is what "
+            "the caching allocator reports (n/a on a CPU). Times are medians."
+        )
+    )
+    section.add(Findings(findings(frame)))
+    section.add(
+        Table(
+            "Forward and backward time and memory before the backward",
+            main_table(frame),
+            name="attention_time_memory",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "time.png",
+            "Forward+backward time vs sequence length, per head size.",
+            data="attention_time_memory",
+        )
+    )
+    if (figures / "memory.png").exists():
+        section.add(
+            Figure(
+                figures / "memory.png",
+                "Memory in use before the backward vs sequence length.",
+                data="attention_time_memory",
+            )
+        )
+    backends = backend_table(frame)
+    if not backends.empty:
+        section.add(Table("The backend SDPA dispatched to", backends, name="attention_sdpa_backend"))
+    oom = _smallest_oom(frame)
+    if oom is not None:
+        section.add(
+            Table(
+                "Memory accounting of the smallest configuration that ran out of memory: "
+                f"{LABELS[oom['implementation']]} {oom['precision']}, "
+                f"batch {int(oom['batch_size'])}, {_config(oom)} "
+                f"(in use before backward {oom['predicted_before_backward_bytes'] / GIB:.2f} GiB, "
+                f"peak {oom['predicted_peak_bytes'] / GIB:.2f} GiB predicted)",
+                accounting_table(oom),
+                note="From shapes and dtypes of eager naive attention.",
+            )
+        )
+        fit = _largest_fit(frame, oom["precision"])
+    else:
+        section.add(
+            Text(
+                "No naive configuration ran out of memory; the accounting below is of the "
+                "largest one that ran."
+            )
+        )
+        fit = _largest_fit(frame, frame["precision"].iloc[0])
+        if fit is not None:
+            section.add(
+                Table(
+                    f"Memory accounting of naive attention, {fit['precision']}, {_config(fit)}",
+                    accounting_table(fit),
+                )
+            )
+    if fit is not None:
+        section.add(
+            Table(
+                f"Predicted vs measured memory of the largest naive {fit['precision']} configuration that "
+                f"fit ({_config(fit)})",
+                _measured_vs_predicted(fit),
+            )
+        )
+    compiled = compile_table(frame)
+    if not compiled.empty:
+        section.add(
+            Table(
+                "torch.compile of naive attention: speed-up over eager and compile time",
+                compiled,
+                name="attention_compile",
+            )
+        )
+        section.add(
+            Figure(
+                figures / "compile_speedup.png",
+                "Speed-up of compiled over eager naive attention (forward+backward).",
+                data="attention_compile",
+            )
+        )
+    return section

@@ -1,0 +1,76 @@
+"""Section 6, the whole model under torch.compile: tables, figures and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.compile.figures import draw_figures
+from lmstudy.report.sections.compile.findings import findings
+from lmstudy.report.sections.compile.tables import KEY, comparison, comparison_table
+from lmstudy.report.sections.labels import order_sizes
+
+__all__ = [
+    "KEY",
+    "build",
+    "comparison",
+    "comparison_table",
+    "draw_figures",
+    "findings",
+    "load",
+    "make_figures",
+]
+
+
+def load(results: Path) -> pd.DataFrame:
+    path = results / "compile" / "compile.csv"
+    frame = result_files.read_csv(path, missing_ok=True)
+    if frame.empty:
+        return frame
+    return order_sizes(frame)
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = load(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    comp = comparison(frame) if not frame.empty else pd.DataFrame()
+    if comp.empty or comp["speedup"].isna().all():
+        return
+    draw_figures(comp, out_dir)
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("compile", "6. torch.compile of the whole model")
+    frame = load(results)
+    if frame.empty:
+        return section.add(Text("No torch.compile results: the section is switched off or produced no rows."))
+    first = frame.iloc[0]
+    section.add(
+        Text(
+            f"Each size at context length {int(first['context_length'])}, batch {int(first['batch_size'])}: "
+            f"eager, then torch.compile of the model (default mode), from the same weights. The first step "
+            f"is timed alone; then {int(first['warmup_steps'])} warm-up and {int(first['timed_steps'])}"
+            " timed steps give the steady median. Compile time is the compiled first step's excess over that "
+            "median; the eager first step's excess is shown beside it for scale."
+        )
+    )
+    section.add(Findings(findings(frame)))
+    section.add(
+        Table(
+            "Eager vs compiled: median step time, speed-up and compile time",
+            comparison_table(comparison(frame)),
+            name="compile_eager_vs_compiled",
+        )
+    )
+    if (figures / "speedup.png").exists():
+        section.add(
+            Figure(
+                figures / "speedup.png",
+                "Speed-up of torch.compile over eager, per size.",
+                data="compile_eager_vs_compiled",
+            )
+        )
+    return section

@@ -1,0 +1,48 @@
+"""Section 6, the whole model under torch.compile: the functions that compute its tables (pandas only)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lmstudy.analyse.computed import computes_table
+from lmstudy.report.sections.labels import PASS_LABELS
+
+KEY = ["size", "precision", "attention", "pass"]
+
+
+def comparison(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per size x precision x attention x pass: eager vs compiled."""
+    eager = frame[frame["mode"] == "eager"].set_index(KEY)
+    compiled = frame[frame["mode"] == "compiled"].set_index(KEY)
+    out = pd.DataFrame(index=eager.index.union(compiled.index))
+    for name, part in (("eager", eager), ("compiled", compiled)):
+        out[f"{name}_status"] = part["status"]
+        out[f"{name}_ms"] = part["median_ms"].where(part["status"] == "ok")
+        out[f"{name}_first_excess_s"] = part["first_step_excess_s"].where(part["status"] == "ok")
+    out["speedup"] = out["eager_ms"] / out["compiled_ms"]
+    out["compile_s"] = out["compiled_first_excess_s"]
+    saved_ms = out["eager_ms"] - out["compiled_ms"]
+    # Steps after which the compile has paid for itself (none if compiled is not faster).
+    out["break_even_steps"] = (out["compile_s"] * 1e3 / saved_ms).where(saved_ms > 0)
+    return out.reset_index()
+
+
+@computes_table
+def comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
+    def shown(ms, status):
+        return ms.astype(object).where(status == "ok", status)
+
+    return pd.DataFrame(
+        {
+            "size": comp["size"],
+            "precision": comp["precision"],
+            "attention": comp["attention"],
+            "pass": comp["pass"].map(PASS_LABELS),
+            "eager ms": shown(comp["eager_ms"], comp["eager_status"]),
+            "compiled ms": shown(comp["compiled_ms"], comp["compiled_status"]),
+            "speed-up ×": comp["speedup"],
+            "compile s": comp["compile_s"],
+            "eager first-step excess s": comp["eager_first_excess_s"],
+            "break-even steps": comp["break_even_steps"],
+        }
+    )

@@ -1,0 +1,71 @@
+"""Section 8, the study's own cost: where this run's time went, by section, rule and phase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.analyse.study_cost import PHASE_COLUMNS
+from lmstudy.phases import PHASES
+from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.cost.figures import draw_figures
+from lmstudy.report.sections.cost.findings import concurrency_findings, findings
+from lmstudy.report.sections.cost.tables import SECTION_ORDER, SHORT, by_gpu, by_rule, by_section, slowest
+
+__all__ = [
+    "PHASE_LABELS",
+    "SECTION_ORDER",
+    "SHORT",
+    "build",
+    "by_gpu",
+    "by_rule",
+    "by_section",
+    "concurrency_findings",
+    "draw_figures",
+    "findings",
+    "load",
+    "make_figures",
+    "slowest",
+]
+
+
+# The phases as the report names them, "other" last.
+PHASE_LABELS = {f"{phase}_s": label for phase, label in PHASES.items()}
+PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing results, the processes' exit"
+
+
+def load(results: Path) -> pd.DataFrame:
+    return result_files.read_csv(results / "cost" / "jobs.csv", missing_ok=True)
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = load(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if frame.empty:
+        return
+    draw_figures(frame, out_dir)
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("cost", "8. The study's own cost")
+    frame = load(results)
+    if frame.empty:
+        return section.add(Text("No cost records: the run had no jobs."))
+    section.add(Text(
+        "Every job's wall time is Snakemake's benchmark record of it (results/<run>/benchmarks/). "
+        "Jobs that measure on the device also record their phases: "
+        + "; ".join(f"{SHORT[c]} = {PHASE_LABELS[c]}" for c in [*PHASE_COLUMNS, "other_s"])
+        + ". Seconds are added up over jobs (job-seconds: with one GPU job at a time, the GPU's time); "
+        "where several GPU jobs ran at once, the findings say how many. Not counted: the jobs "
+        "that make this section (study_cost, its figure) and render this report."
+    ))
+    section.add(Findings(findings(frame) + concurrency_findings(frame)))
+    section.add(Figure(figures / "cost.png", "Seconds per section, by phase."))
+    section.add(Table("Time by section and rule", by_rule(frame)))
+    section.add(Table("The ten slowest jobs (s)", slowest(frame)))
+    gpus = by_gpu(frame)
+    if not gpus.empty:
+        section.add(Table("Measuring jobs per GPU", gpus))
+    return section

@@ -1,0 +1,165 @@
+"""Section 7, the optimization ladder of the training step: tables, figures and findings.
+
+From results/<run>/ladder/ladder.csv (one row per size x rung, each rung a
+job of its own, joined with the matmul reference: lmstudy.analyse.ladder_table) and
+ladder/matmul.csv (the dense bf16 matmul runs, with the GPU's clocks). Each
+rung's achieved TFLOP/s is a share of the matmul rate measured on the same
+GPU in the same run; the rungs are in the config's order (ladder.rungs),
+each a step up from the one before. A rung that ran out of memory is OOM,
+one the device cannot run "unsupported" with its reason: both are results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.ladder.figures import _share_figure, _time_figure
+from lmstudy.report.sections.ladder.findings import findings
+from lmstudy.report.sections.ladder.tables import (
+    CATEGORY_COLUMNS,
+    best_rungs,
+    best_table,
+    breakdown_frame,
+    breakdown_table,
+    ladder_frame,
+    ladder_table,
+    matmul_table,
+    on_cpu,
+    time_words,
+)
+
+__all__ = [
+    "CATEGORY_COLUMNS",
+    "SHARE_FIGURE",
+    "TIME_FIGURE",
+    "_share_figure",
+    "_time_figure",
+    "best_rungs",
+    "best_table",
+    "breakdown_frame",
+    "breakdown_table",
+    "build",
+    "findings",
+    "ladder_frame",
+    "ladder_table",
+    "load",
+    "make_figures",
+    "matmul_table",
+    "on_cpu",
+    "time_words",
+]
+
+
+SHARE_FIGURE = "share_of_matmul.png"
+
+
+TIME_FIGURE = "time_by_category.png"
+
+
+def load(results: Path) -> dict[str, pd.DataFrame]:
+    folder = results / "ladder"
+    return {
+        "rungs": result_files.read_csv(folder / "ladder.csv", missing_ok=True),
+        "matmul": result_files.read_csv(folder / "matmul.csv", missing_ok=True),
+    }
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    """The share of the matmul rate per rung and size; and each profiled rung's time by category."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ladder = ladder_frame(load(results)["rungs"])
+    if ladder.empty:
+        return
+    _share_figure(ladder, out_dir / SHARE_FIGURE)
+    breakdown = breakdown_frame(ladder)
+    if not breakdown.empty:
+        _time_figure(ladder, breakdown, out_dir / TIME_FIGURE)
+
+
+def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
+    first = ladder.iloc[0]
+    text = (
+        f"The training step (forward, backward, AdamW) at context length {int(first['context_length'])}, "
+        f"batch {int(first['batch_size'])}, one rung after another, each a step up from the one before "
+        "(ladder.rungs in config.yaml; README: the optimization ladder). Each size x rung is a job and a "
+        "process of its own: the first step alone (torch.compile compiles in it), then "
+        f"{int(first['warmup_steps'])} warm-up and {int(first['timed_steps'])} timed steps give the median"
+    )
+    profiled = int(first.get("profile_steps", 0) or 0)
+    if profiled:
+        text += (
+            f", then {profiled} profiled step{'s' if profiled > 1 else ''} (torch.profiler) give the "
+            f"{time_words(ladder)} per step by kernel category"
+        )
+        if on_cpu(ladder):
+            text += " (on a CPU, torch.profiler records CPU operators, not GPU kernels)"
+    text += ". TFLOP/s counts the model's FLOPs (6N + 12·L·H·Q·T per token)."
+    if not matmul.empty:
+        runs = ", ".join(f"{r['kind']} of {int(r['repeats'])}" for _, r in matmul.iterrows())
+        text += (
+            f" Each rung's share is of the dense bf16 {int(matmul['n'].iloc[0])}³ matrix-multiply rate "
+            f"measured on the same device in the same run ({runs} products; the higher is the reference)."
+        )
+    text += (
+        " A rung the device cannot run (CUDA graphs or a forced flash/cuDNN attention on a CPU, a missing "
+        "compiler) is shown as unsupported, with the reason; out of memory as OOM. "
+        "scripts/bench_ladder.py runs the same measurement by hand."
+    )
+    return text
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("ladder", "7. The optimization ladder of the training step")
+    data = load(results)
+    ladder = ladder_frame(data["rungs"])
+    if ladder.empty:
+        return section.add(Text("No ladder results: the section is switched off or produced no rows."))
+    section.add(Text(_how(ladder, data["matmul"])))
+    section.add(Findings(findings(ladder)))
+    section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs"))
+    if (figures / SHARE_FIGURE).exists():
+        section.add(
+            Figure(
+                figures / SHARE_FIGURE,
+                "Each rung's achieved TFLOP/s as a share of the matmul rate measured in this run.",
+                data="ladder_rungs",
+            )
+        )
+    if best_rungs(ladder).shape[0]:
+        section.add(Table("The best rung of each size", best_table(ladder), name="ladder_best"))
+    if not data["matmul"].empty:
+        section.add(
+            Table("The matmul reference: dense bf16 matrix products", matmul_table(data["matmul"]),
+                  name="ladder_matmul")
+        )
+    breakdown = breakdown_frame(ladder)
+    if not breakdown.empty:
+        words = time_words(ladder)
+        note = (
+            "On a CPU, torch.profiler records CPU operators, not GPU kernels: these are CPU operator times, "
+            "and the rest of the step is time outside them (Python, autograd)."
+            if on_cpu(ladder) else
+            "The rest of the step is its median less the GPU's busy time: the GPU waiting for the host."
+        )
+        section.add(
+            Table(
+                f"{words} per step by kernel category, per rung",
+                breakdown_table(breakdown, words),
+                note=note,
+                name="ladder_time_by_category",
+            )
+        )
+        if (figures / TIME_FIGURE).exists():
+            section.add(
+                Figure(
+                    figures / TIME_FIGURE,
+                    f"{words} per step by kernel category, per rung (named by its key in ladder.rungs); "
+                    "the black mark is the step's median.",
+                    data="ladder_time_by_category",
+                )
+            )
+    return section

@@ -1,0 +1,149 @@
+"""Section 4, memory: peaks, memory by kind, timelines and largest allocations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
+from lmstudy.report.sections.memory.figures import PHASE_COLORS, _timeline_name, draw_figures
+from lmstudy.report.sections.memory.findings import findings
+from lmstudy.report.sections.memory.tables import (
+    GIB,
+    KIND_LABELS,
+    _label,
+    kinds_table,
+    largest_table,
+    measured,
+    peak_table,
+    residual_table,
+)
+
+__all__ = [
+    "GIB",
+    "KIND_LABELS",
+    "MEMORY_VIZ",
+    "PHASE_COLORS",
+    "_label",
+    "_timeline_name",
+    "build",
+    "draw_figures",
+    "findings",
+    "kinds_table",
+    "largest_table",
+    "load",
+    "make_figures",
+    "measured",
+    "peak_table",
+    "residual_table",
+]
+
+
+MEMORY_VIZ = "https://pytorch.org/memory_viz"
+
+
+def load(results: Path) -> pd.DataFrame:
+    path = results / "memory" / "memory.csv"
+    frame = result_files.read_csv(path, missing_ok=True)
+    if frame.empty:
+        return frame
+    frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
+    order_sizes(frame)
+    return frame.sort_values(["size", "pass", "precision", "context_length"]).reset_index(drop=True)
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frame = measured(load(results))
+    if frame.empty:
+        return
+    draw_figures(results, frame, out_dir)
+
+
+def _method_text(frame: pd.DataFrame) -> str:
+    warmup = frame["warmup_steps"].dropna() if "warmup_steps" in frame else pd.Series(dtype=float)
+    after = f"{int(warmup.iloc[0])} warm-up steps" if len(warmup) else "warm-up"
+    return (
+        f"Each configuration records one step with torch.cuda.memory._record_memory_history "
+        f"(stacks='python') after {after}, then dumps a snapshot. The peak counts the blocks "
+        "allocated before recording began (parameters, optimizer state, the previous step's "
+        "gradients), rebuilt from the live blocks at dump time and the trace; the job also "
+        "records torch.cuda.max_memory_allocated() over the same step (peak statistics reset "
+        "just before it), shown beside it. Phases come from the step's own forward/backward/"
+        "optimizer ranges, which the allocator records in the snapshot. Memory by kind: "
+        "parameters, optimizer state and gradients by the tensors' addresses; activations are "
+        "what forward allocated, temporaries what backward or the optimizer allocated and freed."
+    )
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("memory", "4. Memory")
+    frame = load(results)
+    if frame.empty:
+        return section.add(Text("No memory results: the section produced no rows."))
+    rows = measured(frame)
+    if rows.empty:
+        reasons = sorted(set(frame["error"].dropna().astype(str))) if "error" in frame else []
+        configs = ", ".join(_label(r) for _, r in frame.iterrows())
+        return section.add(
+            Text(
+                f"No memory snapshot was taken: {'; '.join(reasons) or 'no snapshot job ran'}. "
+                f"Configured: {configs}."
+            )
+        )
+    section.add(Text(_method_text(rows)))
+    section.add(Findings(findings(frame)))
+    section.add(
+        Table(
+            "Peak allocated memory: snapshot analysis vs the allocator",
+            peak_table(frame),
+            name="memory_peaks",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "peaks.png",
+            "Peak allocated memory by context length, pass and precision.",
+            data="memory_peaks",
+        )
+    )
+    section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows), name="memory_by_kind"))
+    residual = residual_table(rows)
+    if not residual.empty:
+        section.add(
+            Table(
+                "The size of one residual-stream activation (batch × context × d_model × bytes)",
+                residual,
+                name="memory_residual_stream",
+            )
+        )
+    for (size, pass_name), _ in rows.groupby(["size", "pass"], observed=True):
+        section.add(
+            Figure(
+                figures / _timeline_name(size, pass_name),
+                f"Allocated memory over one {PASS_LABELS[pass_name]} of {size}, phases shaded; "
+                "the dotted line is the peak.",
+            )
+        )
+    for _, part in rows[rows["pass"] == "train_step"].groupby(["size", "precision"], observed=True):
+        row = part.sort_values("context_length").iloc[-1]
+        largest = largest_table(results, row)
+        if not largest.empty:
+            section.add(
+                Table(
+                    f"Largest allocations during {_label(row)}",
+                    largest,
+                    note="Grouped by size and source line; count is per step.",
+                )
+            )
+    snapshots = ", ".join(f"`{results / s}`" for s in rows["snapshot"].dropna())
+    section.add(
+        Text(
+            f"The raw snapshots are kept: open one at {MEMORY_VIZ} (drag the .pickle onto the page) "
+            f"for the interactive timeline and every allocation's stack. Files: {snapshots}."
+        )
+    )
+    return section

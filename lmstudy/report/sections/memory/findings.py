@@ -1,0 +1,106 @@
+"""Section 4, memory: peaks, memory by kind, timelines and largest allocations.
+
+The functions that compute its findings (sentences) from its tables.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lmstudy.analyse.memory.kinds import KINDS
+from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.memory.tables import GIB, KIND_LABELS, _label, measured
+
+
+def findings(frame: pd.DataFrame) -> list[str]:
+    items = []
+    rows = measured(frame)
+    ok = rows[rows["status"] == "ok"]
+    agree = rows[rows["peak_vs_allocator"].notna()] if "peak_vs_allocator" in rows else rows.iloc[0:0]
+    if len(agree):
+        worst = agree.loc[agree["peak_vs_allocator"].abs().idxmax()]
+        items.append(
+            f"The snapshot's peak agrees with torch.cuda.max_memory_allocated() within "
+            f"{abs(worst['peak_vs_allocator']) * 100:.3f}% in all {len(agree)} snapshots "
+            f"(largest difference: {_label(worst)})."
+        )
+    for _, row in frame[frame["status"] == "OOM"].iterrows():
+        peak = (
+            f"; {row['peak_bytes'] / GIB:.1f} GiB were allocated when it failed"
+            if pd.notna(row.get("peak_bytes"))
+            else ""
+        )
+        items.append(f"{_label(row)} ran out of memory during {row['stage']}{peak}.")
+    wide = ok.pivot_table(
+        index=["size", "context_length", "precision"], columns="pass", values="peak_bytes", observed=True
+    )
+    if {"forward", "train_step"} <= set(wide.columns):
+        ratio = (wide["train_step"] / wide["forward"]).dropna()
+        if len(ratio):
+            items.append(
+                f"A training step's peak is {ratio.min():.1f}× to {ratio.max():.1f}× the forward "
+                f"pass's (median {ratio.median():.1f}× over {len(ratio)} configurations)."
+            )
+    by_precision = ok.pivot_table(
+        index=["size", "context_length", "pass"], columns="precision", values="peak_bytes", observed=True
+    )
+    if {"fp32", "bf16"} <= set(by_precision.columns):
+        for pass_name in PASS_LABELS:
+            part = (
+                by_precision.xs(pass_name, level="pass")
+                if pass_name in by_precision.index.get_level_values("pass")
+                else None
+            )
+            if part is None:
+                continue
+            ratio = (part["bf16"] / part["fp32"]).dropna()
+            if len(ratio):
+                median = ratio.median()
+                verb = (
+                    "leaves the peak unchanged at"
+                    if abs(median - 1) < 0.005
+                    else ("raises" if median > 1 else "lowers") + " the peak to"
+                )
+                items.append(
+                    f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast {verb} a median "
+                    f"{median:.2f}× the fp32 peak (range {ratio.min():.2f}× to {ratio.max():.2f}×)."
+                )
+    for (size, pass_name, precision), part in ok.groupby(["size", "pass", "precision"], observed=True):
+        part = part.sort_values("context_length")
+        if len(part) >= 2:
+            lo, hi = part.iloc[0], part.iloc[-1]
+            items.append(
+                f"{size} {PASS_LABELS[pass_name]} {precision}: from context {lo['context_length']} to "
+                f"{hi['context_length']} the peak grows from {lo['peak_bytes'] / GIB:.2f} to "
+                f"{hi['peak_bytes'] / GIB:.2f} GiB (+{(hi['peak_bytes'] - lo['peak_bytes']) / GIB:.2f} GiB)."
+            )
+    train = ok[ok["pass"] == "train_step"]
+    if len(train):
+        row = train.loc[train["peak_bytes"].idxmax()]
+        shares = {k: row.get(f"{k}_bytes", 0) or 0 for k in KINDS}
+        top = sorted(((v, k) for k, v in shares.items() if v), reverse=True)[:3]
+        parts = ", ".join(
+            f"{KIND_LABELS[k]} {v / GIB:.2f} GiB ({v / row['peak_bytes'] * 100:.0f}%)" for v, k in top
+        )
+        items.append(
+            f"At the largest training-step peak ({_label(row)}, in the {row['peak_phase']} "
+            f"phase) memory is {parts}."
+        )
+        phases = train["peak_phase"].value_counts()
+        items.append(
+            "The training step peaks in the "
+            + ", ".join(f"{phase} phase in {n} of {len(train)}" for phase, n in phases.items())
+            + " configurations."
+        )
+        ratio = (
+            train["activations_bytes"] / train["residual_stream_bytes"]
+            if {"residual_stream_bytes", "activations_bytes"} <= set(train.columns)
+            else pd.Series(dtype=float)
+        )
+        if ratio.max() >= 1:
+            items.append(
+                f"Activations from forward still live at a training step's peak are "
+                f"{ratio.min():.0f}× to {ratio.max():.0f}× one residual-stream activation "
+                f"(batch × context × d_model × bytes)."
+            )
+    return items

@@ -1,0 +1,120 @@
+"""Section 4, memory: peaks, memory by kind, timelines and largest allocations.
+
+The functions that compute its tables (pandas only).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.analyse.computed import computes_table
+from lmstudy.analyse.memory.kinds import KINDS
+from lmstudy.report.sections.labels import PASS_LABELS
+
+KIND_LABELS = {
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer_state": "optimizer state",
+    "activations": "activations (from forward)",
+    "temporaries": "temporaries (backward, optimizer)",
+    "other": "other (inputs, buffers, cuBLAS workspace)",
+    "before_recording": "before recording (unidentified)",
+}
+
+
+GIB = 2**30
+
+
+def measured(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a snapshot to analyze (ok, or OOM during the recorded step)."""
+    if "peak_bytes" not in frame:
+        return frame.iloc[0:0]
+    return frame[frame["peak_bytes"].notna()]
+
+
+def _label(row) -> str:
+    return f"{row['size']} ctx {row['context_length']} {PASS_LABELS[row['pass']]} {row['precision']}"
+
+
+def _gib_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
+    if column not in frame:
+        return frame["status"].astype(object)
+    values = (frame[column] / GIB).astype(object)
+    return values.where(frame["status"] == "ok", frame["status"] + " (" + values.astype(str) + ")").where(
+        frame[column].notna(), frame["status"]
+    )
+
+
+@computes_table
+def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
+    table = pd.DataFrame(
+        {
+            "size": frame["size"],
+            "context": frame["context_length"],
+            "pass": frame["pass"].map(PASS_LABELS),
+            "precision": frame["precision"],
+            "status": frame["status"],
+            "peak GiB (snapshot)": frame.get("peak_bytes", pd.Series(dtype=float)) / GIB,
+            "max_memory_allocated GiB": frame.get("max_memory_allocated", pd.Series(dtype=float)) / GIB,
+            "difference %": frame.get("peak_vs_allocator", pd.Series(dtype=float)) * 100,
+            "peak in phase": frame.get("peak_phase", pd.Series(dtype=object)),
+        }
+    )
+    if "stage" in frame:
+        oom = frame["status"] == "OOM"
+        table.loc[oom, "status"] = "OOM in " + frame.loc[oom, "stage"].astype(str)
+    return table
+
+
+@computes_table
+def kinds_table(rows: pd.DataFrame) -> pd.DataFrame:
+    kinds = [k for k in KINDS if f"{k}_bytes" in rows and rows[f"{k}_bytes"].fillna(0).any()]
+    table = pd.DataFrame(
+        {
+            "size": rows["size"],
+            "context": rows["context_length"],
+            "pass": rows["pass"].map(PASS_LABELS),
+            "precision": rows["precision"],
+        }
+    )
+    for kind in kinds:
+        table[f"{KIND_LABELS[kind]} GiB"] = rows[f"{kind}_bytes"] / GIB
+    table["total GiB"] = rows["peak_bytes"] / GIB
+    return table
+
+
+@computes_table
+def residual_table(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows[rows.get("residual_stream_bytes", pd.Series(dtype=float)).notna()]
+    rows = rows.drop_duplicates(["size", "context_length", "precision"])
+    return pd.DataFrame(
+        {
+            "size": rows["size"],
+            "context": rows["context_length"],
+            "precision": rows["precision"],
+            "batch": rows["batch_size"],
+            "d_model": rows["d_model"],
+            "residual dtype (observed)": rows["residual_dtype"],
+            "one residual-stream activation MiB": rows["residual_stream_bytes"] / 2**20,
+        }
+    )
+
+
+@computes_table
+def largest_table(results: Path, row, top: int = 5) -> pd.DataFrame:
+    path = results / row["summary_dir"] / "largest_allocations.csv"
+    frame = result_files.read_csv(path, missing_ok=True).head(top)
+    if frame.empty:
+        return frame
+    return pd.DataFrame(
+        {
+            "size MiB": frame["size_bytes"] / 2**20,
+            "count": frame["count"],
+            "phase": frame["phases"],
+            "kind": frame["kinds"],
+            "made by (innermost user frames)": frame["stack"],
+        }
+    ).fillna({"made by (innermost user frames)": "(no Python frame: made in C++, e.g. autograd)"})

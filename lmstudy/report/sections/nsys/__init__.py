@@ -1,0 +1,144 @@
+"""Section 2, Nsight Systems: kernel tables, category shares and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.analyse.nsys import tables as T
+from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.nsys.figures import SHARES_FIGURE, draw_figures
+from lmstudy.report.sections.nsys.findings import findings
+from lmstudy.report.sections.nsys.tables import _with_status, words
+
+__all__ = [
+    "SHARES_FIGURE",
+    "_with_status",
+    "backend_record",
+    "build",
+    "draw_figures",
+    "findings",
+    "load",
+    "make_figures",
+    "words",
+]
+
+
+def _read(path: Path) -> pd.DataFrame:
+    return result_files.read_csv(path, missing_ok=True)
+
+
+def load(results: Path) -> dict[str, pd.DataFrame]:
+    base = results / "nsys"
+    data = {name: _read(base / f"{name}.csv") for name in ("kernels", "ranges", "runs")}
+    data["timing"] = _read(results / "timing" / "timing.csv")
+    for frame in (data["kernels"], data["ranges"]):
+        if not frame.empty:
+            frame["range"] = frame["range"].fillna("")
+            frame["path"] = frame["path"].fillna("")
+            if "phase" in frame:
+                frame["phase"] = frame["phase"].fillna("")
+    return data
+
+
+def backend_record(results: Path) -> dict:
+    """How the run's profiler was chosen (scripts/nsys_backend.py's answer); {} if absent."""
+
+    path = results / "nsys" / "backend.json"
+    return result_files.read_json(path) if path.exists() else {}
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    draw_figures(load(results), out_dir)
+
+
+def build(results: Path, figures: Path) -> Section:
+    data = load(results)
+    runs = data["runs"]
+    if runs.empty:
+        section = Section("nsys", "2. Kernel profiles")
+        return section.add(Text("No profiles: the section is switched off or produced no runs."))
+    said = words(runs)
+    section = Section("nsys", said["title"])
+    first = runs.iloc[0]
+    backends = ", ".join(sorted(set(runs["backend"])))
+    versions = ", ".join(sorted({str(v) for v in runs.get("nsys_version", pd.Series()).dropna() if str(v)}))
+    section.add(
+        Text(
+            f"Backend: {backends}" + (f" ({versions})" if versions else "") + f". Each configuration ran "
+            f"{int(first['warmup_steps'])} warm-up steps outside the capture, then "
+            f"{int(first['profiled_steps'])} profiled steps, batch {int(first['batch_size'])}, "
+            f"{first['precision']}. A kernel belongs to the innermost NVTX range around the CUDA call that "
+            "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
+            "`backward` range open on the main thread at that moment. Times are per step. "
+            + (
+                "On a CPU the operators stand in for kernels, and their time is CPU time."
+                if said["kernel"] == "operator" else ""
+            )
+        )
+    )
+    chosen = backend_record(results)
+    if chosen.get("note"):
+        section.add(Text(chosen["note"]))
+    section.add(Findings(findings(data)))
+    a = T.forward_time_table(data["ranges"], runs, data["timing"])
+    section.add(
+        Table(
+            f"(a) Time per step: {said['profiler']} (the ranges' {said['time']}) vs the Python timer",
+            _with_status(a, said["column"]),
+            name="nsys_step_time",
+        )
+    )
+    kernels = data["kernels"]
+    if kernels.empty:
+        return section.add(Text("No kernels were captured."))
+    section.add(
+        Table(
+            "(b) Top kernel of forward, backward and optimizer",
+            T.top_kernels(kernels),
+            name="nsys_top_kernels",
+        )
+    )
+    c = T.top_non_gemm_forward(kernels)
+    if not c.empty:
+        section.add(
+            Table(
+                "(c) Top non-GEMM kernels of the forward pass (inference)",
+                c,
+                name="nsys_top_non_gemm_forward",
+            )
+        )
+    section.add(
+        Table(
+            f"(d) GEMM share of {said['time']}, inference vs training step (%)",
+            T.gemm_share(kernels),
+            name="nsys_gemm_share",
+        )
+    )
+    e = T.attention_table(kernels)
+    if not e.empty:
+        section.add(
+            Table(
+                "(e) Attention: softmax vs matmul time per step, next to their FLOP ratio",
+                e,
+                note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax.",
+                name="nsys_attention",
+            )
+        )
+    section.add(
+        Table(
+            f"Share of {said['time']} by kernel category (%)",
+            T.category_shares(kernels),
+            name="nsys_category_shares",
+        )
+    )
+    section.add(
+        Figure(
+            figures / SHARES_FIGURE,
+            f"Share of {said['time']} by kernel category, per size and pass.",
+            data="nsys_category_shares",
+        )
+    )
+    return section

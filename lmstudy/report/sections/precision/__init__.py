@@ -1,0 +1,105 @@
+"""Section 3, mixed precision: accumulation, autocast dtypes, bf16 speed-ups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.report.render import Findings, Section, Table, Text
+from lmstudy.report.sections import timing as timing_section
+from lmstudy.report.sections.precision.findings import accumulation_findings, dtype_findings, speedup_findings
+from lmstudy.report.sections.precision.tables import PRECISIONS, accumulation_table, dtype_table
+
+__all__ = [
+    "PRECISIONS",
+    "accumulation_findings",
+    "accumulation_table",
+    "build",
+    "dtype_findings",
+    "dtype_table",
+    "load",
+    "make_figures",
+    "speedup_findings",
+]
+
+
+def _read(path: Path) -> pd.DataFrame:
+    return result_files.read_csv(path, missing_ok=True)
+
+
+def load(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    folder = results / "precision"
+    return _read(folder / "accumulation.csv"), _read(folder / "toy_dtypes.csv")
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    """The speed-up figure belongs to the timing section; this section draws none."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("precision", "3. Mixed precision")
+    accumulation, dtypes = load(results)
+    if accumulation.empty and dtypes.empty:
+        return section.add(Text("No mixed-precision results: the experiments produced no rows."))
+    if not accumulation.empty:
+        section.add(
+            Text(
+                "(a) 0.01 added a thousand times in four ways, on "
+                f"{accumulation['device'].iloc[0] if 'device' in accumulation else 'the study device'}."
+            )
+        )
+        section.add(Findings(accumulation_findings(accumulation)))
+        section.add(
+            Table(
+                "Accumulating 0.01 a thousand times (exact: 10)",
+                accumulation_table(accumulation),
+                name="precision_accumulation",
+            )
+        )
+    if not dtypes.empty:
+        section.add(
+            Text(
+                "(b) A toy model, Linear(in, 10, no bias) -> ReLU -> LayerNorm(10) -> Linear(10, out, "
+                "no bias), under autocast: dtypes observed at run time with forward hooks, on the loss "
+                "computed inside autocast, and on the gradients after backward."
+            )
+        )
+        section.add(Findings(dtype_findings(dtypes)))
+        section.add(
+            Table(
+                "Dtypes under autocast, as observed",
+                dtype_table(dtypes),
+                name="precision_autocast_dtypes",
+            )
+        )
+    timing = timing_section.study_model(timing_section.load(results))
+    if timing.empty:
+        section.add(Text("(c) No bf16 vs fp32 speed-ups: the timing section is switched off or has no rows."))
+        return section
+    speedups = timing_section.speedup_frame(timing)
+    if speedups.empty:
+        section.add(
+            Text(
+                "(c) No bf16 vs fp32 speed-ups: the timing section did not measure both precisions "
+                "successfully for any configuration."
+            )
+        )
+        return section
+    section.add(
+        Text(
+            "(c) bf16 autocast speed-up over fp32 (fp32 median step time / bf16 median step time), "
+            "from the timing section's steady-state measurements."
+        )
+    )
+    section.add(Findings(speedup_findings(speedups)))
+    section.add(
+        Table(
+            "bf16 autocast speed-up over fp32 (×)",
+            timing_section.speedup_table(speedups),
+            name="precision_bf16_speedup",
+        )
+    )
+    return section

@@ -1,0 +1,101 @@
+"""Section 3, mixed precision: accumulation, autocast dtypes, bf16 speed-ups.
+
+The functions that compute its findings (sentences) from its tables.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.precision.tables import PRECISIONS
+
+
+def accumulation_findings(frame: pd.DataFrame) -> list[str]:
+    items = []
+    by = frame.set_index("method")
+    best, worst = by["abs_error"].idxmin(), by["abs_error"].idxmax()
+    steps, increment = int(by["steps"].iloc[0]), by["increment"].iloc[0]
+    times = by.loc[worst, "abs_error"] / by.loc[best, "abs_error"]
+    items.append(
+        f"Adding {increment:g} {steps} times: {worst} ends at {by.loc[worst, 'result']:.4f}, off by "
+        f"{by.loc[worst, 'abs_error']:.3g} ({by.loc[worst, 'rel_error'] * 100:.2f}%), {times:.0f}× "
+        f"the error of {best} ({by.loc[best, 'abs_error']:.2g})."
+    )
+    fp32_acc = frame[(frame["increment_dtype"] == "float16") & (frame["accumulator_dtype"] == "float32")]
+    if len(fp32_acc):
+        stored = fp32_acc["increment_as_stored"].iloc[0]
+        drift = abs(stored - increment) * steps
+        error = fp32_acc["abs_error"].max()
+        same = fp32_acc["result"].nunique() == 1
+        items.append(
+            f"With an fp32 accumulator the fp16 increments give {fp32_acc['result'].iloc[0]:.4f}"
+            + (" whether or not they are upcast first" if same else "")
+            + f": {increment:g} is stored in fp16 as {stored:.8f}, which alone accounts for "
+            f"{drift:.4f} of its {error:.4f} error ({drift / error * 100:.0f}%): the fp32 sum itself "
+            "rounds little, unlike the fp16 one."
+        )
+    return items
+
+
+def dtype_findings(frame: pd.DataFrame) -> list[str]:
+    items = []
+    for precision in PRECISIONS:
+        part = frame[frame["precision"] == precision]
+        if part.empty:
+            continue
+        if (part["dtype"] == "not run").all():
+            items.append(f"{precision} autocast was not run here: {part['note'].iloc[0]}.")
+            continue
+        kind = part["tensor"].str.split(" ").str[0]
+        low = list(dict.fromkeys(part.loc[part["dtype"] != "float32", "tensor"]))
+        params = set(part.loc[kind == "parameter", "dtype"])
+        grads = set(part.loc[kind == "gradient", "dtype"])
+        kept = list(dict.fromkeys(part.loc[(kind == "output") & (part["dtype"] == "float32"), "tensor"]))
+        loss = part.loc[part["tensor"] == "loss", "dtype"]
+        device = part["device"].iloc[0] if "device" in part else "the device"
+        text = (
+            f"Under {precision} autocast on {device}: parameters stay {', '.join(sorted(params))} "
+            f"and so do their gradients ({', '.join(sorted(grads))}); "
+            f"{len(low)} tensors are computed in lower precision ({', '.join(low) or 'none'})"
+        )
+        text += f"; {', '.join(kept)} stay float32" if kept else "; no layer output stays float32"
+        if len(loss):
+            text += f"; the loss is {loss.iloc[0]}"
+        items.append(text + ".")
+    if {"fp16", "bf16"} <= set(frame["precision"]):
+        wide = frame[frame["tensor"] != "(all)"].pivot_table(
+            index="tensor", columns="precision", values="dtype", aggfunc="first"
+        )
+        wide = wide.dropna() if {"fp16", "bf16"} <= set(wide.columns) else wide.iloc[0:0]
+        if len(wide):
+            lowered = lambda s: s.isin(["float16", "bfloat16"])  # noqa: E731
+            differ = wide[lowered(wide["fp16"]) != lowered(wide["bf16"])]
+            items.append(
+                "fp16 and bf16 autocast lower the same tensors."
+                if differ.empty
+                else f"fp16 and bf16 autocast differ on {', '.join(differ.index)}."
+            )
+    return items
+
+
+def speedup_findings(speedups: pd.DataFrame) -> list[str]:
+    items = []
+    labels = PASS_LABELS
+    best = speedups.loc[speedups["speedup"].idxmax()]
+    items.append(
+        f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "
+        f"{best['context_length']}, {labels[best['pass']]})."
+    )
+    slower = speedups[speedups["speedup"] < 1]
+    items.append(
+        f"bf16 is slower than fp32 in {len(slower)} of {len(speedups)} configurations"
+        + (f", the worst {slower['speedup'].min():.2f}×" if len(slower) else "")
+        + "."
+    )
+    by_size = speedups.groupby("size", observed=True)["speedup"].median().dropna()
+    if len(by_size) >= 2:
+        items.append(
+            "Median speed-up by size: " + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items()) + "."
+        )
+    return items

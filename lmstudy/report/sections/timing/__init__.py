@@ -1,0 +1,143 @@
+"""Section 1, end-to-end timing: tables, figures and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections import plots
+from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
+from lmstudy.report.sections.timing.figures import draw_figures
+from lmstudy.report.sections.timing.findings import findings
+from lmstudy.report.sections.timing.tables import (
+    KEY,
+    main_table,
+    mfu_table,
+    speedup_frame,
+    speedup_table,
+    steady,
+    study_model,
+    variants_table,
+    warmup_table,
+)
+
+__all__ = [
+    "KEY",
+    "build",
+    "draw_figures",
+    "findings",
+    "load",
+    "main_table",
+    "make_figures",
+    "mfu_table",
+    "speedup_frame",
+    "speedup_table",
+    "steady",
+    "study_model",
+    "variants_table",
+    "warmup_table",
+]
+
+
+def load(results: Path) -> pd.DataFrame:
+    path = results / "timing" / "timing.csv"
+    frame = result_files.read_csv(path, missing_ok=True)
+    if frame.empty:
+        return frame
+    order_sizes(frame)
+    frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
+    return frame
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = study_model(load(results))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if frame.empty:
+        return
+    draw_figures(frame, out_dir)
+
+
+def build(results: Path, figures: Path) -> Section:
+    section = Section("timing", "1. End-to-end timing")
+    every_variant = load(results)
+    frame = study_model(every_variant)
+    if frame.empty:
+        return section.add(Text("No timing results: the section is switched off or produced no rows."))
+    top = int(frame["warmup_steps"].max())
+    section.add(Text(
+        f"Each pass of each configuration ran in one fresh process that timed all its "
+        f"{top + int(frame['timed_steps'].iloc[0])} steps, synchronizing the device after each, with "
+        f"batch {int(frame['batch_size'].iloc[0])}. Warm-up w's row is the window of "
+        f"{int(frame['timed_steps'].iloc[0])} steps after the first w: what a fresh process with w "
+        f"warm-up steps times. Warm-up 0 is the cold start (CUDA initialisation, model build, first "
+        f"steps; not the interpreter's start or the imports). Steady-state numbers use {top} warm-up "
+        "steps. MFU counts "
+        "6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward pass) "
+        "over the GPU's datasheet dense peak for the precision; it is n/a for unknown GPUs and CPUs."
+    ))
+    section.add(Findings(findings(frame)))
+    section.add(
+        Table(
+            f"Step time by size, context and pass (warm-up {top})",
+            main_table(frame),
+            name="timing_step_time",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "latency.png", "Median step time vs context length, per pass.", data="timing_step_time"
+        )
+    )
+    section.add(
+        Table(
+            "Warm-up effect: mean ± std per warm-up count",
+            warmup_table(frame),
+            name="timing_warmup",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "warmup.png",
+            "Mean step time relative to steady state, and CV, by warm-up.",
+            data="timing_warmup",
+        )
+    )
+    speedups = speedup_frame(frame)
+    if not speedups.empty:
+        caption = "bf16 autocast speed-up over fp32 (fp32 time / bf16 time)"
+        section.add(Table(caption, speedup_table(speedups), name="timing_bf16_speedup"))
+        section.add(
+            Figure(
+                figures / "speedup.png",
+                "bf16 speed-up over fp32 vs context length.",
+                data="timing_bf16_speedup",
+            )
+        )
+    if plots.has_values(frame.get("mfu")):
+        section.add(
+            Table(
+                "Model FLOPs utilization of the training step (%)",
+                mfu_table(frame),
+                name="timing_mfu",
+            )
+        )
+    else:
+        gpus = ", ".join(sorted({str(g) for g in frame.get("gpu", pd.Series(dtype=str)).dropna()})) or "n/a"
+        section.add(Text(
+            f"No MFU: it needs the datasheet peak of a known GPU (lmstudy/hardware.py), and this run "
+            f"measured on {gpus}."
+        ))
+    variants = variants_table(every_variant)
+    if not variants.empty:
+        section.add(
+            Table(
+                f"Other variants (timing.variants): steady-state median (warm-up {top}) beside the naive "
+                "model's",
+                variants,
+                name="timing_other_variants",
+            )
+        )
+    return section

@@ -1,0 +1,84 @@
+"""Section 1, end-to-end timing: the functions that draw its figures (matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from lmstudy.report.sections import plots  # noqa: E402
+from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
+from lmstudy.report.sections.timing.tables import KEY, speedup_frame, steady  # noqa: E402
+
+
+def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=False):
+    """One panel per pass, a line per size and precision over context length; `missing`
+    (rows with a status other than ok) marked where their points would be."""
+    passes = [p for p in PASS_LABELS if p in set(frame["pass"])]
+    fig, axes = plots.subplots(1, len(passes), figsize=(3.6 * len(passes) + 1.6, 3.4))
+    for ax, pass_name in zip(axes[0], passes, strict=True):
+        part = frame[frame["pass"] == pass_name]
+        colors = {}
+        for (size, precision), line in part.groupby(["size", "precision"], observed=True):
+            line = line.sort_values("context_length")
+            style = "-" if precision == "fp32" else "--"
+            drawn = ax.plot(line["context_length"], line[y], style, marker="o", label=f"{size} {precision}")
+            colors[(size, precision)] = drawn[0].get_color()
+        contexts = set(part["context_length"])
+        if missing is not None:
+            contexts |= set(missing[missing["pass"] == pass_name]["context_length"])
+        plots.power_of_two_ticks(ax, contexts)
+        if ratio:
+            plots.reference_line(ax)
+        if logy:
+            plots.plain_log(ax, "y")
+        if missing is not None:
+            gone = missing[missing["pass"] == pass_name]
+            if len(gone):
+                top = plots.room_above(ax, log=logy)
+                for (context, status), rows in gone.groupby(["context_length", "status"]):
+                    sizes = ", ".join(dict.fromkeys(str(s) for s in rows["size"]))
+                    plots.mark_missing(ax, context, top, f"{sizes}: {status}")
+        ax.set_title(PASS_LABELS[pass_name])
+        ax.set_xlabel("context length")
+        ax.set_ylabel(ylabel)
+    plots.legend_outside(fig, axes)
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
+    """Latency, warm-up and bf16 speed-up, from the study model's rows."""
+    ok = frame[frame["status"] == "ok"]
+    failed = steady(frame)[steady(frame)["status"] != "ok"]
+    if not ok.empty:
+        latency = out_dir / "latency.png"
+        _plot_by_pass(steady(ok), "median_ms", "median step time (ms)", latency, missing=failed)
+
+        fig, axes = plots.subplots(1, 2, figsize=(9, 3.4))
+        steady_mean = steady(ok).set_index(KEY)["mean_ms"]
+        for warmup, part in ok.groupby("warmup_steps"):
+            ratio = part.set_index(KEY)["mean_ms"] / steady_mean.reindex(part.set_index(KEY).index)
+            axes[0][0].scatter(np.full(len(ratio), warmup), ratio, alpha=0.6)
+            axes[0][1].scatter(np.full(len(part), warmup), part["cv"], alpha=0.6)
+        plots.reference_line(axes[0][0], label="steady state")
+        axes[0][0].set_ylabel("mean step time / steady-state mean (×)")
+        axes[0][1].set_ylabel("coefficient of variation")
+        for ax in axes[0]:
+            plots.plain_log(ax, "y")
+            ax.set_xlabel("warm-up steps")
+            ax.set_xticks(sorted(ok["warmup_steps"].unique()))
+        fig.suptitle("Warm-up effect (one point per configuration)")
+        fig.savefig(out_dir / "warmup.png")
+        plt.close(fig)
+
+    speedups = speedup_frame(frame)
+    if not speedups.empty:
+        speedups["precision"] = "bf16"
+        ylabel = "bf16 speed-up over fp32 (×)"
+        _plot_by_pass(speedups, "speedup", ylabel, out_dir / "speedup.png", logy=False, ratio=True)
