@@ -39,11 +39,11 @@ from lmstudy.ladder_rungs import RUNGS
 from lmstudy.measure import gpu_clocks
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
 from lmstudy.measure.master_weights import MasterWeightAdamW
-from lmstudy.measure.model import ModelConfig, cross_entropy, make_optimizer
+from lmstudy.measure.model import ModelConfig, make_optimizer
 from lmstudy.measure.nsys.capture import torch_profiler_capture
 from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_result
 from lmstudy.measure.spec import model_dims
-from lmstudy.measure.steps import Workload, autocast_context, build_workload, make_step, synchronize
+from lmstudy.measure.steps import Workload, build_workload, make_step, synchronize
 from lmstudy.measure.timing import time_steps
 from lmstudy.phases import PhaseClock
 
@@ -201,16 +201,8 @@ def training_losses(spec: BenchSpec, steps: int = 50) -> list[float]:
     within bf16's own noise (tests/test_ladder.py, scripts/bench_ladder.py --check-loss).
     """
     device = resolve_device(spec.device, tf32=False)
-    work = rung_workload(spec, device)
-    losses = []
-    for _ in range(steps):
-        work.model.zero_grad(set_to_none=True)
-        with autocast_context(work.precision, device):
-            loss = cross_entropy(work.model(work.inputs), work.targets)
-        loss.backward()
-        work.optimizer.step()
-        losses.append(loss.item())
-    return losses
+    step = make_step(rung_workload(spec, device), "train_step")
+    return [step().item() for _ in range(steps)]
 
 
 def within_bf16_noise(rung: list[float], bf16: list[float], fp32: list[float]) -> tuple[bool, float, float]:

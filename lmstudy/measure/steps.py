@@ -78,8 +78,11 @@ def build_workload(
     return Workload(model, optimizer, inputs, targets, precision)
 
 
-def make_step(work: Workload, pass_name: str) -> Callable[[], None]:
-    """Return a function that runs one step of `pass_name` (not synchronized)."""
+def make_step(work: Workload, pass_name: str) -> Callable[[], torch.Tensor | None]:
+    """Return a function that runs one step of `pass_name` (not synchronized).
+
+    The backward passes' function returns the step's loss (a device tensor).
+    """
     model, optimizer = work.model, work.optimizer
 
     def forward() -> None:
@@ -87,7 +90,7 @@ def make_step(work: Workload, pass_name: str) -> Callable[[], None]:
             with autocast_context(work.precision, work.device):
                 model(work.inputs)
 
-    def forward_backward(update: bool = False) -> None:
+    def forward_backward(update: bool = False) -> torch.Tensor:
         with annotate("step"):
             model.zero_grad(set_to_none=True)
             with annotate("forward"), autocast_context(work.precision, work.device):
@@ -97,6 +100,7 @@ def make_step(work: Workload, pass_name: str) -> Callable[[], None]:
             if update:
                 with annotate("optimizer"):
                     optimizer.step()
+        return loss
 
     if pass_name == "forward":
         return forward
