@@ -16,3 +16,11 @@ PHASES = ("forward", "backward", "optimizer")
 ATTENTION_SCORES = "computing attention scores"
 SOFTMAX = "computing softmax"
 FINAL_MATMUL = "final matmul"
+
+# Around each pass's profiled steps, when one capture profiles several passes
+# (section 2): the analysis splits the capture by these ranges, then drops them.
+PROFILED_PASS = "profiled pass "
+
+
+def profiled_pass_range(pass_name: str) -> str:
+    return PROFILED_PASS + pass_name

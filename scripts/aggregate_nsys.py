@@ -3,7 +3,7 @@
 each other in every job directory) into OUT_DIR/kernels.csv, ranges.csv, runs.csv.
 
     python scripts/aggregate_nsys.py --out-dir results/default/nsys \
-        --records results/default/nsys/raw/*/run.json
+        --records results/default/nsys/raw/*/*/run.json
 """
 
 from __future__ import annotations

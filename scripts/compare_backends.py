@@ -3,11 +3,11 @@
 
 Runs the section-2 job twice, under Nsight Systems and under torch.profiler,
 into OUT_DIR/nsys and OUT_DIR/torch, and writes OUT_DIR/comparison.csv (per
-range: GPU ns per step by each backend, relative difference, within 5%?).
+pass and range: GPU ns per step by each backend, relative difference, within 5%?).
 
     python scripts/compare_backends.py --out-dir results/compare --nsys nsys --size small \
         --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 --context-length 256 \
-        --pass train_step
+        --passes train_step
 """
 
 from __future__ import annotations
@@ -42,13 +42,22 @@ def main(argv=None) -> None:
     spec = spec_from_args(args)
     try:
         for backend in ("nsys", "torch"):
-            record = run_job(dataclasses.replace(spec, backend=backend), args.out_dir / backend, args.nsys)
-            if record["status"] != "ok":
-                raise UserError(f"the {backend} run ended {record['status']}: pick a smaller configuration.")
+            records = run_job(dataclasses.replace(spec, backend=backend), args.out_dir / backend, args.nsys)
+            for name, record in records.items():
+                if record["status"] != "ok":
+                    ended = f"the {backend} run's {name} pass ended {record['status']}"
+                    raise UserError(f"{ended}: pick a smaller configuration.")
     except NsysMissing as error:
         raise UserError(str(error)) from None
-    table = compare_ranges(
-        pd.read_csv(args.out_dir / "nsys" / "ranges.csv"), pd.read_csv(args.out_dir / "torch" / "ranges.csv")
+    table = pd.concat(
+        [
+            compare_ranges(
+                pd.read_csv(args.out_dir / "nsys" / name / "ranges.csv"),
+                pd.read_csv(args.out_dir / "torch" / name / "ranges.csv"),
+            ).assign(**{"pass": name})
+            for name in spec.passes
+        ],
+        ignore_index=True,
     )
     write_csv(args.out_dir / "comparison.csv", table)
     print(table.to_string(index=False))

@@ -1,17 +1,18 @@
 #!/usr/bin/env python
-"""Profile one configuration (section 2) and write its tables.
+"""Profile one configuration's passes (section 2) and write their tables.
 
 With --backend nsys it runs scripts/profile_model.py under `nsys profile`
-(capture range: cudaProfilerApi, so warm-up is left out), exports the report
-to SQLite and writes OUT_DIR/kernels.csv, ranges.csv and run.json, keeping
-profile/profile.nsys-rep and profile/profile.sqlite. With --backend torch it profiles with
-torch.profiler instead (profile/trace.json.gz). In the workflow the backend comes from
+(capture range: cudaProfilerApi, so warm-up is left out), which profiles
+every pass in one process and one capture, exports the report to SQLite and
+writes OUT_DIR/<pass>/kernels.csv, ranges.csv and run.json for each pass,
+keeping profile/profile.nsys-rep and profile/profile.sqlite. With --backend
+torch it profiles with torch.profiler instead (profile/trace.json.gz). In the workflow the backend comes from
 --backend-record, the answer of scripts/nsys_backend.py (which settled
 nsys.backend `auto` on this kind of machine). Example:
 
-    python scripts/profile_job.py --out-dir results/default/nsys/raw/small_ctx256_train_step_fp32 \
+    python scripts/profile_job.py --out-dir results/default/nsys/raw/small_ctx256_fp32 \
         --size small --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 \
-        --context-length 256 --pass train_step --nsys nsys
+        --context-length 256 --passes forward train_step --nsys nsys
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ def main(argv=None) -> None:
     else:
         print(f"profiling backend: {args.backend}", flush=True)
     try:
-        record = run_job(spec_from_args(args), args.out_dir, nsys=args.nsys, clock=clock)
+        records = run_job(spec_from_args(args), args.out_dir, nsys=args.nsys, clock=clock)
     except NsysMissing as error:
         raise UserError(str(error)) from None
     if args.phases:
         clock.write(args.phases)
-    print(record["status"], record.get("error", ""), "files:", record["files"])
+    for name, record in records.items():
+        print(name, record["status"], record["error"], "files:", record["files"])
 
 
 if __name__ == "__main__":

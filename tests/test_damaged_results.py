@@ -111,7 +111,7 @@ def test_an_empty_or_binary_file_is_named(finished, content):
 
 
 def test_a_job_record_cut_short_is_named(finished):
-    path = next((finished / RUN / "nsys/raw").glob("*/run.json"))
+    path = next((finished / RUN / "nsys/raw").glob("*/*/run.json"))
     path.write_text(path.read_text()[:40])
     assert "profile_model job" in damaged_message(path)
 

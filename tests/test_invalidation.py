@@ -128,7 +128,8 @@ def test_a_setting_changed_to_another_settings_value_is_seen(finished):
 
     measured = [j for j in jobs if j.measures]
     assert {j.rule for j in measured} == {"profile_model"}
-    profiled = list((finished / "results/default/nsys/raw").glob("*/run.json"))
+    # One job per size x context profiles every pass into one profile folder.
+    profiled = list((finished / "results/default/nsys/raw").glob("*/profile"))
     assert len(measured) == len(profiled)
 
 

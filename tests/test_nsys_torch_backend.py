@@ -1,4 +1,8 @@
-"""The portable backend: torch.profiler on a CPU, read into the same kernel table."""
+"""The portable backend: torch.profiler on a CPU, read into the same kernel table.
+
+One job profiles both passes in one process and one capture; each pass's
+tables come from its own part of the capture.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 
 from lmstudy.analyse.nsys import torch_trace
-from lmstudy.analyse.nsys.events import KERNEL_TABLE_COLUMNS, kernel_table, range_table
+from lmstudy.analyse.nsys.events import KERNEL_TABLE_COLUMNS, kernel_table, range_table, split_by_pass
+from lmstudy.measure.nsys import capture
 from lmstudy.measure.nsys.capture import ProfileSpec
 from lmstudy.measure.nsys.job import nsys_command, run_job
 
@@ -29,10 +35,16 @@ TINY = dict(
 
 
 @pytest.fixture(scope="module")
-def train_job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("train")
-    record = run_job(ProfileSpec(pass_name="train_step", profiled_steps=2, **TINY), out)
-    return out, record
+def both_passes(tmp_path_factory):
+    out = tmp_path_factory.mktemp("both")
+    records = run_job(ProfileSpec(passes=("forward", "train_step"), profiled_steps=2, **TINY), out)
+    return out, records
+
+
+@pytest.fixture(scope="module")
+def train_job(both_passes):
+    out, records = both_passes
+    return out / "train_step", records["train_step"]
 
 
 def test_cpu_profile_has_the_programs_ranges(train_job):
@@ -54,9 +66,9 @@ def test_cpu_profile_has_the_programs_ranges(train_job):
     assert kernels["torch"].notna().all()
 
 
-def test_operator_self_times_add_up_to_the_step(train_job):
-    out, _ = train_job
-    events = torch_trace.read_events(out / "profile" / "trace.json.gz")
+def test_operator_self_times_add_up_to_the_step(both_passes):
+    out, _ = both_passes
+    events = split_by_pass(torch_trace.read_events(out / "profile" / "trace.json.gz"))["train_step"]
     ranges = range_table(events).set_index("range")
     assert ranges.loc["step", "instances"] == 2  # warm-up is outside the profile
     # Self times never exceed the wall time of the range that holds them.
@@ -64,29 +76,86 @@ def test_operator_self_times_add_up_to_the_step(train_job):
     assert ranges.loc["step", "gpu_ns"] == kernel_table(events)["total_ns"].sum()
 
 
-def test_forward_profile(tmp_path):
-    record = run_job(ProfileSpec(pass_name="forward", profiled_steps=1, **TINY), tmp_path)
-    kernels = pd.read_csv(tmp_path / "kernels.csv")
-    assert record["status"] == "ok"
-    assert set(kernels["phase"]) == {"forward"}
+def test_forward_part_of_the_capture(both_passes):
+    out, records = both_passes
+    kernels = pd.read_csv(out / "forward" / "kernels.csv")
+    ranges = pd.read_csv(out / "forward" / "ranges.csv").set_index("path")
+    assert records["forward"]["status"] == "ok"
+    assert set(kernels["phase"]) == {"forward"} and set(kernels["pass"]) == {"forward"}
+    # Its own two steps: not the training step's, not the warm-up.
+    assert ranges.loc["step", "instances"] == 2 and "step/backward" not in ranges.index
+    assert len(records["forward"]["captured_step_ms"]) == 2
 
 
-def test_out_of_memory_is_a_record_not_a_crash(tmp_path):
-    spec = ProfileSpec(pass_name="forward", profiled_steps=1, **{**TINY, "d_ff": 1 << 32, "num_layers": 1})
-    record = run_job(spec, tmp_path)
-    assert record["status"] == "OOM"
-    assert json.loads((tmp_path / "run.json").read_text())["status"] == "OOM"
-    assert pd.read_csv(tmp_path / "kernels.csv").empty
-    assert record["files"] == []
+def test_one_capture_holds_both_passes_and_nothing_else(both_passes):
+    out, records = both_passes
+    assert sorted(p.name for p in (out / "profile").iterdir()) == ["trace.json.gz"]
+    events = torch_trace.read_events(out / "profile" / "trace.json.gz")
+    steps = range_table(events).set_index("range").loc["step"]
+    assert steps["instances"].sum() == 4  # 2 forward + 2 training steps, no warm-up
+    parts = split_by_pass(events)
+    assert sorted(parts) == ["forward", "train_step"]
+    # The passes' paths read as in a capture of one pass: no marker range left in them.
+    for part in parts.values():
+        assert not range_table(part)["path"].str.contains("profiled pass").any()
+    # Every operator of the capture belongs to one pass, none to two.
+    whole = kernel_table(events)["total_ns"].sum()
+    in_passes = sum(kernel_table(part)["total_ns"].sum() for part in parts.values())
+    assert in_passes == pytest.approx(whole, rel=0.01)
+    for name in records:
+        kept = json.loads((out / name / "run.json").read_text())
+        assert kept["files"] == ["../profile/trace.json.gz"] and kept["pass"] == name
+
+
+def test_out_of_memory_in_the_build_is_a_record_for_every_pass(tmp_path):
+    spec = ProfileSpec(profiled_steps=1, **{**TINY, "d_ff": 1 << 32, "num_layers": 1})
+    records = run_job(spec, tmp_path)
+    assert {name: r["status"] for name, r in records.items()} == {"forward": "OOM", "train_step": "OOM"}
+    for name in records:
+        assert json.loads((tmp_path / name / "run.json").read_text())["status"] == "OOM"
+        assert pd.read_csv(tmp_path / name / "kernels.csv").empty
+        assert records[name]["files"] == []
+
+
+def test_a_pass_out_of_memory_leaves_the_other_profiled(tmp_path, monkeypatch):
+    """A training step that does not fit (2.7B at context 1024 on 80 GB) still leaves the forward profiled."""
+    make_step = capture.make_step
+
+    def training_runs_out_of_memory(work, pass_name):
+        step = make_step(work, pass_name)
+        if pass_name != "train_step":
+            return step
+
+        def too_big():
+            step()  # the gradients and optimizer state it leaves are what must be freed
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+        return too_big
+
+    monkeypatch.setattr(capture, "make_step", training_runs_out_of_memory)
+    records = run_job(ProfileSpec(profiled_steps=1, **TINY), tmp_path)
+    assert records["train_step"]["status"] == "OOM" and "out of memory" in records["train_step"]["error"]
+    assert records["forward"]["status"] == "ok"
+    assert pd.read_csv(tmp_path / "train_step" / "kernels.csv").empty
+    forward = pd.read_csv(tmp_path / "forward" / "kernels.csv")
+    assert set(forward["phase"]) == {"forward"}
 
 
 def test_nsys_command_captures_only_the_profiler_range(tmp_path):
-    spec = ProfileSpec(pass_name="train_step", **{**TINY, "backend": "nsys", "device": "cuda"})
+    spec = ProfileSpec(**{**TINY, "backend": "nsys", "device": "cuda"})
     command = nsys_command("/opt/nsys", spec, tmp_path / "profile", tmp_path / "p.json")
     assert command[:2] == ["/opt/nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in command
+    assert "--capture-range-end=stop" in command
     assert "cuda,nvtx" in command
-    assert command[command.index("--pass") + 1] == "train_step"
+    assert command[command.index("--passes") + 1 :][:2] == ["forward", "train_step"]
+
+
+def test_passes_are_checked():
+    with pytest.raises(ValueError, match="passes must be"):
+        ProfileSpec(passes=("forward", "forward"), **TINY)
+    with pytest.raises(ValueError, match="passes must be"):
+        ProfileSpec(passes=("forward_backward",), **TINY)
 
 
 def test_backend_comparison_flags_a_range_that_differs():

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
 # Capture the GPU fixtures of tests/fixtures on a CUDA node (see
 # ../shared/gpu/README.md for the install lines run before this).
-#   usage: tools/gpu_fixtures.sh OUTDIR
+#   usage: tools/gpu_fixtures.sh OUTDIR [passes]
+# With `passes`, only the capture of both passes by the section's own program.
 set -uo pipefail
-out=${1:?usage: gpu_fixtures.sh OUTDIR}
+out=${1:?usage: gpu_fixtures.sh OUTDIR [passes]}
 mkdir -p "$out"
 nsys=${NSYS:-nsys}
 "$nsys" --version > "$out/nsys_version.txt"
-cap() {  # name pass precision attention
-  "$nsys" profile -t cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop \
-    --force-overwrite=true -o "$out/$1" \
-    python3 tools/capture_gpu_fixtures.py nsys --pass "$2" --precision "$3" --attention "$4"
+export_and_sum() {  # name
   "$nsys" export --type sqlite --force-overwrite=true -o "$out/$1.sqlite" "$out/$1.nsys-rep"
   "$nsys" stats -r nvtx_kern_sum,cuda_gpu_kern_sum --format csv --force-export=false \
     -o "$out/$1" "$out/$1.sqlite" > /dev/null
 }
+cap() {  # name pass precision attention
+  "$nsys" profile -t cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop \
+    --force-overwrite=true -o "$out/$1" \
+    python3 tools/capture_gpu_fixtures.py nsys --pass "$2" --precision "$3" --attention "$4"
+  export_and_sum "$1"
+}
+# Section 2's program (scripts/profile_model.py), the tiny model: both passes,
+# warm-ups outside, in one capture split by its "profiled pass" ranges.
+"$nsys" profile -t cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop \
+  --sample=none --cpuctxsw=none --force-overwrite=true -o "$out/nsys_passes_fp32" \
+  python3 scripts/profile_model.py --size tiny --d-model 256 --d-ff 1024 --num-layers 2 --num-heads 4 \
+  --vocab-size 1000 --context-length 128 --batch-size 2 --warmup-steps 2 --profiled-steps 2 \
+  --passes forward train_step --record "$out/nsys_passes_fp32.json"
+export_and_sum nsys_passes_fp32
+[ "${2:-}" = passes ] && { ls -la "$out"; exit 0; }
 cap nsys_train_fp32 train_step fp32 naive
 cap nsys_forward_fp32 forward fp32 naive
 cap nsys_train_bf16 train_step bf16 naive

@@ -108,9 +108,7 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                     row.update(_measure_pass(spec, work, pass_name, device))
                 if oom:
                     row.update(oom.fields())
-                    work.model.zero_grad(set_to_none=True)
-                    if work.optimizer is not None:
-                        work.optimizer.state.clear()
+                    work.drop_training_state()
                     free_memory(device)
                 spent = time.perf_counter() - started
                 compiling = max(0.0, row.get("first_step_excess_s") or 0.0) if mode == "compiled" else 0.0

@@ -54,6 +54,12 @@ class Workload:
     def device(self) -> torch.device:
         return self.inputs.device
 
+    def drop_training_state(self) -> None:
+        """Free the gradients and the optimizer's state, as after an out-of-memory step."""
+        self.model.zero_grad(set_to_none=True)
+        if self.optimizer is not None:
+            self.optimizer.state.clear()
+
 
 def build_workload(
     config: ModelConfig,

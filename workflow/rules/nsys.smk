@@ -1,9 +1,11 @@
-# Section 2: Nsight Systems. One job per size x context length x pass runs the
-# profiled program under `nsys profile` (or torch.profiler), keeps the report
-# and its SQLite export, and writes the tidy kernel and range tables.
+# Section 2: Nsight Systems. One job per size x context length runs the
+# profiled program under `nsys profile` (or torch.profiler): one process and
+# one capture for every pass, keeping the report and its SQLite export, and
+# writes each pass's tidy kernel and range tables.
 NSYS = config["nsys"]
-NSYS_JOB = "{size}_ctx{ctx}_{nsys_pass}_{precision}"
+NSYS_JOB = "{size}_ctx{ctx}_{precision}"
 NSYS_RAW = f"{RESULTS}/nsys/raw/{NSYS_JOB}"
+NSYS_PASS_RAW = f"{NSYS_RAW}/{{nsys_pass}}"
 NSYS_TABLES = [
     f"{RESULTS}/nsys/kernels.csv",
     f"{RESULTS}/nsys/ranges.csv",
@@ -18,13 +20,18 @@ NSYS_BACKEND = f"{RESULTS}/nsys/backend.json"
 NSYS_CONFIGS = grid(
     size=NSYS["sizes"],
     ctx=NSYS["context_lengths"],
-    nsys_pass=NSYS["passes"],
     precision=NSYS["precision"],
 )
-# Each job's file `name`, for every profiled configuration.
-NSYS_JOBS = {
-    name: [f"{NSYS_RAW}/{name}".format(**job) for job in NSYS_CONFIGS]
+# Each pass's file `name`, in the job's folder, and for every profiled configuration.
+NSYS_PASS_FILES = {
+    name: expand(
+        f"{NSYS_PASS_RAW}/{name}", nsys_pass=NSYS["passes"], allow_missing=True
+    )
     for name in ("kernels.csv", "ranges.csv", "run.json")
+}
+NSYS_JOBS = {
+    name: [path.format(**job) for job in NSYS_CONFIGS for path in paths]
+    for name, paths in NSYS_PASS_FILES.items()
 }
 
 
@@ -52,25 +59,24 @@ rule profile_model:
     input:
         backend=NSYS_BACKEND,
     output:
-        kernels=f"{NSYS_RAW}/kernels.csv",
-        ranges=f"{NSYS_RAW}/ranges.csv",
-        record=f"{NSYS_RAW}/run.json",
+        kernels=NSYS_PASS_FILES["kernels.csv"],
+        ranges=NSYS_PASS_FILES["ranges.csv"],
+        records=NSYS_PASS_FILES["run.json"],
         # the profile: .nsys-rep and .sqlite (nsys), or trace.json.gz (torch.profiler)
         profile=directory(f"{NSYS_RAW}/profile"),
         phases=phases_file("nsys", "profile_model", NSYS_JOB),
     log:
-        f"{LOGS}/nsys/{{size}}_ctx{{ctx}}_{{nsys_pass}}_{{precision}}.log",
+        f"{LOGS}/nsys/{{size}}_ctx{{ctx}}_{{precision}}.log",
     benchmark:
         benchmark_file("nsys", "profile_model", NSYS_JOB)
-    wildcard_constraints:
-        nsys_pass="forward|train_step",
     conda:
         LMSTUDY_ENV
     resources:
         **gpu_job_resources(),
     params:
-        out_dir=lambda w, output: str(Path(output.record).parent),
+        out_dir=lambda w, output: str(Path(output.profile).parent),
         dims=lambda w: size_dims(w.size),
+        passes=NSYS["passes"],
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
         warmup_steps=flag("--warmup-steps", NSYS["warmup_steps"]),
@@ -83,7 +89,7 @@ rule profile_model:
         " --size {wildcards.size} --d-model {params.dims[d_model]}"
         " --d-ff {params.dims[d_ff]} --num-layers {params.dims[num_layers]}"
         " --num-heads {params.dims[num_heads]} --context-length {wildcards.ctx}"
-        " --pass {wildcards.nsys_pass} --precision {wildcards.precision}"
+        " --passes {params.passes} --precision {wildcards.precision}"
         " {params.batch_size} {params.vocab_size}"
         " {params.warmup_steps} {params.profiled_steps}"
         " {params.device} {params.tf32} {params.memory_cap}"

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from lmstudy.analyse.nsys.categories import categorize
-from lmstudy.ranges import PHASES
+from lmstudy.ranges import PHASES, PROFILED_PASS
 
 RANGE_COLUMNS = ["thread", "name", "start", "end"]
 LAUNCH_COLUMNS = ["thread", "start", "end", "correlation"]
@@ -76,6 +76,34 @@ class Events:
         self.ranges = self.ranges[RANGE_COLUMNS].reset_index(drop=True)
         self.launches = self.launches[LAUNCH_COLUMNS].reset_index(drop=True)
         self.activities = self.activities[ACTIVITY_COLUMNS].reset_index(drop=True)
+
+
+def split_by_pass(events: Events) -> dict[str, Events]:
+    """A capture that profiled several passes, as the events of each pass.
+
+    The program ran each pass's profiled steps inside a range named
+    PROFILED_PASS + the pass (lmstudy.ranges). A pass gets what lies in its
+    range's window: the ranges inside it (the pass's own range left out, so
+    that paths read as in a capture of that pass alone), the launches that
+    start in it on any thread (the autograd thread's too), and the GPU work
+    those launches started. Every step synchronizes inside the window, so no
+    work of one pass can fall in the next one's.
+    """
+    names = events.ranges["name"].astype(str)
+    is_marker = names.str.startswith(PROFILED_PASS)
+    passes: dict[str, Events] = {}
+    for marker in events.ranges[is_marker].itertuples():
+        name = marker.name[len(PROFILED_PASS) :]
+        if name in passes:
+            raise ValueError(f"the capture holds two ranges {marker.name!r}: one per pass is expected")
+        ranges = events.ranges[
+            ~is_marker & events.ranges["start"].ge(marker.start) & events.ranges["end"].le(marker.end)
+        ]
+        starts = events.launches["start"]
+        launches = events.launches[starts.ge(marker.start) & starts.le(marker.end)]
+        activities = events.activities[events.activities["correlation"].isin(launches["correlation"])]
+        passes[name] = Events(ranges, launches, activities, source=events.source, note=events.note)
+    return passes
 
 
 @dataclasses.dataclass

@@ -1,12 +1,20 @@
-"""The profiled program: warm up outside the capture, then profile N steps.
+"""The profiled program: warm up outside the capture, then profile N steps of each pass.
+
+One process profiles every pass of a configuration (forward, then the
+training step): it builds the model once, runs every pass's warm-up, and only
+then starts the one capture, in which each pass's profiled steps run inside a
+range of their own (lmstudy.ranges.profiled_pass_range); the analysis splits
+the capture by those ranges. So the warm-up stays out of the capture, and a
+configuration pays for one process start, one model build and one report,
+not one per pass.
 
 Under Nsight Systems (backend "nsys") the capture is the cudaProfilerApi
 range: nsys runs with ``--capture-range=cudaProfilerApi`` and records only
-between cudaProfilerStart and cudaProfilerStop, which this program calls
-after the warm-up. Under torch.profiler (backend "torch") the profiler is
-entered after the warm-up and its Chrome trace written at the end. Either
-way the steps are the timing section's (lmstudy.measure.steps), synchronized after
-each one, with the same NVTX / record_function ranges.
+between cudaProfilerStart and cudaProfilerStop. Under torch.profiler (backend
+"torch") the profiler is entered after the warm-up and its Chrome trace
+written at the end. Either way the steps are the timing section's
+(lmstudy.measure.steps), synchronized after each one, with the same NVTX /
+record_function ranges.
 """
 
 from __future__ import annotations
@@ -18,29 +26,38 @@ from pathlib import Path
 
 import torch
 
-from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
+from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.markers import annotate
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import make_step, synchronize
 from lmstudy.phases import PhaseClock
+from lmstudy.ranges import profiled_pass_range
 
 BACKENDS = ("nsys", "torch")
+# The passes section 2 profiles, in the order one process runs them.
+PROFILED_PASSES = ("forward", "train_step")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProfileSpec(ModelSpec):
-    pass_name: str
+    passes: tuple[str, ...] = PROFILED_PASSES
     batch_size: int = 4
     vocab_size: int = 10000
     warmup_steps: int = 2
     profiled_steps: int = 2
     backend: str = "nsys"
 
-    def columns(self) -> dict:
-        """The configuration as result columns."""
+    def __post_init__(self):
+        unknown = [p for p in self.passes if p not in PROFILED_PASSES]
+        if not self.passes or unknown or len(set(self.passes)) != len(self.passes):
+            raise ValueError(f"passes must be distinct ones of {PROFILED_PASSES}, not {self.passes!r}")
+
+    def columns(self, pass_name: str) -> dict:
+        """The configuration of `pass_name` as result columns."""
         return {
             "size": self.size,
             "context_length": self.context_length,
-            "pass": self.pass_name,
+            "pass": pass_name,
             "precision": self.precision,
             "batch_size": self.batch_size,
             "backend": self.backend,
@@ -82,49 +99,71 @@ def torch_profiler_capture(device: torch.device, trace: Path):
     return capture()
 
 
-def run_profile(spec: ProfileSpec, trace: Path | None = None, clock: PhaseClock | None = None) -> dict:
-    """Warm up, capture `profiled_steps` steps; return the run's record.
+def run_profile(
+    spec: ProfileSpec, trace: Path | None = None, clock: PhaseClock | None = None
+) -> dict[str, dict]:
+    """Warm up every pass, then capture `profiled_steps` of each; a record per pass.
 
     `trace` is where the torch backend writes its Chrome trace (.json or
-    .json.gz). Out-of-memory, in the build, the warm-up or the capture, is a
-    record with status OOM. `clock` gets the phases: start, build, measure
-    (the torch backend's trace export counts as profile).
+    .json.gz). Out of memory is a record with status OOM: in the build for
+    every pass, in a pass's warm-up or profiled steps for that pass, whose
+    gradients and optimizer state are then freed so that the other passes go
+    on. `clock` gets the phases: start, build, measure (the torch backend's
+    trace export counts as profile).
     """
     if spec.backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {spec.backend!r}")
+    if spec.backend == "torch" and trace is None:
+        raise ValueError("the torch backend needs a trace path")
     clock = clock or PhaseClock()
     with clock.timing("start"):
         device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
-        record = {**spec.columns(), **env, "status": "ok", "error": ""}
-    step_ms: list[float] = []
-    phase = "build"
+    records = {
+        name: {**spec.columns(name), **env, "status": "ok", "error": "", "captured_step_ms": []}
+        for name in spec.passes
+    }
     started = time.perf_counter()
     with out_of_memory_is_a_result(device) as oom:
-        work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
+        work = spec.build_workload(device, with_optimizer="train_step" in spec.passes)
         synchronize(device)
-        clock.add("build", time.perf_counter() - started)
-        phase, started = "measure", time.perf_counter()
-        step = make_step(work, spec.pass_name)
-        for _ in range(spec.warmup_steps):
-            step()
-        synchronize(device)
-        if spec.backend == "nsys":
-            capture = cuda_profiler_range(device)
-        else:
-            if trace is None:
-                raise ValueError("the torch backend needs a trace path")
-            capture = torch_profiler_capture(device, Path(trace))
-        with capture:
-            for _ in range(spec.profiled_steps):
-                start = time.perf_counter()
-                step()
-                synchronize(device)
-                step_ms.append((time.perf_counter() - start) * 1e3)
-            clock.add("measure", time.perf_counter() - started)
-            phase, started = "profile", time.perf_counter()
-        clock.add("profile", time.perf_counter() - started)
+    clock.add("build", time.perf_counter() - started)
     if oom:
-        clock.add(phase, time.perf_counter() - started)
-        record.update(oom.fields())
-    record["captured_step_ms"] = step_ms
-    return record
+        for record in records.values():
+            record.update(oom.fields())
+        return records
+
+    def out_of_memory(name: str, oom) -> None:
+        records[name].update(oom.fields(), captured_step_ms=[])
+        work.drop_training_state()
+        free_memory(device)
+
+    steps = {}
+    with clock.timing("measure"):
+        for name in spec.passes:
+            with out_of_memory_is_a_result(device) as oom:
+                step = make_step(work, name)
+                for _ in range(spec.warmup_steps):
+                    step()
+                synchronize(device)
+            if oom:
+                out_of_memory(name, oom)
+            else:
+                steps[name] = step
+    capture = (
+        cuda_profiler_range(device) if spec.backend == "nsys" else torch_profiler_capture(device, Path(trace))
+    )
+    started = time.perf_counter()
+    with capture:
+        for name, step in steps.items():
+            with out_of_memory_is_a_result(device) as oom, annotate(profiled_pass_range(name)):
+                for _ in range(spec.profiled_steps):
+                    start = time.perf_counter()
+                    step()
+                    synchronize(device)
+                    records[name]["captured_step_ms"].append((time.perf_counter() - start) * 1e3)
+            if oom:
+                out_of_memory(name, oom)
+        clock.add("measure", time.perf_counter() - started)
+        started = time.perf_counter()
+    clock.add("profile", time.perf_counter() - started)
+    return records

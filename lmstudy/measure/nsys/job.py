@@ -1,20 +1,25 @@
-"""One profiling job: profile a configuration, keep the report, write its tables.
+"""One profiling job: profile a configuration's passes, keep the report, write their tables.
 
-Files in the job's directory:
-- ``kernels.csv``: the tidy kernel table (lmstudy.analyse.nsys.events), one row per
-  (range, kernel), with the configuration and the environment on every row;
-- ``ranges.csv``: per range, host time and the GPU work it encloses;
-- ``run.json``: the run's record: status (ok or OOM), configuration,
-  environment, backend, nsys version, and the profile files kept;
+One process profiles every pass (lmstudy.measure.nsys.capture), into one
+capture. Files in the job's directory:
 - ``profile/``: the profile itself, ``profile.nsys-rep`` and ``profile.sqlite``
-  (nsys), or ``trace.json.gz`` (torch.profiler); an OOM run leaves it empty.
+  (nsys), or ``trace.json.gz`` (torch.profiler); empty when no pass ran.
   One folder, whichever profiler ran, so that the workflow declares it.
+- per pass, ``<pass>/``:
+  - ``kernels.csv``: the tidy kernel table (lmstudy.analyse.nsys.events) of
+    that pass's part of the capture, one row per (range, kernel), with the
+    configuration and the environment on every row;
+  - ``ranges.csv``: per range, host time and the GPU work it encloses;
+  - ``run.json``: the pass's record: status (ok or OOM), configuration,
+    environment, backend, nsys version, and the profile files (relative to
+    the record's folder).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -51,8 +56,8 @@ def program_args(spec: ProfileSpec) -> list[str]:
         str(spec.num_heads),
         "--context-length",
         str(spec.context_length),
-        "--pass",
-        spec.pass_name,
+        "--passes",
+        *spec.passes,
         "--precision",
         spec.precision,
         "--batch-size",
@@ -109,28 +114,51 @@ def _tables(events: ev.Events, record: dict) -> tuple[pd.DataFrame, pd.DataFrame
     return kernels, ranges
 
 
-def _write(out_dir: Path, record: dict, kernels: pd.DataFrame, ranges: pd.DataFrame) -> None:
-    write_csv(out_dir / "kernels.csv", kernels)
-    write_csv(out_dir / "ranges.csv", ranges)
-    write_json(out_dir / "run.json", record)
+def _no_events() -> ev.Events:
+    return ev.Events(
+        pd.DataFrame(columns=ev.RANGE_COLUMNS),
+        pd.DataFrame(columns=ev.LAUNCH_COLUMNS),
+        pd.DataFrame(columns=ev.ACTIVITY_COLUMNS),
+    )
 
 
-def run_torch(spec: ProfileSpec, out_dir: Path, clock: PhaseClock) -> dict:
+def write_passes(
+    out_dir: Path, records: dict[str, dict], events: ev.Events | None, files: list[Path]
+) -> None:
+    """Each pass's tables and record, from its part of the capture (`events`; None: nothing captured).
+
+    A pass that ran out of memory gets empty tables; one that ran has its
+    range in the capture, or the capture is not this program's.
+    """
+    passes = ev.split_by_pass(events) if events is not None else {}
+    for name, record in records.items():
+        folder = out_dir / name
+        record["files"] = [os.path.relpath(path, folder) for path in files]
+        if record["status"] == "ok":
+            if name not in passes:
+                raise RuntimeError(f"the capture has no range for the {name} pass, which ran: profile again")
+            kernels, ranges = _tables(passes[name], record)
+        else:
+            kernels, ranges = _tables(_no_events(), record)
+        write_csv(folder / "kernels.csv", kernels)
+        write_csv(folder / "ranges.csv", ranges)
+        write_json(folder / "run.json", record)
+
+
+def run_torch(spec: ProfileSpec, out_dir: Path, clock: PhaseClock) -> dict[str, dict]:
     from lmstudy.analyse.nsys import torch_trace
     from lmstudy.measure.nsys.capture import run_profile
 
     trace = out_dir / PROFILE_DIR / "trace.json.gz"
     trace.unlink(missing_ok=True)
-    record = run_profile(spec, trace=trace, clock=clock)
-    record.update(nsys_version="", files=[])
+    records = run_profile(spec, trace=trace, clock=clock)
+    for record in records.values():
+        record["nsys_version"] = ""
     with clock.timing("profile"):
-        if record["status"] == "ok":
-            record["files"] = [str(trace.relative_to(out_dir))]
-            kernels, ranges = _tables(torch_trace.read_events(trace), record)
-        else:
-            kernels, ranges = _tables(_no_events(), record)
-        _write(out_dir, record, kernels, ranges)
-    return record
+        captured = trace.exists()
+        events = torch_trace.read_events(trace) if captured else None
+        write_passes(out_dir, records, events, [trace] if captured else [])
+    return records
 
 
 def check_nsys(spec: ProfileSpec, nsys: str) -> str:
@@ -150,7 +178,7 @@ def check_nsys(spec: ProfileSpec, nsys: str) -> str:
         raise
 
 
-def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> dict:
+def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> dict[str, dict]:
     from lmstudy.analyse.nsys import sqlite
 
     started = time.perf_counter()
@@ -166,38 +194,33 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> 
     done = subprocess.run(command, pass_fds=gpu_lease.inherited_fds())
     if not record_path.exists():
         raise RuntimeError(f"the profiled program failed (nsys exit {done.returncode}); see the log above")
-    record = json.loads(record_path.read_text())
+    program = json.loads(record_path.read_text())
     record_path.unlink()
     # The profiled program's own phases; the rest of nsys's run is the profiler's.
-    program = record.pop("phases", {})
-    for phase, seconds in program.items():
+    phases = program.pop("phases", {})
+    for phase, seconds in phases.items():
         clock.add(phase, seconds)
-    clock.add("profile", time.perf_counter() - started - sum(program.values()))
-    record.update(nsys_version=version, files=[])
+    clock.add("profile", time.perf_counter() - started - sum(phases.values()))
+    records = program["passes"]
+    for record in records.values():
+        record["nsys_version"] = version
     with clock.timing("profile"):
-        if record["status"] == "ok":
+        events, files = None, []
+        if any(record["status"] == "ok" for record in records.values()):
             if not report.exists():
                 raise RuntimeError(
                     f"nsys wrote no report {report} (exit {done.returncode}); see the log above"
                 )
             sqlite.export_sqlite(report, nsys, export)
-            record["files"] = [str(report.relative_to(out_dir)), str(export.relative_to(out_dir))]
-            kernels, ranges = _tables(sqlite.read_events(export), record)
-        else:
-            kernels, ranges = _tables(_no_events(), record)
-        _write(out_dir, record, kernels, ranges)
-    return record
+            events, files = sqlite.read_events(export), [report, export]
+        write_passes(out_dir, records, events, files)
+    return records
 
 
-def _no_events() -> ev.Events:
-    return ev.Events(
-        pd.DataFrame(columns=ev.RANGE_COLUMNS),
-        pd.DataFrame(columns=ev.LAUNCH_COLUMNS),
-        pd.DataFrame(columns=ev.ACTIVITY_COLUMNS),
-    )
-
-
-def run_job(spec: ProfileSpec, out_dir: Path, nsys: str = "nsys", clock: PhaseClock | None = None) -> dict:
+def run_job(
+    spec: ProfileSpec, out_dir: Path, nsys: str = "nsys", clock: PhaseClock | None = None
+) -> dict[str, dict]:
+    """Profile every pass of `spec` in one process; the records by pass (also in <pass>/run.json)."""
     out_dir = Path(out_dir)
     (out_dir / PROFILE_DIR).mkdir(parents=True, exist_ok=True)
     clock = clock or PhaseClock()
