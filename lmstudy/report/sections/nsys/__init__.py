@@ -67,10 +67,11 @@ def build(results: Path, figures: Path) -> Section:
     versions = ", ".join(sorted({str(v) for v in runs.get("nsys_version", pd.Series()).dropna() if str(v)}))
     section.add(
         Text(
-            f"Backend: {backends}" + (f" ({versions})" if versions else "") + f". Each configuration ran "
-            f"{int(first['warmup_steps'])} warm-up steps outside the capture, then "
-            f"{int(first['profiled_steps'])} profiled steps, batch {int(first['batch_size'])}, "
-            f"{first['precision']}. A kernel belongs to the innermost NVTX range around the CUDA call that "
+            f"Backend: {backends}" + (f" ({versions})" if versions else "") + ". Each size × context "
+            f"length is one process: it ran each pass's {int(first['warmup_steps'])} warm-up steps "
+            f"outside the capture, then each pass's {int(first['profiled_steps'])} profiled steps in one "
+            f"capture, split by pass; batch {int(first['batch_size'])}, {first['precision']}. "
+            "A kernel belongs to the innermost NVTX range around the CUDA call that "
             "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
             "`backward` range open on the main thread at that moment. Times are per step. "
             + (
