@@ -38,15 +38,15 @@ cp -r results/gpu-quick/nsys/kernels.csv results/gpu-quick/nsys/ranges.csv \
   results/gpu-quick/nsys/runs.csv "$out/" 2>/dev/null
 cp -r logs/gpu-quick/nsys "$out/logs" 2>/dev/null
 # One small export of the quick run, to look at by hand (and as a future fixture).
-cp results/gpu-quick/nsys/raw/small_ctx128_train_step_fp32/profile/profile.sqlite "$out/" 2>/dev/null
+cp results/gpu-quick/nsys/raw/small_ctx256_fp32/profile/profile.sqlite "$out/" 2>/dev/null
 python3 scripts/compare_backends.py --out-dir results/gpu-compare --nsys "$nsys" --size small \
   --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 --context-length 256 \
-  --pass train_step --warmup-steps 3 --profiled-steps 3 > "$out/compare.txt" 2>&1
+  --passes train_step --warmup-steps 3 --profiled-steps 3 > "$out/compare.txt" 2>&1
 echo "compare exit $?" >> "$out/compare.txt"
 cp results/gpu-compare/comparison.csv "$out/" 2>/dev/null
 for b in nsys torch; do
   mkdir -p "$out/compare_$b"
-  cp results/gpu-compare/$b/kernels.csv results/gpu-compare/$b/ranges.csv \
-    results/gpu-compare/$b/run.json "$out/compare_$b/" 2>/dev/null
+  cp results/gpu-compare/$b/train_step/kernels.csv results/gpu-compare/$b/train_step/ranges.csv \
+    results/gpu-compare/$b/train_step/run.json "$out/compare_$b/" 2>/dev/null
 done
 ls -la "$out"
