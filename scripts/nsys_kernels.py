@@ -11,6 +11,9 @@ adopted_instances, adopted_ns, min_ns, max_ns. A kernel belongs to the range
 around the CUDA call that launched it; kernels that autograd's thread
 launches, outside every range of that thread, are adopted by the range open
 on the main thread at that moment (`backward`), and counted in adopted_*.
+A profile of section 2's program holds each pass in a range "profiled pass
+<pass>": the table then has a `pass` column, each pass's rows from its own
+part of the capture.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ def main(argv=None) -> None:
     )
     p.add_argument("--all-domains", action="store_true", help="read ranges of every NVTX domain")
     args = p.parse_args(argv)
-    from lmstudy.analyse.nsys.events import kernel_table, range_table
+    import pandas as pd
+
+    from lmstudy.analyse.nsys.events import kernel_table, range_table, split_by_pass
     from lmstudy.analyse.nsys.report_file import read_profile
     from lmstudy.atomic import write_csv
     from lmstudy.ranges import NVTX_DOMAIN
@@ -46,12 +51,21 @@ def main(argv=None) -> None:
     events = read_profile(args.report, args.nsys, domain, exact=args.domain is not None)
     if events.note:
         print(f"note: {args.report}: {events.note}.", file=sys.stderr)
-    table = kernel_table(events)
+    passes = split_by_pass(events)
+    if passes:
+
+        def per_pass(make):
+            return pd.concat([make(part).assign(**{"pass": name}) for name, part in passes.items()])
+
+        table, ranges = per_pass(kernel_table), per_pass(range_table)
+    else:
+        table, ranges = kernel_table(events), range_table(events)
     write_csv(args.out, table)
     if args.ranges:
-        write_csv(args.ranges, range_table(events))
+        write_csv(args.ranges, ranges)
     print(
-        f"{len(table)} rows, {int(table['instances'].sum())} GPU activities, "
+        (f"passes {', '.join(passes)}: " if passes else "")
+        + f"{len(table)} rows, {int(table['instances'].sum())} GPU activities, "
         f"{table['total_ns'].sum() / 1e6:.3f} ms -> {args.out}"
     )
 

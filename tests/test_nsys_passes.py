@@ -11,6 +11,8 @@ same export.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +23,7 @@ from lmstudy.analyse.nsys.sqlite import read_events
 from lmstudy.measure.nsys.job import write_passes
 
 GPU = Path(__file__).parent / "fixtures" / "gpu"
+REPO = Path(__file__).resolve().parent.parent
 NAME = "nsys_passes_fp32"
 
 
@@ -107,5 +110,32 @@ def test_a_pass_that_ran_but_is_not_in_the_capture_is_an_error(events, tmp_path)
     records = json.loads((GPU / f"{NAME}_program.json").read_text())["passes"]
     unmarked = events.ranges[events.ranges["name"] != "profiled pass train_step"]
     only_forward = Events(unmarked, events.launches, events.activities)
-    with pytest.raises(RuntimeError, match="no range for the train_step pass"):
+    with pytest.raises(RuntimeError, match="no range 'profiled pass train_step' for the train_step pass"):
         write_passes(tmp_path, records, only_forward, [])
+
+
+def test_work_outside_every_pass_is_said_not_silently_dropped(events, passes):
+    assert all(part.note == "" for part in passes.values())  # the program leaves nothing outside
+    unmarked = events.ranges[events.ranges["name"] != "profiled pass train_step"]
+    forward_only = split_by_pass(Events(unmarked, events.launches, events.activities))["forward"]
+    left_out = len(events.activities) - len(forward_only.activities)
+    assert left_out > 0
+    assert forward_only.note.startswith(f"{left_out} GPU activities of the capture lie outside every pass's")
+
+
+def test_the_cli_table_of_a_section_2_profile_is_per_pass(passes, tmp_path):
+    out, ranges = tmp_path / "kernels.csv", tmp_path / "ranges.csv"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts/nsys_kernels.py"), str(GPU / f"{NAME}.sqlite"),
+         "--out", str(out), "--ranges", str(ranges)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    written = pd.read_csv(out)
+    for name, part in passes.items():
+        rows = written[written["pass"] == name]
+        assert rows["total_ns"].sum() == kernel_table(part)["total_ns"].sum()
+    # The inference forward and the training step's forward stay apart.
+    forward = written[written["phase"] == "forward"]
+    assert set(forward["pass"]) == {"forward", "train_step"}
+    assert not pd.read_csv(ranges)["path"].str.contains("profiled pass").any()

@@ -141,6 +141,34 @@ def test_a_pass_out_of_memory_leaves_the_other_profiled(tmp_path, monkeypatch):
     assert set(forward["phase"]) == {"forward"}
 
 
+def test_a_forward_out_of_memory_keeps_the_training_steps_optimizer_state(tmp_path, monkeypatch):
+    """The training step's profiled steps must not build AdamW's state anew inside the capture."""
+    make_step = capture.make_step
+    spec = ProfileSpec(profiled_steps=2, **TINY)
+
+    def forward_runs_out_of_memory_in_the_capture(work, pass_name):
+        step = make_step(work, pass_name)
+        if pass_name != "forward":
+            return step
+        calls = []
+
+        def too_big():
+            calls.append(1)
+            if len(calls) > spec.warmup_steps:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+            step()
+
+        return too_big
+
+    monkeypatch.setattr(capture, "make_step", forward_runs_out_of_memory_in_the_capture)
+    records = run_job(spec, tmp_path)
+    assert records["forward"]["status"] == "OOM" and records["train_step"]["status"] == "ok"
+    optimizer = pd.read_csv(tmp_path / "train_step" / "kernels.csv").query("range == 'optimizer'")
+    assert len(optimizer) > 0
+    # AdamW creates its moments with zeros_like on its first step only: the warm-up's.
+    assert not optimizer["kernel"].str.contains("zeros_like").any()
+
+
 def test_nsys_command_captures_only_the_profiler_range(tmp_path):
     spec = ProfileSpec(**{**TINY, "backend": "nsys", "device": "cuda"})
     command = nsys_command("/opt/nsys", spec, tmp_path / "profile", tmp_path / "p.json")

@@ -103,6 +103,13 @@ def split_by_pass(events: Events) -> dict[str, Events]:
         launches = events.launches[starts.ge(marker.start) & starts.le(marker.end)]
         activities = events.activities[events.activities["correlation"].isin(launches["correlation"])]
         passes[name] = Events(ranges, launches, activities, source=events.source, note=events.note)
+    in_a_pass = set().union(*(set(part.activities["correlation"]) for part in passes.values()))
+    outside = int((~events.activities["correlation"].isin(in_a_pass)).sum())
+    if passes and outside:
+        # Nothing the program does runs there today; say so if that changes.
+        note = f"{outside} GPU activities of the capture lie outside every pass's range and are left out."
+        for part in passes.values():
+            part.note = " ".join(filter(None, [part.note, note]))
     return passes
 
 

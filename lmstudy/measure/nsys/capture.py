@@ -1,12 +1,14 @@
 """The profiled program: warm up outside the capture, then profile N steps of each pass.
 
 One process profiles every pass of a configuration (forward, then the
-training step): it builds the model once, runs every pass's warm-up, and only
-then starts the one capture, in which each pass's profiled steps run inside a
-range of their own (lmstudy.ranges.profiled_pass_range); the analysis splits
-the capture by those ranges. So the warm-up stays out of the capture, and a
-configuration pays for one process start, one model build and one report,
-not one per pass.
+training step): it builds the model once, runs every pass's warm-up (the last
+pass's first, so that the first pass captured has just warmed up), frees the
+gradients, and only then starts the one capture, in which each pass's
+profiled steps run inside a range of their own
+(lmstudy.ranges.profiled_pass_range); the analysis splits the capture by
+those ranges. The forward is thus profiled with AdamW's state in memory.
+So the warm-up stays out of the capture, and a configuration pays for one
+process start, one model build and one report, not one per pass.
 
 Under Nsight Systems (backend "nsys") the capture is the cudaProfilerApi
 range: nsys runs with ``--capture-range=cudaProfilerApi`` and records only
@@ -34,7 +36,7 @@ from lmstudy.phases import PhaseClock
 from lmstudy.ranges import profiled_pass_range
 
 BACKENDS = ("nsys", "torch")
-# The passes section 2 profiles, in the order one process runs them.
+# The passes section 2 can profile (a spec's `passes` gives their order).
 PROFILED_PASSES = ("forward", "train_step")
 
 
@@ -134,12 +136,16 @@ def run_profile(
 
     def out_of_memory(name: str, oom) -> None:
         records[name].update(oom.fields(), captured_step_ms=[])
-        work.drop_training_state()
+        if name == "train_step":
+            # Only the training step holds gradients and optimizer state.
+            work.drop_training_state()
         free_memory(device)
 
     steps = {}
     with clock.timing("measure"):
-        for name in spec.passes:
+        # Warm-ups in reverse order, so that the first pass captured is the one
+        # that has just warmed up; the later ones keep their state (AdamW's).
+        for name in reversed(spec.passes):
             with out_of_memory_is_a_result(device) as oom:
                 step = make_step(work, name)
                 for _ in range(spec.warmup_steps):
@@ -149,12 +155,17 @@ def run_profile(
                 out_of_memory(name, oom)
             else:
                 steps[name] = step
+        # A training step sets its gradients to None first anyway; the passes
+        # before it are profiled without them in memory.
+        work.model.zero_grad(set_to_none=True)
+        free_memory(device)
     capture = (
         cuda_profiler_range(device) if spec.backend == "nsys" else torch_profiler_capture(device, Path(trace))
     )
     started = time.perf_counter()
     with capture:
-        for name, step in steps.items():
+        for name in [p for p in spec.passes if p in steps]:
+            step = steps[name]
             with out_of_memory_is_a_result(device) as oom, annotate(profiled_pass_range(name)):
                 for _ in range(spec.profiled_steps):
                     start = time.perf_counter()

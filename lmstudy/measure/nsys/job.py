@@ -127,16 +127,20 @@ def write_passes(
 ) -> None:
     """Each pass's tables and record, from its part of the capture (`events`; None: nothing captured).
 
-    A pass that ran out of memory gets empty tables; one that ran has its
-    range in the capture, or the capture is not this program's.
+    A pass that ran out of memory gets empty tables and no files; one that
+    ran has its range in the capture, or the capture is not this program's.
     """
     passes = ev.split_by_pass(events) if events is not None else {}
     for name, record in records.items():
         folder = out_dir / name
-        record["files"] = [os.path.relpath(path, folder) for path in files]
+        record["files"] = []
         if record["status"] == "ok":
             if name not in passes:
-                raise RuntimeError(f"the capture has no range for the {name} pass, which ran: profile again")
+                raise RuntimeError(
+                    f"the capture has no range 'profiled pass {name}' for the {name} pass, which ran"
+                    + (f" ({events.note})" if events is not None and events.note else "")
+                )
+            record["files"] = [os.path.relpath(path, folder) for path in files]
             kernels, ranges = _tables(passes[name], record)
         else:
             kernels, ranges = _tables(_no_events(), record)

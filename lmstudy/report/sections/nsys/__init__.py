@@ -69,8 +69,9 @@ def build(results: Path, figures: Path) -> Section:
         Text(
             f"Backend: {backends}" + (f" ({versions})" if versions else "") + ". Each size × context "
             f"length is one process: it ran each pass's {int(first['warmup_steps'])} warm-up steps "
-            f"outside the capture, then each pass's {int(first['profiled_steps'])} profiled steps in one "
-            f"capture, split by pass; batch {int(first['batch_size'])}, {first['precision']}. "
+            "outside the capture (the training step's first), then each pass's "
+            f"{int(first['profiled_steps'])} profiled steps in one capture, split by pass, the forward's "
+            f"with AdamW's state in memory; batch {int(first['batch_size'])}, {first['precision']}. "
             "A kernel belongs to the innermost NVTX range around the CUDA call that "
             "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
             "`backward` range open on the main thread at that moment. Times are per step. "
