@@ -449,6 +449,27 @@ def test_cost_concurrency_findings_on_a_table_with_known_answers():
     ]
 
 
+def test_a_run_made_in_parts_on_two_machines_is_said_so():
+    """Two one-GPU machines, each with its GPU 0, one after the other: two GPUs, never at once."""
+    from lmstudy.report.sections import cost
+
+    first = _cost_job("timing", "time_model", "a", 80.0, gpu=0.0, start=3600.0, end=3680.0, measure=50)
+    second = _cost_job("attention", "attention_sweep", "b", 100.0, gpu=0.0, start=7200.0, end=7300.0,
+                       measure=90)
+    jobs = pd.DataFrame([
+        {**first, "gpu_uuid": "GPU-aaaaaaaa-1111"}, {**second, "gpu_uuid": "GPU-bbbbbbbb-2222"},
+    ])
+    assert cost.concurrency_findings(jobs) == [
+        "The run was made in 2 parts, on 2 GPUs one after another (different GPUs or machines; their job "
+        "seconds add up to the run's): GPU 0 (GPU-aaaaaaaa): 1 measuring jobs, 80 s, 01:00–01:01 UTC; "
+        "GPU 0 (GPU-bbbbbbbb): 1 measuring jobs, 100 s, 02:00–02:01 UTC. "
+        "Measuring jobs ran at most 1 at once."
+    ]
+    per_gpu = cost.by_gpu(jobs)
+    assert list(per_gpu["UUID"]) == ["GPU-aaaaaaaa-1111", "GPU-bbbbbbbb-2222"]
+    assert list(per_gpu["jobs"]) == [1, 1] and list(per_gpu["job seconds"]) == [80.0, 100.0]
+
+
 def test_cost_findings_without_measuring_jobs_or_lease_records():
     from lmstudy.report.sections import cost
 
@@ -463,3 +484,14 @@ def test_cost_findings_without_measuring_jobs_or_lease_records():
     assert cost.concurrency_findings(report_only) == []
     # records from before the lease was recorded: no started_at column, no concurrency to tell
     assert cost.concurrency_findings(_cost_jobs().drop(columns=["started_at", "ended_at"])) == []
+
+
+def test_the_header_shows_a_gpu_index_read_back_as_a_float_once():
+    """The cost table reads GPU indices back as floats (blank rows are NaN); the header says 0, not 0, 0.0."""
+    from lmstudy.analyse.tables import environment_of
+
+    timing = pd.DataFrame({"gpu_index": ["0"], "gpu": ["NVIDIA H100 80GB HBM3"]})
+    cost_rows = pd.DataFrame({"gpu_index": [0.0, None], "gpu": ["NVIDIA H100 80GB HBM3", None]})
+    shown = environment_of([timing, cost_rows])
+    assert shown["gpu_index"] == "0" and shown["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert environment_of([pd.DataFrame({"gpu_index": [0.0, 1.0]})])["gpu_index"] == "0, 1"

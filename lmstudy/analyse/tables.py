@@ -19,13 +19,20 @@ def concat_results(paths: list[Path]) -> pd.DataFrame:
     return result_files.read_csvs(paths)
 
 
+def _shown(value) -> str:
+    """A value as the header shows it: a whole number read back as a float (a GPU index, 0.0) as 0."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def environment_of(frames: list[pd.DataFrame]) -> dict[str, str]:
     """The provenance shown in the report's header: each value seen, joined."""
     values: dict[str, set[str]] = {c: set() for c in ENVIRONMENT_COLUMNS}
     for frame in frames:
         for column in ENVIRONMENT_COLUMNS:
             if column in frame:
-                values[column] |= {str(v) for v in frame[column].dropna().unique()}
+                values[column] |= {_shown(v) for v in frame[column].dropna().unique()}
     shown = {}
     for column, seen in values.items():
         if column == "date" and seen:

@@ -5,10 +5,16 @@ The functions that compute its findings (sentences) from its tables.
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 
 from lmstudy.analyse.study_cost import most_at_once
-from lmstudy.report.sections.cost.tables import SHORT, _leased, _shares, _text, by_section
+from lmstudy.report.sections.cost.tables import SHORT, _leased, _shares, _text, by_section, gpu_of
+
+
+def _clock(seconds: float) -> str:
+    return time.strftime("%H:%M", time.gmtime(seconds))
 
 
 def concurrency_findings(frame: pd.DataFrame) -> list[str]:
@@ -17,16 +23,41 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
     if jobs.empty:
         return []
     at_once = most_at_once(jobs)
-    gpus = sorted((g for g in set(_text(jobs["gpu_index"])) if g),
-                  key=lambda g: (not g.isdigit(), int(g) if g.isdigit() else 0, g))  # 2 before 10
-    span = jobs["ended_at"].max() - jobs["started_at"].min()
-    busy = (jobs["ended_at"] - jobs["started_at"]).sum()
-    where = f"on {len(gpus)} GPU(s) ({', '.join(gpus)})" if gpus else "with no GPU named"
-    items = [
-        f"Measuring jobs ran at most {at_once} at once, {where}: {busy:.0f} s of measuring jobs "
-        f"within {span:.0f} s from the first one's start to the last one's end "
-        f"({busy / span if span > 0 else 1:.1f} at a time on average)."
-    ]
+    jobs = jobs.assign(gpu=gpu_of(jobs), index=_text(jobs["gpu_index"]))
+    parts = (
+        jobs[jobs["index"] != ""]
+        .groupby("gpu")
+        .agg(index=("index", "first"), start=("started_at", "min"), end=("ended_at", "max"),
+             jobs=("job", "size"), seconds=("wall_s", "sum"))
+        .sort_values("start")
+    )
+    # A GPU's index names it, unless two machines' GPUs share one (both a GPU 0).
+    shared = parts["index"].duplicated(keep=False)
+    parts["name"] = parts["index"].where(~shared, parts["index"] + " (" + parts.index.str[:12] + ")")
+    starts, ends = parts["start"].to_numpy(), parts["end"].to_numpy()
+    if len(parts) > 1 and (starts[1:] >= ends[:-1]).all():
+        items = [
+            f"The run was made in {len(parts)} parts, on {len(parts)} GPUs one after another (different "
+            "GPUs or machines; their job seconds add up to the run's): "
+            + "; ".join(
+                f"GPU {row.name}: {row.jobs} measuring jobs, {row.seconds:.0f} s, "
+                f"{_clock(row.start)}–{_clock(row.end)} UTC"
+                for row in parts.itertuples()
+            )
+            + f". Measuring jobs ran at most {at_once} at once."
+        ]
+    else:
+        numeric = parts["index"].str.isdigit()
+        ordered = parts.assign(number=pd.to_numeric(parts["index"].where(numeric), errors="coerce"))
+        shown = ordered.sort_values(["number", "index", "start"], na_position="last")["name"].tolist()
+        where = f"on {len(parts)} GPU(s) ({', '.join(shown)})" if len(parts) else "with no GPU named"
+        span = jobs["ended_at"].max() - jobs["started_at"].min()
+        busy = (jobs["ended_at"] - jobs["started_at"]).sum()
+        items = [
+            f"Measuring jobs ran at most {at_once} at once, {where}: {busy:.0f} s of measuring jobs "
+            f"within {span:.0f} s from the first one's start to the last one's end "
+            f"({busy / span if span > 0 else 1:.1f} at a time on average)."
+        ]
     column = "waited_s" if "waited_s" in jobs else "wait_s"
     waited = jobs[column].sum()
     if waited > 0:
@@ -34,7 +65,7 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
             f"{(jobs[column] > 0).sum()} job(s) waited {waited:.0f} s in all for a GPU that another job "
             "held (another run on this machine, or more GPU jobs than GPUs)."
         )
-    jobs = jobs.assign(gpu_index=_text(jobs["gpu_index"]), foreign_processes=_text(jobs["foreign_processes"]))
+    jobs = jobs.assign(gpu_index=jobs["index"], foreign_processes=_text(jobs["foreign_processes"]))
     foreign = jobs[jobs["foreign_processes"] != ""]
     if len(foreign):
         items.append(

@@ -87,19 +87,31 @@ def _leased(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["measuring"]].dropna(subset=["started_at", "ended_at"])
 
 
+def gpu_of(jobs: pd.DataFrame) -> pd.Series:
+    """Which GPU each job ran on: its UUID, else host and index (two machines can both have a GPU 0)."""
+    uuids = _text(jobs["gpu_uuid"]) if "gpu_uuid" in jobs else pd.Series("", index=jobs.index)
+    hosts = _text(jobs["host"]) if "host" in jobs else pd.Series("", index=jobs.index)
+    return uuids.where(uuids != "", hosts + ":" + _text(jobs["gpu_index"]))
+
+
 def by_gpu(frame: pd.DataFrame) -> pd.DataFrame:
     """Per GPU the measuring jobs ran on: jobs, their seconds and the seconds they waited for it."""
     jobs = _leased(frame)
     if jobs.empty:
         return pd.DataFrame()
-    jobs = jobs.assign(gpu=_text(jobs["gpu_index"]).replace("", "(none)"))
+    jobs = jobs.assign(gpu=_text(jobs["gpu_index"]).replace("", "(none)"), identity=gpu_of(jobs))
     waited = "waited_s" if "waited_s" in jobs else "wait_s"
-    keys = ["host", "gpu"] if "host" in jobs and jobs["host"].nunique() > 1 else ["gpu"]
+    keys = ["gpu", "identity"]
+    if "host" in jobs and jobs["host"].nunique() > 1:
+        keys = ["host", *keys]
     table = jobs.groupby(keys, sort=True).agg(
         uuid=("gpu_uuid", "first"), chosen_by=("gpu_chosen_by", "first"), cpu_cores=("cpu_cores", "first"),
         jobs=("job", "size"), seconds=("wall_s", "sum"), waited_s=(waited, "sum"),
+        first=("started_at", "min"),
     )
-    return table.reset_index().rename(columns={
+    table = table.reset_index().sort_values([k for k in keys if k != "identity"] + ["first"], kind="stable")
+    table = table.drop(columns=["identity", "first"])
+    return table.reset_index(drop=True).rename(columns={
         "gpu": "GPU (index)", "uuid": "UUID", "chosen_by": "chosen by", "cpu_cores": "CPU cores",
         "seconds": "job seconds", "waited_s": "seconds waited for it",
     })
