@@ -151,6 +151,16 @@ def _memory_frame(rows):
     return frame
 
 
+def test_a_memory_peak_that_shrinks_with_context_is_said_to_shrink():
+    """On a real H100 the 2.7B training step's peak was 64.15 GiB at context 128 and 63.77 at 512."""
+    from lmstudy.report.sections import memory
+
+    rows = [_memory_row(128, "train_step", "fp32", 64.15), _memory_row(512, "train_step", "fp32", 63.77)]
+    said = memory.findings(_memory_frame(rows))
+    assert "small training step fp32: from context 128 to 512 the peak shrinks from 64.15 to 63.77 GiB " \
+           "(-0.38 GiB)." in said
+
+
 def test_memory_findings_on_a_table_with_known_answers():
     from lmstudy.report.sections import memory
 

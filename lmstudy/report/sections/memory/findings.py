@@ -69,10 +69,12 @@ def findings(frame: pd.DataFrame) -> list[str]:
         part = part.sort_values("context_length")
         if len(part) >= 2:
             lo, hi = part.iloc[0], part.iloc[-1]
+            change = (hi["peak_bytes"] - lo["peak_bytes"]) / GIB
+            verb = "grows" if change > 0 else "shrinks" if change < 0 else "stays"
             items.append(
                 f"{size} {PASS_LABELS[pass_name]} {precision}: from context {lo['context_length']} to "
-                f"{hi['context_length']} the peak grows from {lo['peak_bytes'] / GIB:.2f} to "
-                f"{hi['peak_bytes'] / GIB:.2f} GiB (+{(hi['peak_bytes'] - lo['peak_bytes']) / GIB:.2f} GiB)."
+                f"{hi['context_length']} the peak {verb} from {lo['peak_bytes'] / GIB:.2f} to "
+                f"{hi['peak_bytes'] / GIB:.2f} GiB ({change:+.2f} GiB)."
             )
     train = ok[ok["pass"] == "train_step"]
     if len(train):
