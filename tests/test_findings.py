@@ -243,6 +243,8 @@ def test_nsys_findings_on_a_table_with_known_answers():
     from lmstudy.report.sections import nsys
 
     runs = _nsys_runs((128, "forward", "ok"), (128, "train_step", "ok"), (256, "train_step", "OOM"))
+    # as runs.csv holds them: the profiled steps' own times, a JSON list
+    runs["captured_step_ms"] = ["[11.0, 12.0]", "[27.0, 29.0, 28.0]", "[]"]
     # Two profiled steps: the step ranges span 10 ms and 30 ms a step; the timer says 10 and 25 ms.
     ranges = pd.DataFrame([
         {"size": "small", "context_length": 128, "pass": p, "range": r, "gpu_span_ns": span, "gpu_ns": span,
@@ -282,8 +284,10 @@ def test_nsys_findings_on_a_table_with_known_answers():
     assert said[0] == "1 of 3 configurations ran out of memory (small ctx 256 train_step)."
     # 10/10 and 30/25: the train step is the largest gap (the warm-up-0 timer row is not steady state)
     assert said[1] == (
-        "Nsys's per-step GPU time is 1.00× to 1.20× the Python timer's median over 2 configurations; the "
-        "largest gap is small ctx 128 train_step (30 ms vs 25 ms)."
+        "Nsys's per-step span (from a step's first kernel starting to its last ending, idle gaps included) "
+        "is 1.00× to 1.20× the timing section's median over 2 configurations; the largest gap is small ctx "
+        "128 train_step (30 ms vs 25 ms; the timer inside the capture read 28 ms). Far from 1, the step is "
+        "launch-bound: the GPU waits between kernels, and tracing slows the host that launches them."
     )
     # gemm_a is 14 of 20 ms of inference's forward, 10 of 20 ms of training's
     assert ("The top forward kernel is a GEMM kernel in 2 of 2 configurations, taking 50–70% of forward "

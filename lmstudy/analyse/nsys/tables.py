@@ -6,6 +6,9 @@ totals over the profile divided by its number of profiled steps.
 
 from __future__ import annotations
 
+import json
+import statistics
+
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
@@ -28,9 +31,11 @@ def forward_time_table(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.Data
     """(a) nsys's forward time per step next to the timing section's median.
 
     nsys's numbers are GPU projections of the ranges: from the first kernel
-    the range launched starting to the last one ending, averaged over
-    instances. The timer's number is the timing section's steady-state
-    median for the same size, context, pass and precision (naive attention).
+    the range launched starting to the last one ending (idle gaps between
+    kernels included), averaged over instances. The timer's number is the
+    timing section's steady-state median for the same size, context, pass
+    and precision (naive attention); the capture timer's is the median of
+    the profiled steps themselves, timed by the profiled program.
     """
     rows = []
     for _, run in runs.iterrows():
@@ -58,12 +63,23 @@ def forward_time_table(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.Data
                     hit["gpu_ns"].sum() / hit["instances"].sum() / 1e6 if len(hit) else None
                 )
         row["timer step ms"] = _timer_ms(timing, run)
+        row["capture timer ms"] = _captured_median_ms(run)
         rows.append(row)
     table = pd.DataFrame(rows)
     if table.empty:
         return table
     table["nsys step / timer"] = table["nsys step ms"] / table["timer step ms"]
     return table.sort_values(CONFIG, kind="stable").reset_index(drop=True)
+
+
+def _captured_median_ms(run) -> float | None:
+    """The Python timer's median over the profiled steps themselves, inside the capture."""
+    steps = run.get("captured_step_ms")
+    if isinstance(steps, str):
+        steps = json.loads(steps) if steps.strip() else []
+    if not isinstance(steps, list) or not steps:
+        return None
+    return float(statistics.median(steps))
 
 
 def _timer_ms(timing: pd.DataFrame | None, run) -> float | None:

@@ -88,7 +88,8 @@ def build(results: Path, figures: Path) -> Section:
     a = T.forward_time_table(data["ranges"], runs, data["timing"])
     section.add(
         Table(
-            f"(a) Time per step: {said['profiler']} (the ranges' {said['time']}) vs the Python timer",
+            f"(a) Time per step: {said['profiler']}'s span of each range vs the Python timer (the "
+            "timing section's median, and inside the capture)",
             _with_status(a, said["column"]),
             name="nsys_step_time",
         )

@@ -32,10 +32,12 @@ def _with_status(table: pd.DataFrame, column: str = "nsys") -> pd.DataFrame:
     """Show OOM or a missing timer number as such, not as an empty cell; name the profiler's
     columns after the one that ran (`column`)."""
     table = table.copy()
-    for col in ("nsys forward ms", "nsys forward kernels ms", "nsys step ms"):
-        table[col] = table[col].astype(object).where(table["status"] == "ok", table["status"])
-    table["timer step ms"] = (
-        table["timer step ms"].astype(object).where(table["timer step ms"].notna(), "not measured")
-    )
+    for col in ("nsys forward ms", "nsys forward kernels ms", "nsys step ms", "capture timer ms"):
+        if col in table:
+            table[col] = table[col].astype(object).where(table["status"] == "ok", table["status"])
+    # Where the profile ran out of memory and section 1 has no steady median, say OOM.
+    missing = table["status"].where(table["status"] != "ok", "not measured")
+    timer = table["timer step ms"].astype(object)
+    table["timer step ms"] = timer.where(timer.notna(), missing)
     named = {c: c.replace("nsys ", f"{column} ", 1) for c in table.columns if c.startswith("nsys ")}
     return table.rename(columns={"context_length": "context", **named})
