@@ -92,15 +92,19 @@ def most_at_once(frame: pd.DataFrame) -> int:
     return most
 
 
+def gpu_identity(frame: pd.DataFrame) -> pd.Series:
+    """Which GPU each job ran on: its UUID, else host and index (two machines can both have a GPU 0)."""
+    uuids = frame["gpu_uuid"].fillna("").astype(str) if "gpu_uuid" in frame else pd.Series("", frame.index)
+    hosts = frame["host"].fillna("").astype(str) if "host" in frame else ""
+    return uuids.where(uuids != "", hosts + ":" + frame["gpu_index"].astype(str))
+
+
 def overlaps_on_one_gpu(frame: pd.DataFrame) -> pd.DataFrame:
     """Pairs of measuring jobs that held the same GPU at the same time: none, if the lease works."""
     spans = frame.dropna(subset=["started_at", "ended_at"])
     spans = spans[spans["gpu_chosen_by"] == "lease"]
     pairs = []
-    uuids = spans["gpu_uuid"].fillna("").astype(str)
-    hosts = spans["host"].fillna("").astype(str) if "host" in spans else ""
-    gpu = uuids.where(uuids != "", hosts + ":" + spans["gpu_index"].astype(str))
-    for _, jobs in spans.assign(gpu=gpu).groupby("gpu"):
+    for _, jobs in spans.assign(gpu=gpu_identity(spans)).groupby("gpu"):
         jobs = jobs.sort_values("started_at")
         previous = None
         for _, job in jobs.iterrows():

@@ -9,8 +9,8 @@ import time
 
 import pandas as pd
 
-from lmstudy.analyse.study_cost import most_at_once
-from lmstudy.report.sections.cost.tables import SHORT, _leased, _shares, _text, by_section, gpu_of
+from lmstudy.analyse.study_cost import gpu_identity, most_at_once
+from lmstudy.report.sections.cost.tables import SHORT, _leased, _shares, _text, by_section
 
 
 def _clock(seconds: float) -> str:
@@ -23,7 +23,7 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
     if jobs.empty:
         return []
     at_once = most_at_once(jobs)
-    jobs = jobs.assign(gpu=gpu_of(jobs), index=_text(jobs["gpu_index"]))
+    jobs = jobs.assign(gpu=gpu_identity(jobs), index=_text(jobs["gpu_index"]))
     parts = (
         jobs[jobs["index"] != ""]
         .groupby("gpu")

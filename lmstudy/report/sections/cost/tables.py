@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.analyse.study_cost import PHASE_COLUMNS
+from lmstudy.analyse.study_cost import PHASE_COLUMNS, gpu_identity
 
 SHORT = {
     "wait_s": "GPU lease",
@@ -87,19 +87,12 @@ def _leased(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["measuring"]].dropna(subset=["started_at", "ended_at"])
 
 
-def gpu_of(jobs: pd.DataFrame) -> pd.Series:
-    """Which GPU each job ran on: its UUID, else host and index (two machines can both have a GPU 0)."""
-    uuids = _text(jobs["gpu_uuid"]) if "gpu_uuid" in jobs else pd.Series("", index=jobs.index)
-    hosts = _text(jobs["host"]) if "host" in jobs else pd.Series("", index=jobs.index)
-    return uuids.where(uuids != "", hosts + ":" + _text(jobs["gpu_index"]))
-
-
 def by_gpu(frame: pd.DataFrame) -> pd.DataFrame:
     """Per GPU the measuring jobs ran on: jobs, their seconds and the seconds they waited for it."""
     jobs = _leased(frame)
     if jobs.empty:
         return pd.DataFrame()
-    jobs = jobs.assign(gpu=_text(jobs["gpu_index"]).replace("", "(none)"), identity=gpu_of(jobs))
+    jobs = jobs.assign(gpu=_text(jobs["gpu_index"]).replace("", "(none)"), identity=gpu_identity(jobs))
     waited = "waited_s" if "waited_s" in jobs else "wait_s"
     keys = ["gpu", "identity"]
     if "host" in jobs and jobs["host"].nunique() > 1:

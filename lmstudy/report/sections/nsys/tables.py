@@ -33,8 +33,7 @@ def _with_status(table: pd.DataFrame, column: str = "nsys") -> pd.DataFrame:
     columns after the one that ran (`column`)."""
     table = table.copy()
     for col in ("nsys forward ms", "nsys forward kernels ms", "nsys step ms", "capture timer ms"):
-        if col in table:
-            table[col] = table[col].astype(object).where(table["status"] == "ok", table["status"])
+        table[col] = table[col].astype(object).where(table["status"] == "ok", table["status"])
     # Where the profile ran out of memory and section 1 has no steady median, say OOM.
     missing = table["status"].where(table["status"] != "ok", "not measured")
     timer = table["timer step ms"].astype(object)
