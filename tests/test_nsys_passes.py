@@ -20,6 +20,7 @@ import pytest
 
 from lmstudy.analyse.nsys.events import Events, kernel_table, range_table, split_by_pass
 from lmstudy.analyse.nsys.sqlite import read_events
+from lmstudy.errors import UserError
 from lmstudy.measure.nsys.job import write_passes
 
 GPU = Path(__file__).parent / "fixtures" / "gpu"
@@ -139,3 +140,10 @@ def test_the_cli_table_of_a_section_2_profile_is_per_pass(passes, tmp_path):
     forward = written[written["phase"] == "forward"]
     assert set(forward["pass"]) == {"forward", "train_step"}
     assert not pd.read_csv(ranges)["path"].str.contains("profiled pass").any()
+
+
+def test_a_profile_with_a_pass_twice_is_one_sentence(events, tmp_path):
+    twice = events.ranges[events.ranges["name"] == "profiled pass forward"]
+    doubled = Events(pd.concat([events.ranges, twice]), events.launches, events.activities)
+    with pytest.raises(UserError, match="two ranges 'profiled pass forward'.*profile again"):
+        split_by_pass(doubled)

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from lmstudy.analyse.nsys.categories import categorize
+from lmstudy.errors import UserError
 from lmstudy.ranges import PHASES, PROFILED_PASS
 
 RANGE_COLUMNS = ["thread", "name", "start", "end"]
@@ -95,7 +96,10 @@ def split_by_pass(events: Events) -> dict[str, Events]:
     for marker in events.ranges[is_marker].itertuples():
         name = marker.name[len(PROFILED_PASS) :]
         if name in passes:
-            raise ValueError(f"the capture holds two ranges {marker.name!r}: one per pass is expected")
+            raise UserError(
+                f"the profile holds two ranges {marker.name!r}; a profile of section 2's program has one "
+                "per pass: profile again, with one capture."
+            )
         ranges = events.ranges[
             ~is_marker & events.ranges["start"].ge(marker.start) & events.ranges["end"].le(marker.end)
         ]
