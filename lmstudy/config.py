@@ -127,6 +127,12 @@ def _check_references(config: dict) -> None:
                 f"defined under sizes (defined: {', '.join(sizes)})."
             )
     _check_rungs(config)
+    noise = config.get("noise")
+    if noise and noise["max_processes"] < noise["min_processes"]:
+        raise ConfigError(
+            f"config: noise.max_processes ({noise['max_processes']}) is below noise.min_processes "
+            f"({noise['min_processes']}): raise max_processes or lower min_processes."
+        )
     for section, settings in config.items():
         if isinstance(settings, dict) and isinstance(settings.get("sizes"), list):
             for name in settings["sizes"]:

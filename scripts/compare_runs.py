@@ -28,7 +28,6 @@ def main(argv=None) -> None:
     p.add_argument("--style", type=Path, help="a matplotlib style file for the figures")
     p.add_argument("--min-effect", type=float, default=0.03,
                    help="the smallest change a verdict calls faster or slower (0.03: 3%%)")
-    p.add_argument("--alpha", type=float, default=0.01, help="the significance level of the test")
     args = p.parse_args(argv)
     import matplotlib
 
@@ -39,7 +38,7 @@ def main(argv=None) -> None:
         plt.style.use(args.style)
     from lmstudy.report.compare import render_comparison
 
-    render_comparison(args.results, args.a, args.b, args.templates, args.out, args.min_effect, args.alpha)
+    render_comparison(args.results, args.a, args.b, args.templates, args.out, args.min_effect)
     print(f"wrote {args.out / 'index.html'} and {args.out / 'report.md'}")
 
 

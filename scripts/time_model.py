@@ -36,6 +36,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--passes", nargs="+", default=["forward", "forward_backward", "train_step"])
     p.add_argument("--warmup-steps", type=int, nargs="+", default=[0, 1, 5])
     p.add_argument("--timed-steps", type=int, default=10)
+    p.add_argument("--min-processes", type=int, default=2, help="fresh processes per pass, at least")
+    p.add_argument("--max-processes", type=int, default=4,
+                   help="fresh processes per pass, at most, while they disagree")
+    p.add_argument("--max-spread", type=float, default=0.05,
+                   help="measure another process while the processes' medians spread by more (max/min - 1)")
     return p.parse_args(argv)
 
 
@@ -44,14 +49,19 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
+    from lmstudy.errors import UserError
+    from lmstudy.measure.repeat import NoisePolicy
     from lmstudy.measure.timing import TimingSpec, run_job
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()  # the imports are done: torch is loaded, CUDA untouched
 
+    if not 1 <= args.min_processes <= args.max_processes:
+        raise UserError("--min-processes must be at least 1 and at most --max-processes: fix the arguments.")
     spec = TimingSpec(
         **model_kwargs(args), variant=args.variant, passes=tuple(args.passes),
         warmup_steps=tuple(args.warmup_steps), timed_steps=args.timed_steps,
+        noise=NoisePolicy(args.min_processes, args.max_processes, args.max_spread),
     )
     rows = run_job(spec, clock)
     if args.phases:
@@ -59,7 +69,9 @@ def main(argv=None) -> None:
     write_csv(args.out, pd.DataFrame(rows))
     for row in rows:
         print(row["pass"], "warm-up", row["warmup_steps"], row["status"],
-              f"median {row['median_ms']:.3f} ms" if row["status"] == "ok" else "")
+              f"median {row['median_ms']:.3f} ms over {row['processes']} processes "
+              f"(95% {row['ci_low_ms']:.3f}-{row['ci_high_ms']:.3f}, spread {row['process_spread']:.1%})"
+              if row["status"] == "ok" else "")
 
 
 if __name__ == "__main__":

@@ -74,9 +74,11 @@ def timing_job(spec) -> list[dict]:
 
     code = (
         "import json, sys\n"
+        "from lmstudy.measure.repeat import NoisePolicy\n"
         "from lmstudy.measure.timing import TimingSpec, run_job\n"
         "data = json.loads(sys.argv[1])\n"
-        "data.update(passes=tuple(data['passes']), warmup_steps=tuple(data['warmup_steps']))\n"
+        "data.update(passes=tuple(data['passes']), warmup_steps=tuple(data['warmup_steps']),\n"
+        "            noise=NoisePolicy(**data['noise']))\n"
         "print(json.dumps(run_job(TimingSpec(**data)), default=str))\n"
     )
     done = subprocess.run(

@@ -6,7 +6,8 @@ import torch
 from lmstudy import flops, hardware
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.steps import build_workload, make_step
-from lmstudy.measure.timing import TimingSpec, rows_from_trajectory, time_steps
+from lmstudy.measure.repeat import NoisePolicy
+from lmstudy.measure.timing import TimingSpec, rows_from_processes, time_steps
 
 from .conftest import timing_job
 
@@ -21,33 +22,47 @@ def test_job_rows_cover_every_pass_and_warmup():
     assert got == {(p, w) for p in spec.passes for w in (0, 2)}
     for row in rows:
         assert row["status"] == "ok"
-        times = json.loads(row["step_times_ms"])
-        assert len(times) == 3
-        assert row["min_ms"] <= row["median_ms"] <= row["max_ms"]
+        processes = json.loads(row["step_times_ms"])
+        assert row["processes"] == len(processes) >= 2  # at least two fresh processes per pass
+        assert all(len(times) == 3 for times in processes)
+        assert row["ci_low_ms"] <= row["median_ms"] <= row["ci_high_ms"]
+        assert row["min_ms"] <= row["median_ms"]
+        assert row["median_ms"] <= row["max_ms"]
         assert row["tokens_per_s"] == pytest.approx(2 * 16 / (row["median_ms"] / 1e3))
         assert row["torch"] == torch.__version__ and row["commit"]
         assert row["mfu"] is None  # a CPU has no datasheet peak
         assert row["process_s"] > 0 and row["steps_run"] == 5
+        assert row["gpu_busy_share"] is None  # a CPU: no GPU busy time
 
 
-def test_every_warmup_row_is_its_window_of_one_trajectory():
-    """Warm-up w's row is the timed window after the first w steps of its pass's one process."""
-    spec = TimingSpec(precision="fp32", warmup_steps=(0, 1, 3), **TINY)
+def test_every_warmup_row_is_its_window_of_each_processs_trajectory():
+    """Warm-up w's row takes, from each fresh process of its pass, the window after its first w steps."""
+    spec = TimingSpec(precision="fp32", warmup_steps=(0, 1, 3), noise=NoisePolicy(2, 2, 0.05), **TINY)
     rows = timing_job(spec)
     for pass_name in spec.passes:
         mine = [r for r in rows if r["pass"] == pass_name]
-        (trajectory,) = {r["trajectory_ms"] for r in mine}  # one process per pass
-        trajectory = json.loads(trajectory)
-        assert len(trajectory) == 3 + 3  # max(warm-ups) + timed steps, each timed
-        # the pass's rows share one process's record
-        assert len({(r["fork_s"], r["process_s"]) for r in mine}) == 1
+        (trajectories,) = {r["trajectory_ms"] for r in mine}
+        trajectories = json.loads(trajectories)
+        assert len(trajectories) == 2  # two processes, each timing max(warm-ups) + timed steps
+        assert all(len(t) == 3 + 3 for t in trajectories)
         for row in mine:
             w = row["warmup_steps"]
-            assert json.loads(row["step_times_ms"]) == trajectory[w: w + 3]
-            assert row["first_step_ms"] == pytest.approx(trajectory[0], abs=1e-3)  # the cold start
-            window = [t / 1e3 for t in trajectory[w: w + 3]]
-            assert row["median_ms"] == pytest.approx(summarize_ms(window)["median_ms"], rel=1e-3)
+            assert json.loads(row["step_times_ms"]) == [t[w: w + 3] for t in trajectories]
+            medians = sorted(summarize_ms([x / 1e3 for x in t[w: w + 3]])["median_ms"] for t in trajectories)
+            assert row["median_ms"] == pytest.approx(sum(medians) / 2, rel=1e-3)  # median of two
+            assert row["process_spread"] == pytest.approx(medians[1] / medians[0] - 1, rel=1e-3)
+            assert row["first_step_ms"] == pytest.approx(sum(t[0] for t in trajectories) / 2, abs=1e-3)
     assert len({r["trajectory_ms"] for r in rows}) == len(spec.passes)
+
+
+def test_rows_take_the_median_over_processes_with_its_interval():
+    spec = TimingSpec(precision="fp32", warmup_steps=(1,), **TINY)
+    results = [_trajectory([50, 10, 10, 10]), _trajectory([50, 20, 20, 20]), _trajectory([50, 12, 12, 12])]
+    (row,) = rows_from_processes(spec, results, 1000)
+    assert row["processes"] == 3 and row["median_ms"] == pytest.approx(12)
+    assert row["process_spread"] == pytest.approx(1.0)
+    assert row["ci_low_ms"] <= 10 and row["ci_high_ms"] >= 20  # the interval sees the processes, not the steps
+    assert row["mean_ms"] == pytest.approx(14)  # over every step of every window
 
 
 def _trajectory(step_ms, error=None):
@@ -55,17 +70,17 @@ def _trajectory(step_ms, error=None):
     return {"pass": "train_step", "device": "cpu", "env": {"gpu": "cpu (x86_64)"},
             "step_s": [t / 1e3 for t in step_ms], "error": error,
             "peak_allocated": [100 * i for i in steps], "peak_reserved": [200 * i for i in steps],
-            "start_s": 0.1, "fork_s": 0.01, "build_s": 0.2}
+            "start_s": 0.1, "fork_s": 0.01, "build_s": 0.2, "clocks": {}, "gpu_busy_ms": None}
 
 
 def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
     """A process that ran out of memory at step 4 gave warm-ups 0 and 1 their windows, not 5."""
     spec = TimingSpec(precision="fp32", warmup_steps=(0, 1, 5), **TINY)
-    rows = rows_from_trajectory(spec, _trajectory([50, 10, 11, 12], error="CUDA out of memory"), 1000)
+    rows = rows_from_processes(spec, [_trajectory([50, 10, 11, 12], error="CUDA out of memory")], 1000)
     status = {r["warmup_steps"]: r["status"] for r in rows}
     assert status == {0: "ok", 1: "ok", 5: "OOM"}
     by_warmup = {r["warmup_steps"]: r for r in rows}
-    assert json.loads(by_warmup[1]["step_times_ms"]) == [10, 11, 12]
+    assert json.loads(by_warmup[1]["step_times_ms"]) == [[10, 11, 12]]
     assert by_warmup[0]["median_ms"] == pytest.approx(11)
     assert by_warmup[5]["error"] == "CUDA out of memory"
     # each window's peaks are those a fresh process reports after its last step
@@ -77,7 +92,7 @@ def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
 def test_compile_time_is_the_first_steps_excess():
     spec = TimingSpec(precision="bf16", variant="sdpa-compile", passes=("train_step",),
                       warmup_steps=(0, 1), **TINY)
-    rows = rows_from_trajectory(spec, _trajectory([9000, 10, 12, 11]), 1000)
+    rows = rows_from_processes(spec, [_trajectory([9000, 10, 12, 11])], 1000)
     assert rows[0]["compile_s"] == pytest.approx((9000 - 11.5) / 1e3)
 
 

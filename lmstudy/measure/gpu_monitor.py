@@ -13,12 +13,16 @@ every value is None: the columns stay, empty, and nothing fails. Torch-free.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import statistics
 import threading
+import time
 
-COLUMNS = ("sm_clock_mhz", "min_sm_clock_mhz", "max_sm_clock_mhz", "power_w", "power_limit_w", "clock_samples")
+COLUMNS = (
+    "sm_clock_mhz", "min_sm_clock_mhz", "max_sm_clock_mhz", "power_w", "power_limit_w", "clock_samples",
+)
 
 
 def _nvml():
@@ -58,12 +62,15 @@ class ClockSampler:
 
     `sampler.result` (a dict of COLUMNS) is filled when the block ends; a
     window shorter than one interval still gets one sample, taken at its end.
+    `sampler.window(start, end)` summarizes the samples of a part of the
+    block (times from time.perf_counter()).
     """
 
     def __init__(self, gpu_uuid: str | None = None, interval_s: float = 0.01):
         self.gpu_uuid = os.environ.get("LMSTUDY_GPU_UUID", "") if gpu_uuid is None else gpu_uuid
         self.interval_s = interval_s
         self.result: dict = dict.fromkeys(COLUMNS)
+        self._times: list[float] = []
         self._clocks: list[float] = []
         self._powers: list[float] = []
         self._stop = threading.Event()
@@ -74,8 +81,11 @@ class ClockSampler:
     def _sample(self) -> None:
         nvml = self._nvml
         with contextlib.suppress(Exception):
-            self._clocks.append(float(nvml.nvmlDeviceGetClockInfo(self._device, nvml.NVML_CLOCK_SM)))
-            self._powers.append(nvml.nvmlDeviceGetPowerUsage(self._device) / 1e3)
+            clock = float(nvml.nvmlDeviceGetClockInfo(self._device, nvml.NVML_CLOCK_SM))
+            power = nvml.nvmlDeviceGetPowerUsage(self._device) / 1e3
+            self._times.append(time.perf_counter())
+            self._clocks.append(clock)
+            self._powers.append(power)
 
     def _poll(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -104,11 +114,22 @@ class ClockSampler:
             self._sample()
         nvml, device = self._nvml, self._device
         self.result = summarize(self._clocks, self._powers)
-        self.result["max_sm_clock_mhz"] = _read(lambda: nvml.nvmlDeviceGetMaxClockInfo(device, nvml.NVML_CLOCK_SM))
+        self.result["max_sm_clock_mhz"] = _read(
+            lambda: nvml.nvmlDeviceGetMaxClockInfo(device, nvml.NVML_CLOCK_SM)
+        )
         limit = _read(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(device))
         self.result["power_limit_w"] = limit / 1e3 if limit is not None else None
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
+
+
+    def window(self, start: float, end: float) -> dict:
+        """The samples taken from `start` to `end` (or the first one after `start`), as `summarize` gives."""
+        if self._nvml is None or not self._times:
+            return dict.fromkeys(("sm_clock_mhz", "min_sm_clock_mhz", "power_w", "clock_samples"))
+        first = bisect.bisect_left(self._times, start)
+        last = max(bisect.bisect_right(self._times, end), min(first + 1, len(self._times)))
+        return summarize(self._clocks[first:last], self._powers[first:last])
 
 
 def _read(query):

@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,15 +31,13 @@ import torch
 
 from lmstudy import environment, flops
 from lmstudy.analyse import ladder_table
-from lmstudy.analyse.nsys.categories import CATEGORIES, categorize
-from lmstudy.analyse.nsys.torch_trace import read_events
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
 from lmstudy.measure import gpu_clocks
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
+from lmstudy.measure.gpu_time import kernel_breakdown
 from lmstudy.measure.master_weights import MasterWeightAdamW
 from lmstudy.measure.model import ModelConfig, make_optimizer
-from lmstudy.measure.nsys.capture import torch_profiler_capture
 from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_result
 from lmstudy.measure.spec import model_dims
 from lmstudy.measure.steps import Workload, build_workload, make_step, synchronize
@@ -144,33 +141,6 @@ def matmul_reference(
         rows.append({"kind": kind, "repeats": repeats, **rate, **read, **env})
         free_memory(dev)
     return rows
-
-
-TOP_KERNELS = 8
-
-
-def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]:
-    """GPU time per step by kernel category (CPU operators on a CPU), in ms.
-
-    `gpu_busy_ms` is their sum; the step's median time less it is when the
-    GPU waited for the host.
-    """
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        with torch_profiler_capture(device, trace):
-            for _ in range(steps):
-                step()
-            synchronize(device)
-        activities = read_events(trace).activities
-    ms = (activities["end"] - activities["start"]) / 1e6 / steps
-    categories = [categorize(n, k) for n, k in zip(activities["name"], activities["kind"], strict=True)]
-    per_category = ms.groupby(categories).sum()
-    # Every category, 0 where none ran: each rung's row has the same columns.
-    breakdown = {f"gpu_ms_{category}": float(per_category.get(category, 0.0)) for category in CATEGORIES}
-    breakdown["gpu_busy_ms"] = float(ms.sum())
-    top = ms.groupby(activities["name"].to_numpy()).sum().nlargest(TOP_KERNELS)
-    breakdown["top_kernels"] = "; ".join(f"{name[:120]}: {value:.2f} ms" for name, value in top.items())
-    return breakdown
 
 
 def rung_workload(spec: BenchSpec, device: torch.device) -> Workload:

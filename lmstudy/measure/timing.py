@@ -9,6 +9,14 @@ time. Warm-up 0 is the cold start: CUDA initialisation, the model build and
 the first steps, but not the interpreter's start or `import torch` (the
 fresh process is forked from the job's process, which imported torch and
 never touched CUDA: lmstudy.measure.fresh_process).
+
+Each pass is measured in several such processes (lmstudy.measure.repeat:
+at least two, more while their medians disagree), and each row reports the
+median over processes with an interval from the variation between them
+(lmstudy.analyse.stats.process_summary). Each process also samples the SM
+clock while it steps (NVML), and the first one profiles one more step for
+the GPU's busy time: with the median step time it says how much of the step
+the GPU worked (host-bound steps measure the host, not the GPU).
 """
 
 from __future__ import annotations
@@ -22,9 +30,11 @@ from collections.abc import Callable
 import torch
 
 from lmstudy import environment, flops, hardware
-from lmstudy.analyse.stats import summarize_ms
+from lmstudy.analyse.stats import process_summary, summarize_ms
 from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
 from lmstudy.measure.fresh_process import run_forked
+from lmstudy.measure.gpu_monitor import ClockSampler
+from lmstudy.measure.repeat import NoisePolicy, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import PASSES, import_lazy_modules, make_step, synchronize
 from lmstudy.phases import PhaseClock
@@ -38,6 +48,7 @@ class TimingSpec(ModelSpec):
     passes: tuple[str, ...] = PASSES
     warmup_steps: tuple[int, ...] = (0, 1, 5)
     timed_steps: int = 10
+    noise: NoisePolicy = NoisePolicy()
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
@@ -69,17 +80,23 @@ def time_steps(step: Callable[[], None], device: torch.device, warmup: int, step
     return trajectory(step, device, steps)[0]
 
 
-def trajectory(step: Callable[[], None], device: torch.device, steps: int) -> tuple[list[float], list]:
+def trajectory(
+    step: Callable[[], None], device: torch.device, steps: int, starts: list[float] | None = None
+) -> tuple[list[float], list]:
     """Seconds of each of `steps` steps, each synchronized, and the peaks (allocated, reserved) after each.
 
-    An out-of-memory error ends the trajectory early: the steps before it
-    are returned and the error is raised as the exception's `trajectory`.
+    Each step's start (time.perf_counter()) is appended to `starts` where
+    given. An out-of-memory error ends the trajectory early: the steps
+    before it are returned and the error is raised as the exception's
+    `trajectory`.
     """
     on_gpu = device.type == "cuda"
     times, peaks = [], []
     synchronize(device)
     for _ in range(steps):
         start = time.perf_counter()
+        if starts is not None:
+            starts.append(start)
         try:
             step()
             synchronize(device)
@@ -102,30 +119,43 @@ def _build(spec: TimingSpec, device: torch.device):
     return work
 
 
-def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) -> dict:
+def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, profile: bool = False) -> dict:
     """One fresh process's trajectory of `pass_name` (run it in a fresh process).
 
     Plain data: per-step seconds and peaks, the phases' seconds, the
-    environment (`facts`: environment.host_facts() of the parent), and the
-    error that ended the trajectory early, if any.
+    environment (`facts`: environment.host_facts() of the parent), the SM
+    clock in each warm-up's window, the GPU's busy ms in one more step where
+    `profile` (CUDA only), and the error that ended the trajectory early.
     """
     start = time.perf_counter()
     device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
     result = {"pass": pass_name, "device": device.type, "start_s": time.perf_counter() - start, "env": env,
-              "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0}
+              "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0, "clocks": {},
+              "gpu_busy_ms": None}
     start = time.perf_counter()
-    times, peaks = [], []
-    with out_of_memory_is_a_result(device) as oom:
+    times, peaks, starts = [], [], []
+    with out_of_memory_is_a_result(device) as oom, ClockSampler() as sampler:
         work = _build(spec, device)
         synchronize(device)
         result["build_s"] = time.perf_counter() - start
         step = make_step(work, pass_name)
-        times, peaks = trajectory(step, device, spec.steps_per_process)
+        times, peaks = trajectory(step, device, spec.steps_per_process, starts)
+        if profile and device.type == "cuda":
+            from lmstudy.measure.gpu_time import kernel_breakdown
+
+            result["gpu_busy_ms"] = kernel_breakdown(step, device, 1)["gpu_busy_ms"]
     if oom:
         if not result["build_s"]:
             result["build_s"] = time.perf_counter() - start
         times, peaks = oom.trajectory or ([], [])
         result["error"] = oom.message
+    for warmup in spec.warmup_steps:
+        window = starts[warmup: warmup + spec.timed_steps]
+        if len(window) == spec.timed_steps and len(times) >= warmup + spec.timed_steps:
+            end = window[-1] + times[warmup + spec.timed_steps - 1]
+            result["clocks"][str(warmup)] = sampler.window(window[0], end)
+    result["power_limit_w"] = sampler.result.get("power_limit_w")
+    result["max_sm_clock_mhz"] = sampler.result.get("max_sm_clock_mhz")
     result["step_s"] = times
     result["peak_allocated"] = [allocated for allocated, _ in peaks]
     result["peak_reserved"] = [reserved for _, reserved in peaks]
@@ -142,46 +172,81 @@ def _base_row(spec: TimingSpec, pass_name: str, warmup: int, params: int) -> dic
     }
 
 
-def rows_from_trajectory(spec: TimingSpec, result: dict, params: int) -> list[dict]:
-    """The rows of one pass: for warm-up w, the timed window after the trajectory's first w steps.
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
-    A window the trajectory did not reach (it ran out of memory first) is an
-    OOM row, as a fresh process with that many warm-up steps would be.
+
+def _rounded_ms(seconds: list[float]) -> list[float]:
+    return [round(t * 1e3, 4) for t in seconds]
+
+
+def rows_from_processes(spec: TimingSpec, results: list[dict], params: int) -> list[dict]:
+    """The rows of one pass measured in `results` (one per fresh process, in order).
+
+    Warm-up w's row takes from each process the window of timed steps after
+    its first w steps, and reports the median over processes with the
+    interval of lmstudy.analyse.stats.process_summary; mean, std, CV and
+    quantiles are over every step of every window. A window that no process
+    reached (it ran out of memory first) is an OOM row, as a fresh process
+    with that many warm-up steps would be.
     """
-    times, peaks = result["step_s"], result["peak_allocated"]
-    env = result["env"]
-    on_gpu = result["device"] == "cuda"
+    first = results[0]
+    env = first["env"]
+    on_gpu = first["device"] == "cuda"
     peak_tflops = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if on_gpu else None
+    busy_ms = next((r["gpu_busy_ms"] for r in results if r.get("gpu_busy_ms") is not None), None)
     rows = []
     for warmup in sorted(spec.warmup_steps):
-        row = _base_row(spec, result["pass"], warmup, params)
-        window = times[warmup: warmup + spec.timed_steps]
+        row = _base_row(spec, first["pass"], warmup, params)
+        windows = [r["step_s"][warmup: warmup + spec.timed_steps] for r in results]
+        complete = [w for w in windows if len(w) == spec.timed_steps]
         row.update(
-            first_step_ms=times[0] * 1e3 if times else None,
-            trajectory_ms=json.dumps([round(t * 1e3, 4) for t in times]),
-            start_s=result["start_s"], fork_s=result.get("fork_s"), build_s=result["build_s"],
-            steps_run=len(times), peak_tflops=peak_tflops,
+            first_step_ms=_median([r["step_s"][0] * 1e3 for r in results if r["step_s"]]),
+            trajectory_ms=json.dumps([_rounded_ms(r["step_s"]) for r in results]),
+            start_s=_median([r["start_s"] for r in results]),
+            fork_s=_median([r.get("fork_s") for r in results]),
+            build_s=_median([r["build_s"] for r in results]),
+            steps_run=max(len(r["step_s"]) for r in results), peak_tflops=peak_tflops,
+            processes=len(complete), power_limit_w=first.get("power_limit_w"),
+            max_sm_clock_mhz=first.get("max_sm_clock_mhz"),
         )
-        row["compile_s"] = compile_seconds(times) if spec.compiled else None
-        if len(window) < spec.timed_steps:
-            row.update(status="OOM", error=result["error"] or "the trajectory ended early")
+        row["compile_s"] = _median([compile_seconds(r["step_s"]) for r in results]) if spec.compiled else None
+        if not complete or len(complete) < len(windows):
+            error = next((r["error"] for r in results if r["error"]), None)
+            row.update(status="OOM", error=error or "the trajectory ended early", processes=len(windows))
         else:
-            row.update(status="ok", **summarize_ms(window))
-            row["step_times_ms"] = json.dumps([round(t * 1e3, 4) for t in window])
+            every_step = [t for w in complete for t in w]
+            row.update(status="ok", **summarize_ms(every_step))
+            summary = process_summary([_rounded_ms(w) for w in complete])
+            row.update(
+                median_ms=summary["median"], ci_low_ms=summary["ci_low"], ci_high_ms=summary["ci_high"],
+                process_spread=summary["spread"],
+                process_medians_ms=json.dumps([round(m, 4) for m in summary["process_medians"]]),
+            )
+            row["step_times_ms"] = json.dumps([_rounded_ms(w) for w in complete])
             seconds = row["median_ms"] / 1e3
             row["tokens_per_s"] = spec.batch_size * spec.context_length / seconds
             row["achieved_tflops"] = row["flops_per_step"] / seconds / 1e12
             row["mfu"] = row["achieved_tflops"] / peak_tflops if peak_tflops else None
-            # The peak a fresh process reaches by the end of this window.
-            row["peak_allocated_bytes"] = peaks[warmup + spec.timed_steps - 1]
-            row["peak_reserved_bytes"] = result["peak_reserved"][warmup + spec.timed_steps - 1]
+            row["gpu_busy_ms"] = busy_ms
+            row["gpu_busy_share"] = min(1.0, busy_ms / row["median_ms"]) if busy_ms is not None else None
+            clocks = [r["clocks"].get(str(warmup), {}) for r in results]
+            row["sm_clock_mhz"] = _median([c.get("sm_clock_mhz") for c in clocks])
+            row["min_sm_clock_mhz"] = min((c["min_sm_clock_mhz"] for c in clocks
+                                           if c.get("min_sm_clock_mhz") is not None), default=None)
+            row["power_w"] = _median([c.get("power_w") for c in clocks])
+            # The peak a fresh process reaches by the end of this window (the largest over processes).
+            end = warmup + spec.timed_steps - 1
+            row["peak_allocated_bytes"] = max(r["peak_allocated"][end] or 0 for r in results) or None
+            row["peak_reserved_bytes"] = max(r["peak_reserved"][end] or 0 for r in results) or None
         row.update(env)
         rows.append(row)
     return rows
 
 
 def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
-    """All rows of one job: one fresh process per pass, forked from this one.
+    """All rows of one job: each pass in fresh processes forked from this one, until they agree.
 
     This process must not initialise CUDA: each child initialises it afresh.
     """
@@ -193,22 +258,39 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
         import_lazy_modules()  # once here, not in every fresh process's build
     params = spec.parameter_count()
     facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
+    steady = max(spec.warmup_steps)
+
+    def measure(passes: list[str], round_index: int) -> dict[str, dict]:
+        measured = {}
+        for pass_name in passes:
+            what = (f"process {round_index + 1} of the {pass_name} pass of {spec.size} ctx "
+                    f"{spec.context_length} {spec.precision} {spec.variant}")
+            started = time.perf_counter()
+            result = run_forked(measure_pass, spec, pass_name, facts, round_index == 0, what=what)
+            result["process_s"] = time.perf_counter() - started
+            _account(clock, spec, result)
+            # Progress in the job's log: which fresh processes are done.
+            window = result["step_s"][steady: steady + spec.timed_steps]
+            print(f"{pass_name}, process {round_index + 1}: {len(result['step_s'])} steps in "
+                  f"{result['process_s']:.1f} s"
+                  + (f", steady median {statistics.median(window) * 1e3:.3f} ms" if window else "")
+                  + (f", {result['error']}" if result["error"] else ""), flush=True)
+            measured[pass_name] = result
+        return measured
+
+    def steady_window(result: dict) -> list[float] | None:
+        window = result["step_s"][steady: steady + spec.timed_steps]
+        return window if len(window) == spec.timed_steps else None
+
+    by_pass = measure_until_stable(measure, list(spec.passes), steady_window, spec.noise,
+                                   progress=lambda line: print(line, flush=True))
     rows = []
     for pass_name in spec.passes:
-        what = (f"the {pass_name} process of {spec.size} ctx {spec.context_length} "
-                f"{spec.precision} {spec.variant}")
-        started = time.perf_counter()
-        result = run_forked(measure_pass, spec, pass_name, facts, what=what)
-        result["process_s"] = time.perf_counter() - started
-        _account(clock, spec, result)
-        pass_rows = rows_from_trajectory(spec, result, params)
+        results = by_pass[pass_name]
+        pass_rows = rows_from_processes(spec, results, params)
         for row in pass_rows:
-            row["process_s"] = result["process_s"]
+            row["process_s"] = sum(r["process_s"] for r in results)
         rows += pass_rows
-        # Progress in the job's log: which fresh processes are done.
-        print(f"{pass_name}: {len(result['step_s'])} steps in a fresh process of "
-              f"{result['process_s']:.1f} s" + (f", {result['error']}" if result["error"] else ""),
-              flush=True)
     return rows
 
 

@@ -24,7 +24,8 @@ from lmstudy.atomic import write_text  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text, render  # noqa: E402
 from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
 
-VERDICT_COLORS = {V.FASTER: "tab:green", V.SLOWER: "tab:red", V.SAME: "tab:gray", V.TOO_FEW: "tab:olive"}
+VERDICT_COLORS = {V.FASTER: "tab:green", V.SLOWER: "tab:red", V.SAME: "tab:gray", V.UNDECIDED: "tab:orange",
+                  V.ONE_PROCESS: "tab:olive"}
 
 
 def _config(row) -> str:
@@ -75,7 +76,7 @@ def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
     table["B median ms"] = _shown(rows["median_ms_b"], rows["status_b"])
     table["B/A"] = rows["ratio"]
     table["95% CI of B/A"] = rows.apply(_ci, axis=1)
-    table["p"] = rows["p_value"]
+    table["processes A/B"] = _processes(rows)
     table["verdict"] = rows["verdict"]
     table["A tokens/s"] = rows["tokens_per_s_a"]
     table["B tokens/s"] = rows["tokens_per_s_b"]
@@ -85,6 +86,27 @@ def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
     table["B peak GiB"] = rows["peak_gib_b"]
     table["note"] = rows["note"]
     return table.reset_index(drop=True)
+
+
+def _processes(rows: pd.DataFrame) -> pd.Series:
+    """How many fresh processes measured each side, as "2/3"."""
+    return pd.Series([
+        f"{int(x)}/{int(y)}" if pd.notna(x) and pd.notna(y) and (x or y) else ""
+        for x, y in zip(rows.get("processes_a", []), rows.get("processes_b", []), strict=True)
+    ], index=rows.index, dtype=object)
+
+
+def verdict_rule(min_effect: float) -> str:
+    """The sentence that says once what the verdicts mean."""
+    low, high = V.noise_band(min_effect)
+    return (
+        f"Verdicts come from the variation between fresh processes: the 95% interval of B/A (a "
+        f"hierarchical bootstrap over processes, then steps, widened to Welch's t interval over the "
+        f"processes' medians) against the band {low:.3f}–{high:.3f} (minimum effect {min_effect * 100:g}%): "
+        f"same when the interval lies inside the band, faster or slower when it lies wholly outside it, "
+        f"undecided when it straddles an edge; \"one process\" where a side was measured in a single "
+        f"process (a run made before repetition), which cannot show the variation between processes."
+    )
 
 
 def _counts(verdicts: pd.Series) -> str:
@@ -101,8 +123,8 @@ def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[str]:
         part = study[study["pass"] == pass_name]
         median = part["ratio"].median()
         text = (
-            f"B's {PASS_LABELS[pass_name]} is a median {_than(median)} over {len(part)} "
-            f"configuration{'s' if len(part) != 1 else ''} ({_counts(part['verdict'])})"
+            f"{PASS_LABELS[pass_name]}: the median ratio B/A over {len(part)} "
+            f"configuration{'s' if len(part) != 1 else ''} is {median:.3f} ({_counts(part['verdict'])})"
         )
         flagged = part[part["verdict"].isin([V.FASTER, V.SLOWER])]
         if len(flagged):
@@ -115,8 +137,7 @@ def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[str]:
     if study["precision"].nunique() > 1:
         by = study.groupby("precision")["ratio"].median()
         items.append(
-            "By precision, the median ratio B/A is "
-            + ", ".join(f"{p} {r:.3f} ({_times(r)})" for p, r in by.items()) + "."
+            "By precision, the median ratio B/A is " + ", ".join(f"{p} {r:.3f}" for p, r in by.items()) + "."
         )
     for label in ("A", "B"):
         only = rows[rows["verdict"] == f"only in {label}"]
@@ -133,11 +154,7 @@ def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[str]:
             f"With different batch sizes, tokens/s is the fair measure: B's is a median "
             f"{faster_tokens.median():.2f}× A's."
         )
-    low, high = V.noise_band(min_effect)
-    items.append(
-        f"Verdicts: faster or slower only where the step samples differ significantly and the median "
-        f"ratio B/A lies outside {low:.3f}–{high:.3f} (minimum effect {min_effect * 100:g}%)."
-    )
+    items.append(verdict_rule(min_effect))
     return items
 
 
@@ -270,7 +287,9 @@ def _section_kernels(a, b, min_effect, figures: Path) -> Section:
         "Per configuration profiled in both runs: GPU time per step by kernel category (the rules of "
         "lmstudy/analyse/nsys/categories.py), and the kernels whose time changed most, appeared or "
         "disappeared. "
-        "Profiles keep totals over a few steps, not per-step samples: these are changes without a verdict."
+        "Profiles keep GPU totals over a few steps of one process; kernel time per category agrees within "
+        "1% between processes, so a change inside the minimum-effect band is the same and one beyond it "
+        "is faster or slower (a zero change is always the same)."
     ))
     section.add(Findings(kernel_findings(categories, configs, min_effect)))
     listing = configs[configs["presence"] != ""]
@@ -288,7 +307,7 @@ def _section_kernels(a, b, min_effect, figures: Path) -> Section:
         if categories_figure(categories, a.name, b.name, figures / "categories.png"):
             caption = "GPU time per step by kernel category, A beside B."
             section.add(Figure(figures / "categories.png", caption))
-    top = T.top_kernel_changes(a, b)
+    top = T.top_kernel_changes(a, b, min_effect=min_effect)
     if not top.empty:
         top = top.rename(columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step",
                                   "delta_ms": "B−A ms/step"})
@@ -334,20 +353,21 @@ def _summary_table(rows, key_labels: dict) -> pd.DataFrame:
     table["A median ms"] = rows["median_ms_a"]
     table["B median ms"] = rows["median_ms_b"]
     table["B/A"] = rows["ratio"]
-    table["p"] = rows["p_value"]
+    table["95% CI of B/A"] = rows.apply(_ci, axis=1)
+    table["processes A/B"] = _processes(rows)
     table["verdict"] = rows["verdict"]
     return table
 
 
-def _section_attention(a, b) -> Section:
+def _section_attention(a, b, min_effect: float) -> Section:
     section = Section("attention", "5. Attention")
-    rows = T.attention(a, b)
+    rows = T.attention(a, b, min_effect)
     if rows.empty:
         return section.add(Text("Neither run has attention results (section 5)."))
     section.add(Text(
-        "Forward and backward medians per implementation, precision, head size and sequence length. Only "
-        "summaries were kept (mean, std, median over the steps): the test is Welch's on the times, "
-        "without an interval."
+        "Forward and backward medians per implementation, precision, head size and sequence length, "
+        "with verdicts from the variation between processes (rows of runs that kept no per-process "
+        "samples say \"one process\")."
     ))
     compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
     items = []
@@ -371,13 +391,14 @@ def _section_attention(a, b) -> Section:
     return section
 
 
-def _section_compile(a, b) -> Section:
+def _section_compile(a, b, min_effect: float) -> Section:
     section = Section("compile", "6. torch.compile")
-    rows = T.compile_rows(a, b)
+    rows = T.compile_rows(a, b, min_effect)
     if rows.empty:
         return section.add(Text("Neither run has torch.compile results (section 6)."))
-    section.add(Text("Eager and compiled medians per size, precision and pass (summaries only: Welch's test, "
-                     "no interval); compile time is the compiled first step's excess over the median."))
+    section.add(Text("Eager and compiled medians per size, precision and pass, with verdicts from the "
+                     "variation between processes; compile time is the compiled first step's excess over "
+                     "the median."))
     speedups = T.compile_speedups(rows)
     items = []
     if not speedups.empty and {"speedup_a", "speedup_b"} <= set(speedups):
@@ -401,10 +422,10 @@ def _section_compile(a, b) -> Section:
     return section
 
 
-def _section_ladder(a, b, rows, min_effect: float, alpha: float) -> Section:
+def _section_ladder(a, b, rows, min_effect: float) -> Section:
     section = Section("ladder", "7. The optimization ladder of the training step")
     if not (a["ladder"].empty and b["ladder"].empty):
-        return _section_ladder_table(section, T.ladder_rows(a, b, min_effect, alpha))
+        return _section_ladder_table(section, T.ladder_rows(a, b, min_effect))
     # Runs without the ladder's own table: its rungs among the timing variants, if any.
     rungs = T.ladder(rows)
     if rungs.empty:
@@ -448,18 +469,18 @@ def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
 
 
 def build(results: Path, a_name: str, b_name: str, figures: Path,
-          min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> tuple[list[Section], dict]:
+          min_effect: float = V.MIN_EFFECT) -> tuple[list[Section], dict]:
     """The comparison's sections and its header (environments, differences, warnings)."""
     a, b = R.load(results, a_name), R.load(results, b_name)
     figures.mkdir(parents=True, exist_ok=True)
-    rows = T.timing(a, b, min_effect, alpha, frozenset(R.unfair_sizes(a, b)))
+    rows = T.timing(a, b, min_effect, frozenset(R.unfair_sizes(a, b)))
     sections = [
         _section_timing(rows, min_effect, figures),
         _section_kernels(a, b, min_effect, figures),
         _section_memory(a, b),
-        _section_attention(a, b),
-        _section_compile(a, b),
-        _section_ladder(a, b, rows, min_effect, alpha),
+        _section_attention(a, b, min_effect),
+        _section_compile(a, b, min_effect),
+        _section_ladder(a, b, rows, min_effect),
     ]
     header = {
         "a": a_name,
@@ -467,19 +488,19 @@ def build(results: Path, a_name: str, b_name: str, figures: Path,
         "environments": R.environment_table(a, b),
         "warnings": R.warnings(a, b),
         "min_effect": min_effect,
-        "alpha": alpha,
+        "verdict_rule": verdict_rule(min_effect),
     }
     return sections, header
 
 
 def render_comparison(results: Path, a_name: str, b_name: str, templates: Path, out_dir: Path,
-                      min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> None:
+                      min_effect: float = V.MIN_EFFECT) -> None:
     """Write out_dir/index.html, report.md, tables/*.csv and figures/*.png."""
     for stale in ("tables", "figures"):
         shutil.rmtree(out_dir / stale, ignore_errors=True)
     work = out_dir / ".figures"
     shutil.rmtree(work, ignore_errors=True)
-    sections, header = build(results, a_name, b_name, work, min_effect, alpha)
+    sections, header = build(results, a_name, b_name, work, min_effect)
     header["environment_table"] = header.pop("environments")
     render(sections, {}, templates, out_dir, f"Comparison: {b_name} (B) against {a_name} (A)",
            f"{a_name}_vs_{b_name}", template="compare", **header)

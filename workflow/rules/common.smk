@@ -217,6 +217,18 @@ def flag(name, value):
     return " ".join([name, *(shlex.quote(str(v)) for v in values)])
 
 
+def noise_flags():
+    """The noise criterion's flags (config noise:), as one param of every job that times steps."""
+    noise = config["noise"]
+    return " ".join(
+        [
+            flag("--min-processes", noise["min_processes"]),
+            flag("--max-processes", noise["max_processes"]),
+            flag("--max-spread", noise["max_spread"]),
+        ]
+    )
+
+
 def run_tables_digest(name):
     """The digest of run `name`'s tables (lmstudy.analyse.compare.runs), or a WorkflowError naming the fix."""
     from lmstudy.analyse.compare.runs import fingerprint

@@ -5,7 +5,7 @@
 # digest of the tables (sizes, modification times) is a param, so a changed
 # or newly copied run rebuilds the comparison, and a run that is missing
 # stops the build at once with one sentence naming what to do.
-COMPARE = {"min_effect": 0.03, "alpha": 0.01, **config.get("compare", {})}
+COMPARE = {"min_effect": 0.03, **config.get("compare", {})}
 COMPARE_DIR = "report/compare/{a}_vs_{b}"
 COMPARE_TEMPLATES = sorted(
     str(p)
@@ -35,9 +35,8 @@ rule compare:
         tables_a=lambda w: run_tables_digest(w.a),
         tables_b=lambda w: run_tables_digest(w.b),
         min_effect=flag("--min-effect", COMPARE["min_effect"]),
-        alpha=flag("--alpha", COMPARE["alpha"]),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
         "lmstudy compare_runs --results results --a {wildcards.a} --b {wildcards.b}"
-        " {params.min_effect} {params.alpha} --style {input.style}"
+        " {params.min_effect} --style {input.style}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'

@@ -31,6 +31,7 @@ rule time_model:
         ),
         warmup_steps=flag("--warmup-steps", TIMING["warmup_steps"]),
         timed_steps=flag("--timed-steps", TIMING["timed_steps"]),
+        processes=noise_flags(),
         device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
@@ -42,7 +43,7 @@ rule time_model:
         " --context-length {wildcards.ctx} --precision {wildcards.precision}"
         " --variant {wildcards.variant} {params.batch_size}"
         " {params.vocab_size} {params.passes}"
-        " {params.warmup_steps} {params.timed_steps}"
+        " {params.warmup_steps} {params.timed_steps} {params.processes}"
         " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
 
 
@@ -62,8 +63,12 @@ rule aggregate_timing:
         benchmark_file("timing", "aggregate_timing")
     conda:
         LMSTUDY_ENV
+    params:
+        min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
+        max_spread=flag("--max-spread", config["noise"]["max_spread"]),
     shell:
-        "lmstudy aggregate --out {output} {input} > {log} 2>&1"
+        "lmstudy aggregate --out {output} {params.min_gpu_busy} {params.max_spread}"
+        " {input} > {log} 2>&1"
 
 
 if TIMING["enabled"]:

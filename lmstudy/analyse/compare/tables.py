@@ -8,7 +8,6 @@ that says so rather than a row dropped.
 
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
@@ -73,32 +72,28 @@ def _steady(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["warmup_steps"] == frame["warmup_steps"].max()]
 
 
-def _samples(cell) -> list[float]:
-    if not isinstance(cell, str) or not cell:
-        return []
-    try:
-        return [float(x) for x in json.loads(cell)]
-    except (ValueError, TypeError):
-        return []
-
-
 def _result_columns(result: V.Comparison) -> dict:
     return {
         "ratio": result.ratio,
         "ci_low": result.ci_low,
         "ci_high": result.ci_high,
-        "p_value": result.p_value,
         "verdict": result.verdict,
-        "n_a": result.n_a,
-        "n_b": result.n_b,
+        "processes_a": result.processes_a,
+        "processes_b": result.processes_b,
     }
 
 
-_EMPTY_RESULT = {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan,
-                 "n_a": 0, "n_b": 0}
+_EMPTY_RESULT = {
+    "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "processes_a": 0, "processes_b": 0,
+}
 
 
-def timing(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA,
+def _compared(cell_a, cell_b, min_effect: float) -> dict:
+    """The comparison columns of two rows' per-process samples (lmstudy.analyse.compare.verdict)."""
+    return _result_columns(V.compare_processes(V.processes_of(cell_a), V.processes_of(cell_b), min_effect))
+
+
+def timing(a: Run, b: Run, min_effect: float = V.MIN_EFFECT,
            unfair_sizes: frozenset = frozenset()) -> pd.DataFrame:
     """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY."""
     columns = ["status", "median_ms", "step_times_ms", "tokens_per_s", "mfu", "peak_allocated_bytes",
@@ -127,10 +122,7 @@ def timing(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.AL
         if unmatched:
             out.update(_EMPTY_RESULT, verdict=unmatched)
         else:
-            result = V.compare_samples(
-                _samples(row["step_times_ms_a"]), _samples(row["step_times_ms_b"]), min_effect, alpha
-            )
-            out.update(_result_columns(result))
+            out.update(_compared(row["step_times_ms_a"], row["step_times_ms_b"], min_effect))
         notes = []
         batch_a, batch_b = row.get("batch_size_a"), row.get("batch_size_b")
         if pd.notna(batch_a) and pd.notna(batch_b) and batch_a != batch_b:
@@ -193,7 +185,9 @@ def kernel_categories(a: Run, b: Run) -> pd.DataFrame:
     return joined[[*PROFILE_KEY, "category", "ms_a", "ms_b", "change"]]
 
 
-def top_kernel_changes(a: Run, b: Run, per_configuration: int = 5) -> pd.DataFrame:
+def top_kernel_changes(
+    a: Run, b: Run, per_configuration: int = 5, min_effect: float = V.MIN_EFFECT
+) -> pd.DataFrame:
     """Per configuration profiled in both: the kernels that changed most, appeared or vanished."""
     ka, kb = _per_step_kernels(a), _per_step_kernels(b)
     configs = profiled_configurations(a, b)
@@ -208,8 +202,7 @@ def top_kernel_changes(a: Run, b: Run, per_configuration: int = 5) -> pd.DataFra
     joined["ms_b"] = joined["ms_per_step_b"].fillna(0.0)
     joined["delta_ms"] = joined["ms_b"] - joined["ms_a"]
     joined["change"] = [
-        "appeared" if x == 0 else "disappeared" if y == 0 else ("slower" if y > x else "faster")
-        for x, y in zip(joined["ms_a"], joined["ms_b"], strict=True)
+        V.change_verdict(x, y, min_effect) for x, y in zip(joined["ms_a"], joined["ms_b"], strict=True)
     ]
     joined["magnitude"] = joined["delta_ms"].abs()
     top = (
@@ -255,47 +248,41 @@ def memory(a: Run, b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     return peaks, kinds
 
 
-def _summary(row, prefix: str, side: str, count: str) -> dict:
-    return {
-        "median": row.get(f"{prefix}median_ms_{side}"),
-        "mean": row.get(f"{prefix}mean_ms_{side}"),
-        "std": row.get(f"{prefix}std_ms_{side}"),
-        "n": row.get(f"{count}_{side}"),
-    }
+def _sample_comparisons(joined, key, parts, min_effect) -> pd.DataFrame:
+    """Rows compared from their per-process samples: one per key x part.
 
-
-def _summary_comparisons(joined, key, parts, count, min_effect, alpha) -> pd.DataFrame:
-    """Rows compared from kept summaries (mean, std, median, count): one per key x part."""
+    `parts`: (part's name, its median column, its per-process samples
+    column). A row whose samples were
+    not kept (a run made before they were) shows the ratio of medians with
+    the verdict "one process".
+    """
     rows = []
     for _, row in joined.iterrows():
         unmatched = presence(row.get("status_a"), row.get("status_b"))
-        for part, prefix in parts:
+        for part, median, samples in parts:
             out = {k: row[k] for k in key}
             if part:
                 out["part"] = part
-            out["median_ms_a"] = row.get(f"{prefix}median_ms_a") if row.get("status_a") == "ok" else math.nan
-            out["median_ms_b"] = row.get(f"{prefix}median_ms_b") if row.get("status_b") == "ok" else math.nan
+            out["median_ms_a"] = row.get(f"{median}_a") if row.get("status_a") == "ok" else math.nan
+            out["median_ms_b"] = row.get(f"{median}_b") if row.get("status_b") == "ok" else math.nan
             if unmatched:
                 out.update(_EMPTY_RESULT, verdict=unmatched)
-            else:
-                result = V.compare_summaries(
-                    _summary(row, prefix, "a", count), _summary(row, prefix, "b", count), min_effect, alpha
-                )
-                out.update(_result_columns(result))
+                rows.append(out)
+                continue
+            out.update(_compared(row.get(f"{samples}_a"), row.get(f"{samples}_b"), min_effect))
+            if out["verdict"] == V.TOO_FEW and out["median_ms_a"] > 0 and out["median_ms_b"] > 0:
+                out.update(ratio=out["median_ms_b"] / out["median_ms_a"], verdict=V.ONE_PROCESS)
             rows.append(out)
     return pd.DataFrame(rows)
 
 
-def attention(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> pd.DataFrame:
+def attention(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
     """Section 5: forward and backward medians per implementation, precision, d and length."""
-    stats = [f"{d}_{s}_ms" for d in ("forward", "backward") for s in ("median", "mean", "std")]
-    joined = _join_table(a, b, "attention", ATTENTION_KEY, ["steps", *stats])
+    parts = [(d, f"{d}_median_ms", f"{d}_times_ms") for d in ("forward", "backward")]
+    joined = _join_table(a, b, "attention", ATTENTION_KEY, [c for _, *columns in parts for c in columns])
     if joined.empty:
         return joined
-    return _summary_comparisons(
-        joined, ATTENTION_KEY, (("forward", "forward_"), ("backward", "backward_")), "steps",
-        min_effect, alpha,
-    )
+    return _sample_comparisons(joined, ATTENTION_KEY, parts, min_effect)
 
 
 def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
@@ -320,13 +307,13 @@ def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
     return out.reset_index()
 
 
-def compile_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> pd.DataFrame:
+def compile_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
     """Section 6: eager and compiled medians per size, precision, attention, pass."""
-    keep = ("timed_steps", "median_ms", "mean_ms", "std_ms", "first_step_excess_s")
+    keep = ("median_ms", "step_times_ms", "first_step_excess_s")
     joined = _join_table(a, b, "compile", COMPILE_KEY, keep)
     if joined.empty:
         return joined
-    rows = _summary_comparisons(joined, COMPILE_KEY, (("", ""),), "timed_steps", min_effect, alpha)
+    rows = _sample_comparisons(joined, COMPILE_KEY, (("", "median_ms", "step_times_ms"),), min_effect)
     for side in ("a", "b"):
         column = f"first_step_excess_s_{side}"
         rows[f"compile_s_{side}"] = (
@@ -353,7 +340,7 @@ def compile_speedups(rows: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index() if not frame.empty else frame
 
 
-def ladder_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float = V.ALPHA) -> pd.DataFrame:
+def ladder_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
     """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, verdicts from the step
     samples; each run's share of its own matmul rate beside them."""
     columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops"]
@@ -377,10 +364,7 @@ def ladder_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT, alpha: float =
         if unmatched:
             out.update(_EMPTY_RESULT, verdict=unmatched)
         else:
-            result = V.compare_samples(
-                _samples(row.get("step_times_ms_a")), _samples(row.get("step_times_ms_b")), min_effect, alpha
-            )
-            out.update(_result_columns(result))
+            out.update(_compared(row.get("step_times_ms_a"), row.get("step_times_ms_b"), min_effect))
         rows.append(out)
     return pd.DataFrame(rows)
 

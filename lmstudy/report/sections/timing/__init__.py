@@ -14,6 +14,8 @@ from lmstudy.report.sections.timing.figures import draw_figures
 from lmstudy.report.sections.timing.findings import findings
 from lmstudy.report.sections.timing.tables import (
     KEY,
+    backward_frame,
+    backward_table,
     main_table,
     mfu_table,
     speedup_frame,
@@ -67,16 +69,27 @@ def build(results: Path, figures: Path) -> Section:
     if frame.empty:
         return section.add(Text("No timing results: the section is switched off or produced no rows."))
     top = int(frame["warmup_steps"].max())
+    processes = frame["processes"] if "processes" in frame else pd.Series([1])
     section.add(Text(
-        f"Each pass of each configuration ran in one fresh process that timed all its "
+        f"Each pass of each configuration ran in {int(processes.min())} to {int(processes.max())} fresh "
+        f"processes (at least two, more while their medians disagreed), each timing all its "
         f"{top + int(frame['timed_steps'].iloc[0])} steps, synchronizing the device after each, with "
         f"batch {int(frame['batch_size'].iloc[0])}. Warm-up w's row is the window of "
         f"{int(frame['timed_steps'].iloc[0])} steps after the first w: what a fresh process with w "
         f"warm-up steps times. Warm-up 0 is the cold start (CUDA initialisation, model build, first "
         f"steps; not the interpreter's start or the imports). Steady-state numbers use {top} warm-up "
-        "steps. MFU counts "
+        "steps. A median is the median over processes of each one's median; its 95% interval comes from "
+        "the variation between processes (a hierarchical bootstrap over processes, then steps, at least "
+        "as wide as Student's t interval over the processes' medians). MFU counts "
         "6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward pass) "
-        "over the GPU's datasheet dense peak for the precision; it is n/a for unknown GPUs and CPUs."
+        "over the GPU's datasheet dense peak for the precision the step ran in; it is n/a for unknown "
+        "GPUs and CPUs."
+    ))
+    section.add(Text(
+        "Marks: † host-bound: the GPU worked for less than the config's noise.min_gpu_busy share of the "
+        "step (its busy time from a profiled step, over the median step), so the time measures the "
+        "host's launches and Python and moves from process to process; ‡ noisy: the processes' medians "
+        "still differ by more than noise.max_spread. Findings leave such cells out of trends and say so."
     ))
     section.add(Findings(findings(frame)))
     section.add(
@@ -105,6 +118,10 @@ def build(results: Path, figures: Path) -> Section:
             data="timing_warmup",
         )
     )
+    backward = backward_frame(frame)
+    if not backward.empty:
+        section.add(Table("Backward time per configuration: forward+backward minus forward (warm-up "
+                          f"{top})", backward_table(backward), name="timing_backward"))
     speedups = speedup_frame(frame)
     if not speedups.empty:
         caption = "bf16 autocast speed-up over fp32 (fp32 time / bf16 time)"

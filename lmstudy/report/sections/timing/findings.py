@@ -1,24 +1,36 @@
-"""Section 1, end-to-end timing: the functions that compute its findings (sentences) from its tables."""
+"""Section 1, end-to-end timing: the functions that compute its findings (sentences) from its tables.
+
+Honest to noise and to physics (lmstudy.analyse.trust): trends use the rows
+that are neither host-bound nor noisy, or the GPU's busy time, and say what
+they left out; nothing is ranked where the intervals overlap; a table that
+breaks physics (a training step faster than forward+backward) is reported as
+noise, never as a finding.
+"""
 
 from __future__ import annotations
 
 import json
+import statistics
 
 import pandas as pd
 
+from lmstudy.analyse.trust import physics_violations, trusted
 from lmstudy.report.sections.labels import PASS_LABELS
-from lmstudy.report.sections.timing.tables import KEY, speedup_frame, steady
+from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame, steady
 
 
 def _label(row) -> str:
     return f"{row['size']} ctx {row['context_length']} {PASS_LABELS[row['pass']]} {row['precision']}"
 
 
-def findings(frame: pd.DataFrame) -> list[str]:
+def _left_out(total: int, kept: int, why: str = "host-bound or noisy") -> str:
+    return f"; {total - kept} of {total} left out as {why}" if total > kept else ""
+
+
+def _oom(frame: pd.DataFrame) -> list[str]:
+    rows = steady(frame)
+    oom = rows[rows["status"] == "OOM"]
     items = []
-    ok = frame[frame["status"] == "ok"]
-    stable = steady(ok)
-    oom = steady(frame)[steady(frame)["status"] == "OOM"]
     for size, part in oom.groupby("size", observed=True):
         contexts = ", ".join(str(c) for c in sorted(part["context_length"].unique()))
         passes = ", ".join(PASS_LABELS[p] for p in part["pass"].unique())
@@ -27,91 +39,201 @@ def findings(frame: pd.DataFrame) -> list[str]:
             f"{size} ran out of memory in {len(part)} configuration(s): context {contexts}; "
             f"{passes}; {precisions}."
         )
-    if stable["mfu"].notna().any():
-        best = stable.loc[stable["mfu"].idxmax()]
+    return items
+
+
+def _flags(stable: pd.DataFrame) -> list[str]:
+    if "host_bound" not in stable or stable.empty:
+        return []
+    host, noisy = stable["host_bound"].astype(bool), stable["noisy"].astype(bool)
+    text = (
+        f"Of {len(stable)} steady-state rows, {int(host.sum())} are host-bound (†) and {int(noisy.sum())} "
+        f"noisy (‡) (each configuration measured in {int(stable['processes'].min())} to "
+        f"{int(stable['processes'].max())} fresh processes)"
+    )
+    if host.any():
+        worst = stable.loc[stable["gpu_busy_share"].idxmin()]
+        text += (f"; the GPU is busy least in {_label(worst)}, {worst['gpu_busy_share'] * 100:.0f}% of "
+                 f"its {worst['median_ms']:.3g} ms step")
+    return [text + "."]
+
+
+def _mfu(stable: pd.DataFrame) -> list[str]:
+    """The highest MFU of each precision: MFU divides by the precision's own peak, so two precisions'
+    MFUs are not ranked against each other; achieved TFLOP/s is the comparable number."""
+    rows = stable[stable["mfu"].notna()] if "mfu" in stable else stable.iloc[:0]
+    items = []
+    for precision, part in rows.groupby("precision", observed=True):
+        best = part.loc[part["mfu"].idxmax()]
         items.append(
-            f"The highest MFU is {best['mfu'] * 100:.1f}% ({best['achieved_tflops']:.1f} TFLOP/s) "
-            f"for {_label(best)}."
+            f"The highest {precision} MFU is {best['mfu'] * 100:.1f}% of the {precision} peak "
+            f"({best['achieved_tflops']:.1f} of {best['peak_tflops']:.1f} TFLOP/s) for {_label(best)}."
         )
+    return items
+
+
+def _speedups(frame: pd.DataFrame) -> list[str]:
     speedups = speedup_frame(frame)
+    if speedups.empty:
+        return []
+    items = []
+    sure = trusted(speedups)
     for pass_name, part in speedups.groupby("pass", observed=True):
-        lo, hi = part.loc[part["speedup"].idxmin()], part.loc[part["speedup"].idxmax()]
-        median = part["speedup"].median()
-        verdict = f"{median:.2f}× as fast as" if median >= 1 else f"{1 / median:.2f}× slower than"
-        items.append(
-            f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast is a median {verdict} fp32 "
-            f"(speed-up {lo['speedup']:.2f}× for {lo['size']} ctx {lo['context_length']} to "
-            f"{hi['speedup']:.2f}× for {hi['size']} ctx {hi['context_length']})."
-        )
-    if len(speedups) >= 3:
-        work = frame.groupby(["size", "context_length", "pass"], observed=True)["flops_per_step"].first()
-        with_work = speedups.join(work, on=["size", "context_length", "pass"])
-        rho = with_work["speedup"].rank().corr(with_work["flops_per_step"].rank())
-        slower = with_work[with_work["speedup"] < 1]
+        kept = sure[sure["pass"] == pass_name]
+        if kept.empty:
+            items.append(
+                f"{PASS_LABELS[pass_name].capitalize()}: no bf16 speed-up is stated: all {len(part)} "
+                "configurations are host-bound or noisy in fp32 or bf16."
+            )
+            continue
+        lo, hi = kept.loc[kept["speedup"].idxmin()], kept.loc[kept["speedup"].idxmax()]
         text = (
-            f"The bf16 speed-up {'rises' if rho > 0 else 'falls'} with the work per step "
-            f"(rank correlation {rho:.2f} between speed-up and FLOPs per step)"
+            f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast's speed-up over fp32 is "
+            f"{lo['speedup']:.2f}× ({lo['size']} ctx {lo['context_length']}) to {hi['speedup']:.2f}× "
+            f"({hi['size']} ctx {hi['context_length']}) in the configurations neither host-bound nor noisy"
+            + _left_out(len(part), len(kept))
         )
-        if len(slower):
-            text += (
-                f"; bf16 is slower in {len(slower)} of {len(with_work)} configurations, all at or below "
-                f"{slower['flops_per_step'].max() / 1e9:.3g} GFLOP per step, where the casts autocast "
-                "inserts are not repaid by faster matrix products"
-                if slower["flops_per_step"].max() <= with_work["flops_per_step"].median()
-                else f"; bf16 is slower in {len(slower)} of {len(with_work)} configurations"
-            )
+        if "speedup_high" in kept:
+            slower = kept[kept["speedup_high"] < 1]
+            if len(slower):
+                text += f"; bf16 is slower beyond the intervals in {len(slower)} of them"
         items.append(text + ".")
-    if (ok["warmup_steps"] == 0).any() and ok["warmup_steps"].max() > 0:
-        cold = ok[ok["warmup_steps"] == 0].set_index(KEY)
-        warm = stable.set_index(KEY)
-        both = cold.merge(warm, left_index=True, right_index=True, suffixes=("_cold", "_warm"), how="inner")
-        if len(both):
-            first = both["step_times_ms_cold"].map(lambda s: json.loads(s)[0])
-            ratio = first / both["median_ms_warm"]
-            inflation = both["mean_ms_cold"] / both["mean_ms_warm"] - 1
-            items.append(
-                f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
-                f"(median over {len(both)} configurations, up to {ratio.max():.0f}×), which inflates "
-                f"the mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by "
-                f"{inflation.median() * 100:.0f}% and raises the CV from "
-                f"{both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}."
-            )
+    return items
+
+
+def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[str]:
+    if not ((ok["warmup_steps"] == 0).any() and ok["warmup_steps"].max() > 0):
+        return []
+    cold = ok[ok["warmup_steps"] == 0].set_index(KEY)
+    warm = stable.set_index(KEY)
+    both = cold.merge(warm, left_index=True, right_index=True, suffixes=("_cold", "_warm"), how="inner")
+    if both.empty:
+        return []
+    ratio = both["first_step_ms_cold"] / both["median_ms_warm"]
+    inflation = both["mean_ms_cold"] / both["mean_ms_warm"] - 1
+    return [
+        f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
+        f"(median over {len(both)} configurations, up to {ratio.max():.0f}×): CUDA's context and cuBLAS "
+        f"handles, the allocator's first blocks and lazily loaded kernels are paid there. It inflates the "
+        f"mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by {inflation.median() * 100:.0f}% "
+        f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}."
+    ]
+
+
+def _processes_of(cell) -> list[list[float]]:
+    value = json.loads(cell) if isinstance(cell, str) else []
+    return value if value and isinstance(value[0], list) else ([value] if value else [])
+
+
+def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) -> list[str]:
+    """Steps right after w warm-ups against the steady window, from windows that do not overlap.
+
+    The steady window is steps top..top+timed-1 of each process; the steps
+    after w warm-ups that come before it (w..top-1) share none of them.
+    """
     warmups = sorted(ok["warmup_steps"].unique())
-    if len(warmups) >= 3:
-        one, top = warmups[1], warmups[-1]
-        a = ok[ok["warmup_steps"] == one].set_index(KEY)["median_ms"]
-        b = ok[ok["warmup_steps"] == top].set_index(KEY)["median_ms"]
-        change = (a / b.reindex(a.index) - 1).abs().dropna()
-        if len(change):
-            # A change within the steps' own spread is noise, not a warm-up effect.
-            noise = ok[ok["warmup_steps"] == top]["cv"].median()
-            settled = change.median() <= max(0.05, 2 * noise)
-            verdict = (
-                f"{one} warm-up step{'s are' if one > 1 else ' is'} enough"
-                if settled
-                else f"{one} warm-up step{'s are' if one > 1 else ' is'} not enough"
-            )
+    if len(warmups) < 3:
+        return []
+    top = warmups[-1]
+    items = []
+    rows = trusted(stable)
+    for w in warmups[1:-1]:
+        ratios = []
+        for _, row in rows.iterrows():
+            per_process = []
+            for steps in _processes_of(row.get("trajectory_ms")):
+                early, late = steps[w:top], steps[top: top + int(row["timed_steps"])]
+                if early and late:
+                    per_process.append(statistics.median(early) / statistics.median(late))
+            if per_process:
+                ratios.append(statistics.median(per_process))
+        if not ratios:
+            continue
+        median = statistics.median(ratios)
+        verdict = "enough" if abs(median - 1) <= max_spread else "not enough"
+        items.append(
+            f"Steps {w + 1} to {top} (after {w} warm-up step{'s' if w > 1 else ''}) take a median "
+            f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {max(ratios):.2f}×) over "
+            f"{len(ratios)} configurations neither host-bound nor noisy"
+            + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "
+            f"{verdict} (within {max_spread:.0%} of steady)."
+        )
+    return items
+
+
+def _context_scaling(stable: pd.DataFrame) -> list[str]:
+    """From context to context: the GPU's busy time for every size (stable between processes), the wall
+    time only where both ends are trusted."""
+    items = []
+    train = stable[stable["pass"] == "train_step"]
+    for (size, precision), part in train.groupby(["size", "precision"], observed=True):
+        part = part.sort_values("context_length")
+        if len(part) < 2:
+            continue
+        lo, hi = part.iloc[0], part.iloc[-1]
+        tokens = hi["context_length"] / lo["context_length"]
+        parts = []
+        if pd.notna(lo.get("gpu_busy_ms")) and pd.notna(hi.get("gpu_busy_ms")) and lo["gpu_busy_ms"] > 0:
+            parts.append(f"GPU busy time grows {hi['gpu_busy_ms'] / lo['gpu_busy_ms']:.1f}×")
+        ends_trusted = len(trusted(part.iloc[[0, -1]])) == 2
+        if ends_trusted:
+            parts.append(f"the step's wall time {hi['median_ms'] / lo['median_ms']:.1f}×")
+        elif parts:
+            parts.append("its wall time is not compared (an end is host-bound or noisy)")
+        if parts:
             items.append(
-                f"Between {one} and {top} warm-up steps the median moves by a median "
-                f"{change.median() * 100:.1f}% (at most {change.max() * 100:.1f}%), against a "
-                f"step-to-step CV of {noise * 100:.1f}% at {top} warm-ups: {verdict}."
-            )
-    for (size, pass_name), part in stable.groupby(["size", "pass"], observed=True):
-        part = part[part["precision"] == part["precision"].iloc[0]].sort_values("context_length")
-        if len(part) >= 2 and pass_name == "train_step":
-            lo, hi = part.iloc[0], part.iloc[-1]
-            items.append(
-                f"{size}, training step ({lo['precision']}): from context {lo['context_length']} to "
-                f"{hi['context_length']} ({hi['context_length'] / lo['context_length']:.0f}× the tokens) "
-                f"the step takes {hi['median_ms'] / lo['median_ms']:.1f}× as long."
-            )
-    fb = stable.pivot_table(index=["size", "context_length", "precision"], columns="pass",
-                            values="median_ms", observed=True)
-    if {"forward", "forward_backward"} <= set(fb.columns):
-        ratio = ((fb["forward_backward"] - fb["forward"]) / fb["forward"]).dropna()
-        if len(ratio):
-            items.append(
-                f"The backward pass (forward+backward minus inference forward) takes a median "
-                f"{ratio.median():.1f}× the forward time (range {ratio.min():.1f}× to {ratio.max():.1f}×)."
+                f"{size}, training step ({precision}): from context {lo['context_length']} to "
+                f"{hi['context_length']} ({tokens:.0f}× the tokens) " + ", ".join(parts) + "."
             )
     return items
+
+
+def _backward(frame: pd.DataFrame) -> list[str]:
+    backward = backward_frame(frame)
+    if backward.empty:
+        return []
+    kept = trusted(backward)
+    if kept.empty:
+        return [f"The backward pass is not compared with the forward: all {len(backward)} configurations "
+                "are host-bound or noisy."]
+    ratio = kept["backward_over_forward"]
+    return [
+        f"The backward pass (forward+backward minus forward, per configuration in its table) takes a median "
+        f"{ratio.median():.2f}× the forward time (range {ratio.min():.2f}× to {ratio.max():.2f}×) over "
+        f"{len(kept)} configurations neither host-bound nor noisy" + _left_out(len(backward), len(kept))
+        + "; about 2× is what the matrix products predict (two products per forward one)."
+    ]
+
+
+def _physics(stable: pd.DataFrame) -> list[str]:
+    key = ["size", "context_length", "precision", "variant"]
+    violations = physics_violations(stable, key)
+    if violations.empty:
+        return []
+    beyond = violations[violations["beyond_intervals"]]
+    example = violations.iloc[0]
+    text = (
+        f"Noise, not physics: in {len(violations)} cell(s) a pass measured faster than a pass it contains "
+        f"(e.g. {example['size']} ctx {example['context_length']} {example['precision']}: "
+        f"{PASS_LABELS[example['pass']]} {example['median_ms']:.3g} ms against "
+        f"{PASS_LABELS[example['contains']]} {example['contained_median_ms']:.3g} ms)"
+    )
+    text += (f"; {len(beyond)} of them beyond both intervals: those rows measured the host, not the model"
+             if len(beyond) else "; every one within the intervals")
+    return [text + "."]
+
+
+def findings(frame: pd.DataFrame, max_spread: float = 0.05) -> list[str]:
+    ok = frame[frame["status"] == "ok"]
+    stable = steady(ok)
+    return [
+        *_oom(frame),
+        *_flags(stable),
+        *_physics(stable),
+        *_mfu(stable),
+        *_speedups(frame),
+        *_cold_start(ok, stable),
+        *_warmup_enough(ok, stable, max_spread),
+        *_context_scaling(stable),
+        *_backward(frame),
+    ]

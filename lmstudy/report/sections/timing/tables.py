@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
+from lmstudy.analyse.trust import marks
 from lmstudy.report.sections.labels import PASS_LABELS
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
@@ -55,28 +56,87 @@ def _ms_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
     return shown.where(frame["status"] == "ok", frame["status"])
 
 
+def _interval(low: pd.Series, high: pd.Series, digits: int = 3) -> pd.Series:
+    return pd.Series([
+        f"{lo:.{digits}g}–{hi:.{digits}g}" if pd.notna(lo) and pd.notna(hi) else ""
+        for lo, hi in zip(low, high, strict=True)
+    ], index=low.index, dtype=object)
+
+
+def _flags(rows: pd.DataFrame) -> pd.Series:
+    return pd.Series([marks(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+
+
+def _column(rows: pd.DataFrame, name: str) -> pd.Series:
+    return rows[name] if name in rows else pd.Series(float("nan"), index=rows.index)
+
+
 @computes_table
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = steady(frame).copy()
-    rows["median ms"] = _ms_or_status(rows, "median_ms")
-    rows["std ms"] = rows["std_ms"]
-    rows["tokens/s"] = rows["tokens_per_s"]
-    rows["TFLOP/s"] = rows["achieved_tflops"]
-    rows["MFU %"] = rows["mfu"] * 100
-    rows["peak GiB"] = rows["peak_allocated_bytes"] / 2**30
-    values = ["median ms", "std ms", "tokens/s", "TFLOP/s", "MFU %", "peak GiB"]
-    table = rows.pivot_table(
-        index=["size", "context_length", "pass"], columns="precision", values=values,
-        aggfunc="first", observed=True, dropna=False,
-    )
-    table = table.dropna(how="all")
-    table.columns = [f"{precision} {value}" for value, precision in table.columns]
-    ordered = [f"{p} {v}" for p in ("fp32", "bf16") for v in values if f"{p} {v}" in table]
-    # A column with nothing in it (MFU and peak memory on a CPU) is left out, not shown as n/a.
-    ordered = [c for c in ordered if table[c].notna().any()]
-    table = table[ordered].reset_index()
-    table["pass"] = table["pass"].map(PASS_LABELS)
-    return table.rename(columns={"context_length": "context"})
+    """Steady-state rows: the median over processes with its 95% interval, how many processes, how much
+    of the step the GPU worked, and the flags (lmstudy.analyse.trust) beside the rates."""
+    rows = steady(frame)
+    ok = rows["status"] == "ok"
+    table = pd.DataFrame({
+        "size": rows["size"].astype(str),
+        "context": rows["context_length"],
+        "pass": rows["pass"].astype(str).map(PASS_LABELS),
+        "precision": rows["precision"],
+        "median ms": _ms_or_status(rows, "median_ms"),
+        "95% CI ms": _interval(_column(rows, "ci_low_ms"), _column(rows, "ci_high_ms")).where(ok, ""),
+        "processes": _column(rows, "processes").where(ok),
+        "spread %": _column(rows, "process_spread") * 100,
+        "GPU busy %": _column(rows, "gpu_busy_share") * 100,
+        "SM MHz": _column(rows, "sm_clock_mhz"),
+        "tokens/s": rows["tokens_per_s"],
+        "TFLOP/s": rows["achieved_tflops"],
+        "MFU %": rows["mfu"] * 100,
+        "peak GiB": rows["peak_allocated_bytes"] / 2**30,
+        "flags": _flags(rows),
+    })
+    # A column with nothing in it (MFU, GPU busy and peak memory on a CPU) is left out, not shown as n/a.
+    keep = [c for c in table.columns if c in ("size", "context", "pass", "precision", "median ms", "flags")
+            or table[c].replace("", pd.NA).notna().any()]
+    return table[keep].reset_index(drop=True)
+
+
+def backward_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Backward time per configuration: forward+backward minus forward, with a conservative interval
+    (the difference of the two intervals' far ends) and the flags of either row."""
+    rows = steady(frame)
+    rows = rows[rows["status"] == "ok"]
+    key = ["size", "context_length", "precision", "variant"]
+    forward = rows[rows["pass"] == "forward"].set_index(key)
+    both = rows[rows["pass"] == "forward_backward"].set_index(key).join(
+        forward, how="inner", lsuffix="_fb", rsuffix="_f")
+    if both.empty:
+        return pd.DataFrame()
+    out = pd.DataFrame(index=both.index)
+    out["forward_ms"] = both["median_ms_f"]
+    out["backward_ms"] = both["median_ms_fb"] - both["median_ms_f"]
+    if "ci_low_ms_f" in both:
+        out["backward_low_ms"] = both["ci_low_ms_fb"] - both["ci_high_ms_f"]
+        out["backward_high_ms"] = both["ci_high_ms_fb"] - both["ci_low_ms_f"]
+    out["backward_over_forward"] = out["backward_ms"] / out["forward_ms"]
+    for flag in ("host_bound", "noisy"):
+        if f"{flag}_f" in both:
+            out[flag] = both[f"{flag}_f"].astype(bool) | both[f"{flag}_fb"].astype(bool)
+    return out.reset_index()
+
+
+@computes_table
+def backward_table(backward: pd.DataFrame) -> pd.DataFrame:
+    table = pd.DataFrame({
+        "size": backward["size"].astype(str),
+        "context": backward["context_length"],
+        "precision": backward["precision"],
+        "forward ms": backward["forward_ms"],
+        "backward ms": backward["backward_ms"],
+        "95% CI ms": _interval(_column(backward, "backward_low_ms"), _column(backward, "backward_high_ms")),
+        "backward / forward ×": backward["backward_over_forward"],
+        "flags": _flags(backward),
+    })
+    return table.reset_index(drop=True)
 
 
 @computes_table
@@ -93,7 +153,7 @@ def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
     table.columns = [f"warm-up {w}: mean ± std ms" for w in table.columns]
     if "first_step_ms" in rows:
         # The fresh process's first step: the cold start's cost in one number.
-        first = rows.groupby(index, observed=True)["first_step_ms"].first()
+        first = rows.groupby(index, observed=True)["first_step_ms"].first()  # the median over processes
         table.insert(0, "first step ms", first.reindex(table.index))
     table = table.reset_index()
     table["pass"] = table["pass"].map(PASS_LABELS)
@@ -101,28 +161,39 @@ def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """bf16 over fp32 speed-up of the steady median, per configuration."""
+    """bf16 over fp32 speed-up of the steady median, per configuration, with a conservative interval
+    (fp32's interval over bf16's, far ends) and whether either row is flagged."""
     rows = steady(frame)
     rows = rows[rows["status"] == "ok"]
-    wide = rows.pivot_table(
-        index=["size", "context_length", "pass", "variant"], columns="precision",
-        values="median_ms", aggfunc="first", observed=True,
-    )
-    if not {"fp32", "bf16"} <= set(wide.columns):
+    index = ["size", "context_length", "pass", "variant"]
+    columns = [c for c in ("median_ms", "ci_low_ms", "ci_high_ms", "host_bound", "noisy") if c in rows]
+    wide = rows.pivot_table(index=index, columns="precision", values=columns, aggfunc="first", observed=True)
+    if wide.empty or not {"fp32", "bf16"} <= set(wide["median_ms"].columns):
         return pd.DataFrame()
-    wide = wide.dropna(subset=["fp32", "bf16"])
-    wide["speedup"] = wide["fp32"] / wide["bf16"]
-    return wide.reset_index()
+    wide = wide[wide["median_ms"][["fp32", "bf16"]].notna().all(axis=1)]
+    out = pd.DataFrame(index=wide.index)
+    out["fp32"], out["bf16"] = wide["median_ms"]["fp32"], wide["median_ms"]["bf16"]
+    out["speedup"] = out["fp32"] / out["bf16"]
+    if "ci_low_ms" in wide:
+        out["speedup_low"] = wide["ci_low_ms"]["fp32"] / wide["ci_high_ms"]["bf16"]
+        out["speedup_high"] = wide["ci_high_ms"]["fp32"] / wide["ci_low_ms"]["bf16"]
+    for flag in ("host_bound", "noisy"):
+        if flag in wide:
+            out[flag] = wide[flag][["fp32", "bf16"]].fillna(False).astype(bool).any(axis=1)
+    return out.reset_index()
 
 
 @computes_table
 def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
-    table = speedups.pivot_table(
-        index=["size", "context_length"], columns="pass", values="speedup",
-        aggfunc="first", observed=True,
-    )
-    table.columns = [f"{PASS_LABELS[p]} ×" for p in table.columns]
-    return table.reset_index().rename(columns={"context_length": "context"})
+    table = pd.DataFrame({
+        "size": speedups["size"].astype(str),
+        "context": speedups["context_length"],
+        "pass": speedups["pass"].astype(str).map(PASS_LABELS),
+        "speed-up ×": speedups["speedup"],
+        "95% CI ×": _interval(_column(speedups, "speedup_low"), _column(speedups, "speedup_high")),
+        "flags": _flags(speedups),
+    })
+    return table.reset_index(drop=True)
 
 
 @computes_table

@@ -1,0 +1,45 @@
+"""GPU time per step by kernel category, from a torch.profiler trace of a few steps.
+
+The ladder splits each rung's step by category; the timing section uses the
+sum (the GPU's busy time) to tell a GPU-bound step from a host-bound one.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+
+from lmstudy.analyse.nsys.categories import CATEGORIES, categorize
+from lmstudy.analyse.nsys.torch_trace import read_events
+from lmstudy.measure.nsys.capture import torch_profiler_capture
+from lmstudy.measure.steps import synchronize
+
+TOP_KERNELS = 8
+
+
+def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]:
+    """GPU time per step by kernel category (CPU operators on a CPU), in ms.
+
+    `gpu_busy_ms` is their sum; the step's median time less it is when the
+    GPU waited for the host.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        with torch_profiler_capture(device, trace):
+            for _ in range(steps):
+                step()
+            synchronize(device)
+        activities = read_events(trace).activities
+    ms = (activities["end"] - activities["start"]) / 1e6 / steps
+    categories = [categorize(n, k) for n, k in zip(activities["name"], activities["kind"], strict=True)]
+    per_category = ms.groupby(categories).sum()
+    # Every category, 0 where none ran: each rung's row has the same columns.
+    breakdown = {f"gpu_ms_{category}": float(per_category.get(category, 0.0)) for category in CATEGORIES}
+    breakdown["gpu_busy_ms"] = float(ms.sum())
+    top = ms.groupby(activities["name"].to_numpy()).sum().nlargest(TOP_KERNELS)
+    breakdown["top_kernels"] = "; ".join(f"{name[:120]}: {value:.2f} ms" for name, value in top.items())
+    return breakdown
+
+
