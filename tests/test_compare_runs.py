@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from lmstudy.analyse.compare import runs as R
 from lmstudy.analyse.compare import tables as T
@@ -39,6 +40,11 @@ def test_the_environment_table_marks_what_differs():
     assert table.loc["tf32_matmul", ""] == "differs" and table.loc["gpu", ""] == ""
 
 
+def test_a_run_with_one_process_per_configuration_claims_nothing():
+    rows = T.timing(run("a"), run("b"))  # flat step lists: runs made before repetition
+    assert list(rows["verdict"]) == ["one process"]
+
+
 def test_a_configuration_out_of_memory_in_one_run_is_a_row_that_says_so():
     rows = T.timing(run("a"), run("b", status="OOM"), unfair_sizes=frozenset({"small"}))
     assert list(rows["verdict"]) == ["OOM in B"] and list(rows["note"]) == ["other dimensions"]
@@ -52,7 +58,9 @@ def _with_ladder(run_: R.Run, samples: dict[str, list[float] | str]) -> R.Run:
         median = sorted(steps)[len(steps) // 2] if ok else None
         rows.append({"size": "small", "context_length": 1024, "rung_key": key, "rung": key,
                      "status": "ok" if ok else steps, "median_ms": median,
-                     "step_times_ms": str(steps) if ok else None, "share_of_matmul": 0.5 if ok else None,
+                     # two fresh processes of the rung, 0.1% apart
+                     "step_times_ms": str([steps, [t * 1.001 for t in steps]]) if ok else None,
+                     "share_of_matmul": 0.5 if ok else None,
                      "matmul_tflops": 700.0})
     run_.tables["ladder"] = pd.DataFrame(rows)
     return run_
@@ -64,7 +72,9 @@ def test_the_ladders_rungs_are_compared_from_their_step_samples():
     b = _with_ladder(run("b"), {"fp32": fast, "bf16": [2 * t for t in fast],
                                 "bf16-sdpa-cudagraphs-master": [5.0] * 6})
     rows = T.ladder_rows(a, b).set_index("rung_key")
-    assert rows.loc["fp32", "verdict"] == "same within noise"
-    assert rows.loc["bf16", "verdict"] == "slower" and rows.loc["bf16", "ratio"] == 2.0
+    assert rows.loc["fp32", "verdict"] == "same"
+    assert rows.loc["bf16", "verdict"] == "slower"
+    assert rows.loc["bf16", "ratio"] == pytest.approx(2.0, rel=1e-3)
+    assert rows.loc["bf16", "processes_a"] == 2
     assert rows.loc["bf16-sdpa-cudagraphs-master", "verdict"] == "unsupported in A"
     assert rows.loc["bf16", "share_a"] == 0.5

@@ -1,119 +1,125 @@
-"""The verdict rule of a comparison on synthetic samples with known effects.
-
-(lmstudy.analyse.compare.verdict)
-"""
-
-from __future__ import annotations
+"""The verdict rule: faster, slower, same or undecided from the variation between processes."""
 
 import math
 
 import numpy as np
 import pytest
 
+from lmstudy.analyse import stats
 from lmstudy.analyse.compare import verdict as V
+from lmstudy.measure.repeat import NoisePolicy, measure_until_stable, spread
 
 
-@pytest.mark.parametrize(
-    ("t", "df", "p"),
-    [(2.228138851986274, 10, 0.05), (3.169272667616207, 10, 0.01), (1.959963984540054, 1e7, 0.05),
-     (12.706204736174705, 1, 0.05), (0.0, 5, 1.0)],
-)
-def test_the_t_tail_matches_known_critical_values(t, df, p):
-    assert V.t_two_sided_p(t, df) == pytest.approx(p, rel=1e-6, abs=1e-12)
+def test_t_distribution_and_its_quantile():
+    # Student's t with 1 degree of freedom is Cauchy: P(|T| > 1) = 1/2; 12.706 is the 97.5% point.
+    assert stats.t_two_sided_p(1.0, 1) == pytest.approx(0.5, rel=1e-9)
+    assert stats.t_quantile(0.95, 1) == pytest.approx(12.7062, rel=1e-4)
+    assert stats.t_quantile(0.95, 10) == pytest.approx(2.2281, rel=1e-4)
 
 
-def test_welch_matches_a_hand_computed_case():
-    # a: mean 2, var 1; b: mean 4, var 1; n 3 a side: t = 2 / sqrt(2/3) = 2.449, df = 4.
-    p = V.welch_p([1, 2, 3], [3, 4, 5])
-    assert p == pytest.approx(V.t_two_sided_p(2 / math.sqrt(2 / 3), 4))
-    assert 0.05 < p < 0.1
+def processes(rng, median_ms, count, between=0.0, within=0.01, steps=10):
+    """Step samples of `count` processes: each one's level (log-normal, `between`), its steps around it."""
+    levels = median_ms * np.exp(rng.normal(0, between, count))
+    return [list(level * np.exp(rng.normal(0, within, steps))) for level in levels]
 
 
-def test_the_rank_test_matches_its_exact_distribution():
-    # Every B below every A, 3 a side: 1 of C(6,3) = 20 orderings each way.
-    assert V.mann_whitney_p([4, 5, 6], [1, 2, 3]) == pytest.approx(2 / 20)
-    # 10 a side, completely separated: 2 / C(20, 10).
-    assert V.mann_whitney_p(range(10, 20), range(10)) == pytest.approx(2 / 184756)
-    # Interleaved: no evidence.
-    assert V.mann_whitney_p([1, 3, 5, 7], [2, 4, 6, 8]) > 0.5
-    assert V.rank_test_can_decide(5, 5, 0.01) and not V.rank_test_can_decide(4, 4, 0.01)
-
-
-def steps(rng, median_ms, n, cv):
-    """Step times as a GPU gives them: log-normal around a median, one in twenty a slow outlier."""
-    times = median_ms * np.exp(rng.normal(0, cv, n))
-    times[rng.random(n) < 0.05] *= 1.5
-    return times
-
-
-def test_a_ten_percent_shift_is_flagged_in_both_directions():
+def test_a_ten_percent_shift_is_called_in_both_directions():
     rng = np.random.default_rng(1)
-    flagged_faster = flagged_slower = 0
-    for _ in range(200):
-        a = steps(rng, 100.0, 10, 0.01)
-        flagged_faster += V.compare_samples(a, steps(rng, 90.0, 10, 0.01)).verdict == V.FASTER
-        flagged_slower += V.compare_samples(a, steps(rng, 110.0, 10, 0.01)).verdict == V.SLOWER
-    # Nine in ten at least, though one step in twenty is a 1.5x outlier on either side.
-    assert flagged_faster >= 180 and flagged_slower >= 180
+    faster = slower = 0
+    for _ in range(100):
+        a = processes(rng, 100.0, 3, between=0.01)
+        faster += V.compare_processes(a, processes(rng, 90.0, 3, between=0.01)).verdict == V.FASTER
+        slower += V.compare_processes(a, processes(rng, 110.0, 3, between=0.01)).verdict == V.SLOWER
+    assert faster >= 90 and slower >= 90
 
 
-def test_pure_noise_is_not_flagged_in_most_draws():
+@pytest.mark.parametrize("between", [0.002, 0.02, 0.2])
+def test_pure_noise_is_same_or_undecided_in_95_percent_of_draws(between):
     rng = np.random.default_rng(2)
-    for cv in (0.005, 0.02, 0.05):
-        flagged = sum(
-            V.compare_samples(steps(rng, 50.0, 10, cv), steps(rng, 50.0, 10, cv)).verdict != V.SAME
-            for _ in range(300)
-        )
-        # At level 0.01, and with the 3% minimum effect on top, at most a few in a hundred.
-        assert flagged <= 6, (cv, flagged)
+    claims = sum(
+        V.compare_processes(processes(rng, 50.0, 2, between), processes(rng, 50.0, 2, between)).verdict
+        in (V.FASTER, V.SLOWER)
+        for _ in range(300)
+    )
+    assert claims <= 15, (between, claims)
 
 
-def test_a_significant_shift_below_the_minimum_effect_is_the_same():
+def test_variation_between_processes_is_not_hidden_by_steps_that_agree():
+    # Two processes a side, each with steps that agree within 0.1%, but processes 20% apart:
+    # the step-level test of the old rule called this faster; the processes say undecided.
+    a = [[100.0, 100.1, 99.9] * 3, [120.0, 120.1, 119.9] * 3]
+    b = [[95.0, 95.1, 94.9] * 3, [112.0, 112.1, 111.9] * 3]
+    assert V.compare_processes(a, b).verdict == V.UNDECIDED
+
+
+def test_same_needs_the_whole_interval_inside_the_band():
     rng = np.random.default_rng(3)
-    a, b = 100 * np.exp(rng.normal(0, 0.001, 30)), 101.5 * np.exp(rng.normal(0, 0.001, 30))
-    result = V.compare_samples(a, b)
-    assert result.p_value < 1e-6 and result.verdict == V.SAME
-    assert V.compare_samples(a, b, min_effect=0.01).verdict == V.SLOWER
+    a = processes(rng, 100.0, 4, between=0.001, within=0.001)
+    b = processes(rng, 101.0, 4, between=0.001, within=0.001)
+    result = V.compare_processes(a, b)
+    assert result.verdict == V.SAME and 1 / 1.03 < result.ci_low <= result.ci_high < 1.03
+    assert V.compare_processes(a, b, min_effect=0.001).verdict == V.SLOWER
 
 
-def test_a_large_shift_drowned_in_noise_is_the_same():
-    a = [10.0, 30.0, 12.0]
-    b = [14.0, 11.0, 40.0]
-    result = V.compare_samples(a, b)
-    assert result.ratio == pytest.approx(14 / 12) and result.verdict == V.SAME
+def test_one_process_a_side_never_claims():
+    result = V.compare_processes([[10.0, 10.1, 10.2]], [[20.0, 20.1, 20.2], [20.3, 20.1, 20.2]])
+    assert result.verdict == V.ONE_PROCESS and result.ratio == pytest.approx(2.0, rel=0.02)
+    assert V.processes_of("[10.0, 10.1]") == [[10.0, 10.1]]  # a flat list: a run made before repetition
+    assert V.processes_of("[[10.0], [11.0]]") == [[10.0], [11.0]]
+    assert V.compare_processes([], [[5.0]]).verdict == V.TOO_FEW
 
 
-def test_three_clearly_separated_steps_a_side_are_enough():
-    # The smoke preset times 3 steps: a rank test cannot reach p < 0.05 there, the t-test can.
-    result = V.compare_samples([10.0, 10.2, 9.9], [20.1, 19.8, 20.0])
-    assert result.verdict == V.SLOWER and result.p_value < V.ALPHA
-    assert result.ci_low > 1 and result.ci_high < 2.1
+def test_identical_runs_are_the_same_not_faster():
+    a = [[10.0, 10.1, 10.2], [10.1, 10.0, 10.3]]
+    assert V.compare_processes(a, a).verdict == V.SAME
+    assert V.change_verdict(5.0, 5.0) == V.SAME and V.change_verdict(0.0, 0.0) == V.SAME
+    assert V.change_verdict(5.0, 5.1) == V.SAME and V.change_verdict(5.0, 4.0) == V.FASTER
+    assert V.change_verdict(0.0, 1.0) == "appeared"
 
 
-def test_ratio_and_interval_are_of_medians_and_reproducible():
-    a, b = [10.0, 11.0, 10.5, 50.0], [5.0, 5.5, 5.25, 5.1]
-    first, second = V.compare_samples(a, b), V.compare_samples(a, b)
-    assert first == second
-    assert first.ratio == pytest.approx(np.median(b) / np.median(a))
-    assert first.ci_low <= first.ratio <= first.ci_high
-
-
-def test_too_few_samples_is_said_so():
-    assert V.compare_samples([10.0], [5.0, 5.1]).verdict == V.TOO_FEW
-    assert V.compare_samples([], [5.0]).verdict == V.TOO_FEW
-
-
-def test_summaries_give_the_same_verdicts_without_an_interval():
-    a = {"median": 10.0, "mean": 10.0, "std": 0.1, "n": 20}
-    faster = V.compare_summaries(a, {"median": 9.0, "mean": 9.0, "std": 0.1, "n": 20})
-    same = V.compare_summaries(a, {"median": 10.05, "mean": 10.05, "std": 0.1, "n": 20})
-    noisy = V.compare_summaries(a, {"median": 9.0, "mean": 9.0, "std": 5.0, "n": 20})
-    assert (faster.verdict, same.verdict, noisy.verdict) == (V.FASTER, V.SAME, V.SAME)
-    assert math.isnan(faster.ci_low)
-
-
-def test_the_noise_band_is_log_symmetric():
+def test_the_band_decides_and_is_log_symmetric():
     low, high = V.noise_band(0.03)
     assert low * high == pytest.approx(1.0) and high == pytest.approx(1.03)
-    assert V.decide(1.03, 0.0) == V.SLOWER and V.decide(1 / 1.03, 0.0) == V.FASTER
-    assert V.decide(1.029, 0.0) == V.SAME
+    assert V.decide(0.99, 1.02) == V.SAME
+    assert V.decide(1.031, 1.2) == V.SLOWER and V.decide(0.8, 0.97) == V.FASTER
+    assert V.decide(0.98, 1.05) == V.UNDECIDED
+    assert V.decide(math.nan, 1.0) == V.TOO_FEW
+
+
+def test_process_summary_interval_sees_processes_and_is_reproducible():
+    few = [[10.0] * 5, [12.0] * 5]
+    summary = stats.process_summary(few)
+    assert summary["median"] == pytest.approx(11.0) and summary["spread"] == pytest.approx(0.2)
+    # Two processes: at least Student's t interval with one degree of freedom, far wider than their range.
+    assert summary["ci_low"] < 9 and summary["ci_high"] > 13
+    assert stats.process_summary(few) == summary
+    one = stats.process_summary([[10.0, 11.0, 12.0, 10.5, 11.5]])
+    assert one["processes"] == 1 and one["ci_low"] < 11.0 < one["ci_high"]
+
+
+def test_the_hierarchical_bootstrap_resamples_processes_then_steps():
+    rng = np.random.default_rng(4)
+    draws = stats.bootstrap_medians([[1.0] * 4, [3.0] * 4], resamples=4000, seed=5)
+    # Each draw picks two processes with replacement: (1,1), (1,3), (3,1), (3,3) give medians 1, 2, 2, 3.
+    values, counts = np.unique(draws, return_counts=True)
+    assert list(values) == [1.0, 2.0, 3.0]
+    assert counts[1] / counts.sum() == pytest.approx(0.5, abs=0.03)
+    del rng
+
+
+def test_more_processes_go_where_the_noise_is():
+    policy = NoisePolicy(min_processes=2, max_processes=5, max_spread=0.05)
+    levels = {"quiet": iter([10.0, 10.01, 10.02, 10.0, 10.0]), "noisy": iter([10.0, 15.0, 12.0, 9.0, 14.0])}
+    calls = []
+
+    def measure(keys, round_index):
+        calls.append((round_index, tuple(keys)))
+        return {k: {"steps": [next(levels[k])] * 3} for k in keys}
+
+    results = measure_until_stable(measure, ["quiet", "noisy"], lambda r: r["steps"], policy,
+                                   progress=lambda _: None)
+    assert len(results["quiet"]) == 2 and len(results["noisy"]) == 5
+    assert calls[0] == (0, ("quiet", "noisy")) and calls[-1] == (4, ("noisy",))
+    assert spread([10.0, 15.0]) == pytest.approx(0.5)
+    # A process that ended early (out of memory) is not repeated.
+    assert not policy.wants_more([None]) and policy.wants_more([])

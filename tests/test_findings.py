@@ -17,33 +17,43 @@ def _timing_row(size, ctx, pass_name, precision, warmup, median, **extra):
         "size": size, "context_length": ctx, "pass": pass_name, "precision": precision, "variant": "naive",
         "warmup_steps": warmup, "timed_steps": 3, "status": "ok", "median_ms": median, "mean_ms": median,
         "std_ms": 0.0, "cv": 0.01, "flops_per_step": 1e12 * ctx, "achieved_tflops": 1e12 * ctx / median / 1e9,
-        "mfu": None, "step_times_ms": json.dumps(times), **extra,
+        "mfu": None, "peak_tflops": 100.0, "step_times_ms": json.dumps([times, times]),
+        "first_step_ms": median,
+        "trajectory_ms": json.dumps([[median] * 5, [median] * 5]), "processes": 2, "host_bound": False,
+        "noisy": False, "gpu_busy_ms": median * 0.9, "gpu_busy_share": 0.9, **extra,
     }
 
 
 def test_timing_findings_on_a_table_with_known_answers():
     rows = []
-    for ctx, fp32, bf16 in ((128, 40.0, 20.0), (256, 80.0, 20.0)):  # bf16 2x and 4x faster
+    for ctx, fp32, bf16 in ((128, 40.0, 20.0), (256, 80.0, 20.0), (512, 160.0, 10.0)):  # 2x, 4x, 16x
         for warmup in (0, 1, 2):
-            cold = 3.0 if warmup == 0 else 1.0  # the cold window's first step is 3x
             for precision, ms in (("fp32", fp32), ("bf16", bf16)):
-                row = _timing_row("small", ctx, "train_step", precision, warmup, ms, mfu=ms / 200)
+                # ctx 512's bf16 is noisy: its 16x is left out of every trend
+                row = _timing_row("small", ctx, "train_step", precision, warmup, ms, mfu=ms / 200,
+                                  noisy=ctx == 512 and precision == "bf16")
                 if warmup == 0:
-                    row["step_times_ms"] = json.dumps([ms * cold, ms, ms])
-                    row["mean_ms"] = ms * (cold + 2) / 3
+                    row["first_step_ms"] = ms * 3  # the cold window's first step is 3x
+                    row["mean_ms"] = ms * 5 / 3
                 rows.append(row)
     rows.append({**_timing_row("big", 128, "train_step", "fp32", 2, float("nan")), "status": "OOM"})
     frame = timing.order_sizes(pd.DataFrame(rows))
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(timing.PASS_LABELS), ordered=True)
     said = timing.findings(frame)
     assert "big ran out of memory in 1 configuration(s): context 128; training step; fp32." in said
-    speedup = ("Training step: bf16 autocast is a median 3.00× as fast as fp32 "
-               "(speed-up 2.00× for small ctx 128 to 4.00× for small ctx 256)")
+    speedup = ("Training step: bf16 autocast's speed-up over fp32 is 2.00× (small ctx 128) to 4.00× "
+               "(small ctx 256) in the configurations neither host-bound nor noisy; 1 of 3 left out")
     assert any(s.startswith(speedup) for s in said), said
-    assert any(s.startswith("The highest MFU is 40.0%") for s in said), said
+    # MFU is per precision: each divides by its own peak
+    assert any(s.startswith("The highest fp32 MFU is 80.0% of the fp32 peak") for s in said), said
+    assert any(s.startswith("The highest bf16 MFU is 10.0%") for s in said), said
     assert any(s.startswith("Without warm-up the first step takes 3.0× the steady median") for s in said)
-    longer = "small, training step (fp32): from context 128 to 256 (2× the tokens) the step takes 2.0×"
+    # GPU time for every size; the wall time only where both ends are trusted (bf16's ctx 512 is noisy)
+    longer = ("small, training step (fp32): from context 128 to 512 (4× the tokens) GPU busy time grows "
+              "4.0×, the step's wall time 4.0×")
     assert any(longer in s for s in said), said
+    assert any("(bf16)" in s and "not compared" in s for s in said), said
+    assert any(s.startswith("Of 6 steady-state rows, 0 are host-bound (†) and 1 noisy (‡)") for s in said)
 
 
 def test_compile_findings_on_a_table_with_known_answers():

@@ -5,8 +5,8 @@ import torch
 
 from lmstudy import flops, hardware
 from lmstudy.analyse.stats import summarize_ms
-from lmstudy.measure.steps import build_workload, make_step
 from lmstudy.measure.repeat import NoisePolicy
+from lmstudy.measure.steps import build_workload, make_step
 from lmstudy.measure.timing import TimingSpec, rows_from_processes, time_steps
 
 from .conftest import timing_job
@@ -48,7 +48,9 @@ def test_every_warmup_row_is_its_window_of_each_processs_trajectory():
         for row in mine:
             w = row["warmup_steps"]
             assert json.loads(row["step_times_ms"]) == [t[w: w + 3] for t in trajectories]
-            medians = sorted(summarize_ms([x / 1e3 for x in t[w: w + 3]])["median_ms"] for t in trajectories)
+            medians = sorted(
+                summarize_ms([x / 1e3 for x in t[w: w + 3]])["median_ms"] for t in trajectories
+            )
             assert row["median_ms"] == pytest.approx(sum(medians) / 2, rel=1e-3)  # median of two
             assert row["process_spread"] == pytest.approx(medians[1] / medians[0] - 1, rel=1e-3)
             assert row["first_step_ms"] == pytest.approx(sum(t[0] for t in trajectories) / 2, abs=1e-3)

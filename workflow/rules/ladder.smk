@@ -31,6 +31,7 @@ rule ladder_rung:
     params:
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
+        processes=noise_flags(),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
         warmup_steps=flag("--warmup-steps", LADDER["warmup_steps"]),
         timed_steps=flag("--timed-steps", LADDER["timed_steps"]),
@@ -45,7 +46,7 @@ rule ladder_rung:
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} {params.batch_size} {params.vocab_size}"
         " {params.warmup_steps} {params.timed_steps} {params.profile_steps}"
-        " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
+        " {params.processes} {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
 
 
 rule matmul_reference:

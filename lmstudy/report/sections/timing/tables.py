@@ -106,9 +106,9 @@ def backward_frame(frame: pd.DataFrame) -> pd.DataFrame:
     rows = steady(frame)
     rows = rows[rows["status"] == "ok"]
     key = ["size", "context_length", "precision", "variant"]
-    forward = rows[rows["pass"] == "forward"].set_index(key)
-    both = rows[rows["pass"] == "forward_backward"].set_index(key).join(
-        forward, how="inner", lsuffix="_fb", rsuffix="_f")
+    forward = rows[rows["pass"] == "forward"]
+    both = rows[rows["pass"] == "forward_backward"].merge(
+        forward, on=key, how="inner", suffixes=("_fb", "_f")).set_index(key)
     if both.empty:
         return pd.DataFrame()
     out = pd.DataFrame(index=both.index)
