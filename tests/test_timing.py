@@ -63,7 +63,8 @@ def test_rows_take_the_median_over_processes_with_its_interval():
     (row,) = rows_from_processes(spec, results, 1000)
     assert row["processes"] == 3 and row["median_ms"] == pytest.approx(12)
     assert row["process_spread"] == pytest.approx(1.0)
-    assert row["ci_low_ms"] <= 10 and row["ci_high_ms"] >= 20  # the interval sees the processes, not the steps
+    # the interval sees the processes, not the steps
+    assert row["ci_low_ms"] <= 10 and row["ci_high_ms"] >= 20
     assert row["mean_ms"] == pytest.approx(14)  # over every step of every window
 
 
