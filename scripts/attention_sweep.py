@@ -17,9 +17,17 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from lmstudy.cli import add_device_arguments, compile_from_scratch, run_main  # noqa: E402
+from lmstudy.cli import (  # noqa: E402
+    add_device_arguments,
+    add_noise_arguments,
+    compile_from_scratch,
+    fork_measuring_processes,
+    noise_policy,
+    run_main,
+)
 
 compile_from_scratch()
+fork_measuring_processes()
 
 IMPLEMENTATIONS = ["naive", "naive-compile", "sdpa"]
 
@@ -36,6 +44,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=100, help="timed forwards, and timed backwards")
     p.add_argument("--warmup", type=int, default=10, help="untimed forward+backward steps first")
     add_device_arguments(p, memory_cap_help="cap on GPU memory; going over it is recorded as OOM")
+    add_noise_arguments(p)
     return p.parse_args(argv)
 
 
@@ -50,7 +59,7 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
-    from lmstudy.measure.attention import SweepSpec, run_sweep
+    from lmstudy.measure.attention import SweepSpec, run_sweep_in_processes
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()
@@ -67,7 +76,7 @@ def main(argv=None) -> None:
         tf32=args.tf32,
         memory_cap_gb=args.memory_cap_gb,
     )
-    rows = run_sweep(spec, clock)
+    rows = run_sweep_in_processes(spec, noise_policy(args), clock)
     if args.phases:
         clock.write(args.phases)
     write_csv(args.out, pd.DataFrame(rows))

@@ -17,9 +17,18 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from lmstudy.cli import add_model_arguments, compile_from_scratch, model_kwargs, run_main  # noqa: E402
+from lmstudy.cli import (  # noqa: E402
+    add_model_arguments,
+    add_noise_arguments,
+    compile_from_scratch,
+    fork_measuring_processes,
+    model_kwargs,
+    noise_policy,
+    run_main,
+)
 
 compile_from_scratch()
+fork_measuring_processes()
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -36,6 +45,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps after the first")
     p.add_argument("--timed-steps", type=int, default=10)
+    add_noise_arguments(p)
     return p.parse_args(argv)
 
 
@@ -48,7 +58,7 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
-    from lmstudy.measure.compile_bench import CompileSpec, run_job
+    from lmstudy.measure.compile_bench import CompileSpec, run_job_in_processes
     from lmstudy.measure.steps import import_lazy_modules
     from lmstudy.phases import PhaseClock
 
@@ -62,7 +72,7 @@ def main(argv=None) -> None:
         warmup_steps=args.warmup_steps,
         timed_steps=args.timed_steps,
     )
-    rows = run_job(spec, clock)
+    rows = run_job_in_processes(spec, noise_policy(args), clock)
     if args.phases:
         clock.write(args.phases)
     write_csv(args.out, pd.DataFrame(rows))

@@ -15,7 +15,6 @@ Example, by hand:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -23,16 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lmstudy.cli import (  # noqa: E402
     add_device_arguments,
     add_dimension_arguments,
+    add_noise_arguments,
     compile_from_scratch,
     dimension_kwargs,
+    fork_measuring_processes,
+    noise_policy,
     run_main,
 )
 from lmstudy.ladder_rungs import RUNGS  # noqa: E402
 
 compile_from_scratch()
-# This process forks the measuring ones and must not start the CUDA driver:
-# should anything ask torch.cuda.is_available() here, NVML answers, not CUDA.
-os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+fork_measuring_processes()
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -49,11 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--profile-steps", type=int, default=0,
         help="after timing, profile this many steps: the rung's GPU time by kernel category",
     )
-    p.add_argument("--min-processes", type=int, default=2, help="fresh processes for the rung, at least")
-    p.add_argument("--max-processes", type=int, default=4,
-                   help="fresh processes, at most, while they disagree")
-    p.add_argument("--max-spread", type=float, default=0.05,
-                   help="measure another process while the processes' medians spread by more (max/min - 1)")
+    add_noise_arguments(p)
     return p.parse_args(argv)
 
 
@@ -66,13 +62,11 @@ def main(argv=None) -> None:
             "--timed-steps must be at least 2, --warmup-steps and --profile-steps at least 0: "
             "fix the arguments."
         )
-    if not 1 <= args.min_processes <= args.max_processes:
-        raise UserError("--min-processes must be at least 1 and at most --max-processes: fix the arguments.")
+    policy = noise_policy(args)
     import pandas as pd
 
     from lmstudy.atomic import write_csv
     from lmstudy.measure.ladder_bench import BenchSpec, measure_rung_in_processes
-    from lmstudy.measure.repeat import NoisePolicy
     from lmstudy.measure.steps import import_lazy_modules
     from lmstudy.phases import PhaseClock
 
@@ -84,7 +78,6 @@ def main(argv=None) -> None:
         warmup_steps=args.warmup_steps, timed_steps=args.timed_steps, profile_steps=args.profile_steps,
         device=args.device, tf32=args.tf32, memory_cap_gb=args.memory_cap_gb,
     )
-    policy = NoisePolicy(args.min_processes, args.max_processes, args.max_spread)
     row = measure_rung_in_processes(spec, policy, clock)
     if args.phases:
         clock.write(args.phases)

@@ -14,17 +14,22 @@ Example, by hand:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from lmstudy.cli import add_model_arguments, compile_from_scratch, model_kwargs, run_main  # noqa: E402
+from lmstudy.cli import (  # noqa: E402
+    add_model_arguments,
+    add_noise_arguments,
+    compile_from_scratch,
+    fork_measuring_processes,
+    model_kwargs,
+    noise_policy,
+    run_main,
+)
 
 compile_from_scratch()
-# This process forks the measuring ones and must not start the CUDA driver:
-# should anything ask torch.cuda.is_available() here, NVML answers, not CUDA.
-os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+fork_measuring_processes()
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -36,11 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--passes", nargs="+", default=["forward", "forward_backward", "train_step"])
     p.add_argument("--warmup-steps", type=int, nargs="+", default=[0, 1, 5])
     p.add_argument("--timed-steps", type=int, default=10)
-    p.add_argument("--min-processes", type=int, default=2, help="fresh processes per pass, at least")
-    p.add_argument("--max-processes", type=int, default=4,
-                   help="fresh processes per pass, at most, while they disagree")
-    p.add_argument("--max-spread", type=float, default=0.05,
-                   help="measure another process while the processes' medians spread by more (max/min - 1)")
+    add_noise_arguments(p)
     return p.parse_args(argv)
 
 
@@ -49,19 +50,15 @@ def main(argv=None) -> None:
     import pandas as pd
 
     from lmstudy.atomic import write_csv
-    from lmstudy.errors import UserError
-    from lmstudy.measure.repeat import NoisePolicy
     from lmstudy.measure.timing import TimingSpec, run_job
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()  # the imports are done: torch is loaded, CUDA untouched
 
-    if not 1 <= args.min_processes <= args.max_processes:
-        raise UserError("--min-processes must be at least 1 and at most --max-processes: fix the arguments.")
     spec = TimingSpec(
         **model_kwargs(args), variant=args.variant, passes=tuple(args.passes),
         warmup_steps=tuple(args.warmup_steps), timed_steps=args.timed_steps,
-        noise=NoisePolicy(args.min_processes, args.max_processes, args.max_spread),
+        noise=noise_policy(args),
     )
     rows = run_job(spec, clock)
     if args.phases:

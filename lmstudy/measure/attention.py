@@ -18,6 +18,7 @@ lmstudy.analyse.attention_memory's (the report reads it without torch).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 from lmstudy.analyse.attention_memory import BYTES, attention_flops, naive_memory_accounting, predicted_bytes  # noqa: F401
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.steps import synchronize
 from lmstudy.phases import PhaseClock
 
@@ -181,6 +183,8 @@ def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
     for name, times in (("forward", forward_times), ("backward", backward_times)):
         for key, value in summarize_ms(times).items():
             row[f"{name}_{key}"] = value
+        # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
+        row[f"{name}_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
     if spec.implementation == "sdpa":
         row["sdpa_backend"] = sdpa_backend(q, k, v)
     flops = attention_flops(spec.batch_size, seq, spec.head_dim)
@@ -235,5 +239,38 @@ def run_sweep(spec: SweepSpec, clock: PhaseClock | None = None) -> list[dict]:
         clock.add("compile", compile_s)
         clock.add("measure", row["measure_s"] - compile_s)
         row.update(env)
+        rows.append(row)
+    return rows
+
+
+def run_sweep_in_processes(
+    spec: SweepSpec, policy: NoisePolicy, clock: PhaseClock | None = None
+) -> list[dict]:
+    """run_sweep in fresh processes forked from this one (which must not have started CUDA): every
+    sequence length in at least policy.min_processes of them, the ones whose forward or backward
+    medians still disagree in more (lmstudy.measure.repeat)."""
+    clock = clock or PhaseClock()
+
+    def measure(pending, round_index):
+        what = f"process {round_index + 1} of the {spec.implementation} d={spec.head_dim} sweep"
+        rows = forked_with_phases(run_sweep, dataclasses.replace(spec, seq_lens=tuple(pending)),
+                                  clock=clock, what=what)
+        return {r["seq_len"]: r for r in rows}
+
+    def samples(row):
+        """The slower direction decides: backward, else forward."""
+        if row.get("status") != "ok":
+            return None
+        forward, backward = json.loads(row["forward_times_ms"]), json.loads(row["backward_times_ms"])
+        return [f + b for f, b in zip(forward, backward, strict=True)]
+
+    by_seq = measure_until_stable(measure, sorted(spec.seq_lens), samples, policy, progress=print)
+    rows = []
+    for seq in sorted(spec.seq_lens):
+        row = combine_processes(by_seq[seq], parts=("forward_", "backward_"))
+        if row["status"] == "ok":
+            flops = attention_flops(spec.batch_size, seq, spec.head_dim)
+            row["forward_tflops"] = flops / (row["forward_median_ms"] / 1e3) / 1e12
+            row["backward_tflops"] = 2 * flops / (row["backward_median_ms"] / 1e3) / 1e12
         rows.append(row)
     return rows

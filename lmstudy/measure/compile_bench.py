@@ -13,6 +13,7 @@ handles) fall on the eager first step and not on the compile time.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 
 import torch
@@ -20,6 +21,7 @@ import torch
 from lmstudy import flops, hardware
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import make_step, synchronize
 from lmstudy.measure.timing import time_steps
@@ -53,6 +55,8 @@ def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device)
     row["first_step_ms"] = (time.perf_counter() - start) * 1e3
     times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
     row.update(status="ok", **summarize_ms(times))
+    # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
+    row["step_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
     row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
     # The first step's excess over the steady state: tracing and compiling
     # for the compiled model, one-off initialisation for the eager one.
@@ -121,4 +125,36 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
             rows.append(row)
         del work
         free_memory(device)
+    return rows
+
+
+def run_job_in_processes(
+    spec: CompileSpec, policy: NoisePolicy, clock: PhaseClock | None = None
+) -> list[dict]:
+    """run_job in fresh processes forked from this one (which must not have started CUDA), until each
+    mode x pass agrees across them (lmstudy.measure.repeat). Compile time is the first process's: the
+    later ones find the compiled graphs in the job's cache."""
+    clock = clock or PhaseClock()
+    keys = [(mode, pass_name) for mode in MODES for pass_name in spec.passes]
+
+    def measure(pending, round_index):
+        what = f"process {round_index + 1} of torch.compile's {spec.size} {spec.precision} job"
+        rows = forked_with_phases(run_job, spec, clock=clock, what=what)
+        print(f"process {round_index + 1}: " + ", ".join(
+            f"{r['mode']} {r['pass']} {r['median_ms']:.3f} ms" if r["status"] == "ok" else
+            f"{r['mode']} {r['pass']} {r['status']}" for r in rows), flush=True)
+        return {(r["mode"], r["pass"]): r for r in rows}
+
+    def samples(row):
+        return json.loads(row["step_times_ms"]) if row.get("status") == "ok" else None
+
+    by_key = measure_until_stable(measure, keys, samples, policy, progress=print)
+    rows = []
+    for key in keys:
+        row = combine_processes(by_key[key])
+        if row["status"] == "ok":
+            row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
+            row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
+            row["mfu"] = row["achieved_tflops"] / row["peak_tflops"] if row.get("peak_tflops") else None
+        rows.append(row)
     return rows

@@ -31,15 +31,14 @@ import torch
 
 from lmstudy import environment, flops
 from lmstudy.analyse import ladder_table
-from lmstudy.analyse.stats import process_summary, summarize_ms
+from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
 from lmstudy.measure import gpu_clocks
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
-from lmstudy.measure.fresh_process import run_forked
 from lmstudy.measure.gpu_time import kernel_breakdown
 from lmstudy.measure.master_weights import MasterWeightAdamW
 from lmstudy.measure.model import ModelConfig, make_optimizer
-from lmstudy.measure.repeat import NoisePolicy, measure_until_stable
+from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_result
 from lmstudy.measure.spec import model_dims
 from lmstudy.measure.steps import Workload, build_workload, make_step, synchronize
@@ -267,25 +266,6 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
     return row
 
 
-class _ChildPhases:
-    """The add/timing part of a PhaseClock, for a forked process: its seconds go back to the job's clock."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    def add(self, phase: str, seconds: float) -> None:
-        self.seconds[phase] = self.seconds.get(phase, 0.0) + max(0.0, seconds)
-
-    def timing(self, phase: str):
-        return PhaseClock.timing(self, phase)
-
-
-def _measure_rung_forked(spec: BenchSpec) -> dict:
-    phases = _ChildPhases()
-    row = measure_rung(spec, phases)
-    return {"row": row, "phases": phases.seconds}
-
-
 def measure_rung_in_processes(spec: BenchSpec, policy: NoisePolicy, clock: PhaseClock | None = None) -> dict:
     """One rung's row from fresh processes forked from this one (which must not have started CUDA).
 
@@ -299,11 +279,7 @@ def measure_rung_in_processes(spec: BenchSpec, policy: NoisePolicy, clock: Phase
     def measure(keys, round_index):
         child = spec if round_index == 0 else dataclasses.replace(spec, profile_steps=0)
         what = f"process {round_index + 1} of rung {spec.rung} of {spec.size}"
-        result = run_forked(_measure_rung_forked, child, what=what)
-        for phase, seconds in result["phases"].items():
-            clock.add(phase, seconds)
-        clock.add("start", result.get("fork_s", 0.0))
-        row = result["row"]
+        row = forked_with_phases(measure_rung, child, clock=clock, what=what)
         print(f"{spec.size} {spec.rung}, process {round_index + 1}: {row['status']}"
               + (f", median {row['median_ms']:.3f} ms" if row["status"] == "ok" else ""), flush=True)
         return {spec.rung: row}
@@ -312,16 +288,9 @@ def measure_rung_in_processes(spec: BenchSpec, policy: NoisePolicy, clock: Phase
         return json.loads(row["step_times_ms"]) if row.get("status") == "ok" else None
 
     rows = measure_until_stable(measure, [spec.rung], samples, policy, progress=print)[spec.rung]
-    row = dict(rows[0])
+    row = combine_processes(rows)
     if row["status"] != "ok":
         return row
-    processes = [samples(r) for r in rows if r["status"] == "ok"]
-    summary = process_summary(processes)
-    every_step = [t / 1e3 for p in processes for t in p]
-    row.update(summarize_ms(every_step))
-    row.update(median_ms=summary["median"], ci_low_ms=summary["ci_low"], ci_high_ms=summary["ci_high"],
-               processes=summary["processes"], process_spread=summary["spread"],
-               step_times_ms=json.dumps(processes))
     row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
     return row
 

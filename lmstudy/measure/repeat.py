@@ -14,9 +14,13 @@ next. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
+import time
 from collections.abc import Callable, Hashable, Sequence
+
+from lmstudy.measure.fresh_process import run_forked
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,3 +80,67 @@ def measure_until_stable(
                      f"{policy.max_spread:.0%} between processes: "
                      + ", ".join(str(k) for k in pending))
     return results
+
+
+def combine_processes(rows: Sequence[dict], parts: Sequence[str] = ("",)) -> dict:
+    """One configuration's row from its rows of several processes (the first process's, updated).
+
+    For each part (a column prefix: "" for step_times_ms, "forward_" for
+    forward_times_ms...), the median over the processes that measured it ok
+    with its interval (lmstudy.analyse.stats.process_summary), the spread
+    between processes, summary statistics over every step, and every
+    process's steps as a list per process.
+    """
+    import json
+
+    from lmstudy.analyse.stats import process_summary, summarize_ms
+
+    row = dict(rows[0])
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if row.get("status") != "ok" or not ok:
+        return row
+    row["processes"] = len(ok)
+    for part in parts:
+        column = f"{part}times_ms" if part else "step_times_ms"
+        processes = [json.loads(r[column]) for r in ok if r.get(column)]
+        if not processes:
+            continue
+        summary = process_summary(processes)
+        every_step = [t / 1e3 for p in processes for t in p]
+        row.update({f"{part}{k}": v for k, v in summarize_ms(every_step).items()})
+        row.update({f"{part}median_ms": summary["median"], f"{part}ci_low_ms": summary["ci_low"],
+                    f"{part}ci_high_ms": summary["ci_high"], f"{part}process_spread": summary["spread"],
+                    column: json.dumps(processes)})
+    return row
+
+
+class ChildPhases:
+    """A PhaseClock's add/timing in a forked process: its seconds go back to the job's clock."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + max(0.0, seconds)
+
+    @contextlib.contextmanager
+    def timing(self, phase: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(phase, time.perf_counter() - start)
+
+
+def _with_phases(function, *args) -> dict:
+    phases = ChildPhases()
+    return {"value": function(*args, phases), "phases": phases.seconds}
+
+
+def forked_with_phases(function, *args, clock, what: str):
+    """`function(*args, phases)` in a fresh process forked from this one; its phases added to `clock`."""
+    result = run_forked(_with_phases, function, *args, what=what)
+    for phase, seconds in result["phases"].items():
+        clock.add(phase, seconds)
+    clock.add("start", result.get("fork_s", 0.0))
+    return result["value"]

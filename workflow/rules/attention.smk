@@ -31,6 +31,7 @@ rule attention_sweep:
         seq_lens=flag("--seq-lens", ATTENTION["seq_lens"]),
         batch_size=flag("--batch-size", ATTENTION["batch_size"]),
         steps=flag("--steps", ATTENTION["steps"]),
+        processes=noise_flags(),
         warmup=flag("--warmup", ATTENTION["warmup"]),
         device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
@@ -39,7 +40,7 @@ rule attention_sweep:
         "lmstudy_gpu attention_sweep --out {output.rows} --phases {output.phases}"
         " --implementation {wildcards.impl} --precision {wildcards.precision}"
         " --head-dim {wildcards.head_dim} {params.seq_lens}"
-        " {params.batch_size} {params.steps} {params.warmup}"
+        " {params.batch_size} {params.steps} {params.warmup} {params.processes}"
         " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
 
 

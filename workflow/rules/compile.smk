@@ -32,6 +32,7 @@ rule compile_model:
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
+        processes=noise_flags(),
         passes=flag("--passes", COMPILE["passes"]),
         warmup_steps=flag("--warmup-steps", COMPILE["warmup_steps"]),
         timed_steps=flag("--timed-steps", COMPILE["timed_steps"]),
@@ -46,7 +47,7 @@ rule compile_model:
         " --context-length {wildcards.ctx} --precision {wildcards.precision}"
         " --attention {wildcards.attention} {params.batch_size}"
         " {params.vocab_size} {params.passes}"
-        " {params.warmup_steps} {params.timed_steps}"
+        " {params.warmup_steps} {params.timed_steps} {params.processes}"
         " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
 
 
