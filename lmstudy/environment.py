@@ -36,15 +36,31 @@ def git_commit() -> str:
     return f"{commit}-dirty" if dirty else commit
 
 
-def _driver_version() -> str:
+def _nvidia_smi(query: str) -> str:
+    """nvidia-smi's answer for the first GPU (`query`: e.g. driver_version), "" where it cannot answer."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, check=True, timeout=30,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
-    return out.strip().splitlines()[0] if out.strip() else ""
+    return out.strip().splitlines()[0].strip() if out.strip() else ""
+
+
+def _driver_version() -> str:
+    return _nvidia_smi("driver_version")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def host_facts() -> dict[str, str]:
@@ -52,7 +68,9 @@ def host_facts() -> dict[str, str]:
 
     A job that forks several measuring processes asks once and hands it to each.
     """
-    return {"driver": _driver_version(), "commit": git_commit()}
+    limit = _nvidia_smi("power.limit")
+    return {"driver": _driver_version(), "commit": git_commit(), "cpu": cpu_model(),
+            "gpu_power_limit_w": limit if limit.replace(".", "", 1).isdigit() else ""}
 
 
 def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | bool]:
@@ -72,6 +90,8 @@ def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | boo
     else:
         gpu, driver, cuda = f"cpu ({platform.processor() or platform.machine()})", "", ""
     return {
+        "cpu": facts.get("cpu") or cpu_model(),
+        "gpu_power_limit_w": facts.get("gpu_power_limit_w", "") if device.type == "cuda" else "",
         "gpu": gpu,
         "driver": driver,
         "cuda": cuda,
@@ -89,6 +109,6 @@ def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | boo
 
 
 ENVIRONMENT_COLUMNS = (
-    "gpu", "driver", "cuda", "torch", "python", "host", "commit", "date",
+    "gpu", "gpu_power_limit_w", "cpu", "driver", "cuda", "torch", "python", "host", "commit", "date",
     "tf32_matmul", "tf32_cudnn", *gpu_lease.facts(),
 )

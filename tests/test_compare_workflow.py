@@ -59,7 +59,7 @@ def test_every_configuration_is_a_row_with_a_verdict(compared, two_runs):
     oversized = table[table["size"] == "oversized"]
     assert set(oversized["verdict"]) == {"OOM in both"} and set(oversized["A median (ms)"]) == {"OOM"}
     tiny = table[table["size"] == "tiny"]
-    assert set(tiny["verdict"]) <= {V.FASTER, V.SLOWER, V.SAME}
+    assert set(tiny["verdict"]) <= {V.FASTER, V.SLOWER, V.SAME, V.UNDECIDED}
     assert (tiny["note"] == "batch 2 vs 4").all()
     # Each verdict is the rule's own on the two runs' steady-state step samples.
     steady_a = naive[naive["warmup_steps"] == naive["warmup_steps"].max()]
@@ -71,8 +71,9 @@ def test_every_configuration_is_a_row_with_a_verdict(compared, two_runs):
             match = frame[(frame["size"] == "tiny") & (frame["context_length"] == row["context"])
                           & (frame["pass"].map(labels) == row["pass"])
                           & (frame["precision"] == row["precision"])]
-            pick.append(json.loads(match["step_times_ms"].iloc[0]))
-        result = V.compare_samples(*pick)
+            pick.append(V.processes_of(match["step_times_ms"].iloc[0]))
+        assert all(len(processes) == 2 for processes in pick)  # the smoke preset's two processes a side
+        result = V.compare_processes(*pick)
         assert row["verdict"] == result.verdict
         assert row["B/A"] == pytest.approx(result.ratio)
 
@@ -128,3 +129,15 @@ def test_a_run_without_its_timing_table_is_named(two_runs, tmp_path):
     assert done.returncode != 0
     assert "results/empty/ has no timing/timing.csv, which a comparison needs" in done.stdout + done.stderr
     shutil.rmtree(two_runs / "results/empty")
+
+
+def test_two_identical_runs_flag_at_most_a_tenth_of_their_rows(smoke_run, tmp_path_factory):
+    """An A/A comparison: the session's smoke run against a second one of the same config (timing only)."""
+    workdir = Path(shutil.copytree(smoke_run, tmp_path_factory.mktemp("aa") / "w", symlinks=True))
+    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", "run=again", "--",
+              "results/again/timing/timing.csv")
+    snakemake(workdir, "--cores", "1", "report/compare/default_vs_again/index.html")
+    table = pd.read_csv(workdir / "report/compare/default_vs_again/tables/timing_step_time.csv")
+    measured = table[table["verdict"].isin([V.FASTER, V.SLOWER, V.SAME, V.UNDECIDED])]
+    claims = measured["verdict"].isin([V.FASTER, V.SLOWER])
+    assert len(measured) >= 8 and claims.sum() <= 0.1 * len(measured), table[["size", "pass", "verdict"]]

@@ -15,6 +15,7 @@ import pandas as pd
 from markupsafe import Markup, escape
 from pandas.io.formats.style import Styler
 
+from lmstudy.analyse import result_files
 from lmstudy.atomic import write_text
 
 MISSING = "n/a"
@@ -369,8 +370,14 @@ def render_study(
     The header's environment comes from `environment_tables` (the aggregated
     tables the workflow hands over), never from whatever lies in the folder.
     """
+    from lmstudy.analyse.study_cost import most_at_once
     from lmstudy.analyse.tables import environment_of, read_result
 
     sections = build_sections(section_names, results, results / "figures")
     frames = [read_result(Path(p)) for p in environment_tables]
-    render(sections, environment_of(frames), templates, out_dir, title, run)
+    environment = environment_of(frames)
+    jobs = result_files.read_csv(results / "cost" / "jobs.csv", missing_ok=True)
+    if not jobs.empty and "measuring" in jobs:
+        # Two measurements at once on one machine share its CPU and memory bandwidth: the header says so.
+        environment["measuring_jobs_at_once"] = str(most_at_once(jobs[jobs["measuring"].astype(bool)]))
+    render(sections, environment, templates, out_dir, title, run)
