@@ -8,7 +8,6 @@ absent, and the batch size makes the step times unfair to compare.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path

@@ -61,7 +61,8 @@ def test_compile_findings_on_a_table_with_known_answers():
     for size, eager, compiled in (("small", 30.0, 20.0), ("medium", 60.0, 30.0)):
         for mode, ms, excess in (("eager", eager, 0.5), ("compiled", compiled, 10.0)):
             rows.append({"size": size, "precision": "bf16", "attention": "naive", "pass": "train_step",
-                         "mode": mode, "status": "ok", "median_ms": ms, "first_step_excess_s": excess})
+                         "mode": mode, "status": "ok", "median_ms": ms, "first_step_excess_s": excess,
+                         "ci_low_ms": ms * 0.99, "ci_high_ms": ms * 1.01})
     rows.append({"size": "large", "precision": "bf16", "attention": "naive", "pass": "train_step",
                  "mode": "compiled", "status": "OOM", "median_ms": None, "first_step_excess_s": None})
     rows.append({"size": "large", "precision": "bf16", "attention": "naive", "pass": "train_step",
@@ -70,7 +71,7 @@ def test_compile_findings_on_a_table_with_known_answers():
     assert said[0] == "1 measurement(s) ran out of memory: large bf16 compiled training step."
     # speed-ups 1.5x and 2x: median 1.75x
     assert said[1].startswith(
-        "Compiled, the training step is 1.75× faster than eager (median of 2 configurations)"
+        "Compiled, the training step is 1.75× faster than eager (median of the 2 configurations told apart)"
     )
     assert "(median of 1" not in " ".join(said)
     # 10 s of compiling, saving 10 ms and 30 ms a step: paid back after 1000 and 333 steps
@@ -80,11 +81,22 @@ def test_compile_findings_on_a_table_with_known_answers():
 def test_one_configuration_is_not_a_median():
     rows = [
         {"size": "small", "precision": "bf16", "attention": "naive", "pass": "forward", "mode": mode,
-         "status": "ok", "median_ms": ms, "first_step_excess_s": 1.0}
+         "status": "ok", "median_ms": ms, "first_step_excess_s": 1.0,
+         "ci_low_ms": ms - 1, "ci_high_ms": ms + 1}
         for mode, ms in (("eager", 10.0), ("compiled", 20.0))
     ]
     said = compile_section.findings(pd.DataFrame(rows))
     assert "Compiled, the forward is 2.00× slower than eager (small bf16)." in said
+
+
+def test_compiled_and_eager_within_each_others_interval_are_not_ranked():
+    rows = [
+        {"size": "small", "precision": "bf16", "attention": "naive", "pass": "forward", "mode": mode,
+         "status": "ok", "median_ms": ms, "first_step_excess_s": 1.0, "ci_low_ms": 9.0, "ci_high_ms": 13.0}
+        for mode, ms in (("eager", 10.0), ("compiled", 12.0))
+    ]
+    said = " ".join(compile_section.findings(pd.DataFrame(rows)))
+    assert "within noise of each other" in said and "slower than eager" not in said
 
 
 def _attention_row(impl, seq, forward, backward, memory=None, status="ok", **extra):

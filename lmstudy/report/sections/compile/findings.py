@@ -20,7 +20,18 @@ def findings(frame: pd.DataFrame) -> list[str]:
         )
         items.append(f"{len(oom)} measurement(s) ran out of memory: {', '.join(names)}.")
     comp = comparison(frame).dropna(subset=["speedup"])
-    for pass_name, part in comp.groupby("pass"):
+    unclear = (
+        (comp[comp["has_interval"] & ~comp["apart"]],
+         "are within noise of each other (their intervals overlap)"),
+        (comp[~comp["has_interval"]], "are not compared: a side has no interval (one process)"),
+    )
+    for rows, why in unclear:
+        if len(rows):
+            names = ", ".join(
+                f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}" for _, r in rows.iterrows()
+            )
+            items.append(f"Compiled and eager {why} in {len(rows)} of {len(comp)} configurations: {names}.")
+    for pass_name, part in comp[comp["apart"]].groupby("pass"):
         lo, hi = part.loc[part["speedup"].idxmin()], part.loc[part["speedup"].idxmax()]
         spread = (
             f"; from {faster(lo['speedup'])} ({lo['size']} {lo['precision']}) to "
@@ -31,7 +42,7 @@ def findings(frame: pd.DataFrame) -> list[str]:
         if len(part) > 1:
             items.append(
                 f"Compiled, the {PASS_LABELS[pass_name]} is {faster(part['speedup'].median())} than eager "
-                f"(median of {len(part)} configurations){spread}."
+                f"(median of the {len(part)} configurations told apart){spread}."
             )
         else:
             name = PASS_LABELS[pass_name]

@@ -19,7 +19,17 @@ def comparison(frame: pd.DataFrame) -> pd.DataFrame:
         out[f"{name}_status"] = part["status"]
         out[f"{name}_ms"] = part["median_ms"].where(part["status"] == "ok")
         out[f"{name}_first_excess_s"] = part["first_step_excess_s"].where(part["status"] == "ok")
+        for bound in ("ci_low_ms", "ci_high_ms"):
+            ok = part["status"] == "ok"
+            out[f"{name}_{bound}"] = part[bound].where(ok) if bound in part else float("nan")
     out["speedup"] = out["eager_ms"] / out["compiled_ms"]
+    # Eager and compiled are told apart only where both have intervals and they do not overlap.
+    bounds = out[[f"{m}_{b}" for m in ("eager", "compiled") for b in ("ci_low_ms", "ci_high_ms")]]
+    out["has_interval"] = bounds.notna().all(axis=1)
+    out["apart"] = out["has_interval"] & (
+        (out["compiled_ci_high_ms"] < out["eager_ci_low_ms"])
+        | (out["eager_ci_high_ms"] < out["compiled_ci_low_ms"])
+    )
     out["compile_s"] = out["compiled_first_excess_s"]
     saved_ms = out["eager_ms"] - out["compiled_ms"]
     # Steps after which the compile has paid for itself (none if compiled is not faster).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.analyse.trust import trusted
 from lmstudy.report.sections.labels import PASS_LABELS
 from lmstudy.report.sections.precision.tables import PRECISIONS
 
@@ -80,19 +81,29 @@ def dtype_findings(frame: pd.DataFrame) -> list[str]:
 
 
 def speedup_findings(speedups: pd.DataFrame) -> list[str]:
+    """bf16 against fp32 where the numbers can say it: cells neither host-bound nor noisy, and "slower"
+    only where the whole interval of the speed-up lies below 1."""
     items = []
     labels = PASS_LABELS
-    best = speedups.loc[speedups["speedup"].idxmax()]
+    sure = trusted(speedups)
+    left_out = len(speedups) - len(sure)
+    if sure.empty:
+        return [f"No bf16 speed-up is stated: all {len(speedups)} configurations are host-bound or noisy in "
+                "fp32 or bf16 (their wall time measures the host's launches, not the GPU)."]
+    best = sure.loc[sure["speedup"].idxmax()]
     items.append(
         f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "
-        f"{best['context_length']}, {labels[best['pass']]})."
+        f"{best['context_length']}, {labels[best['pass']]})"
+        + (f", among the {len(sure)} configurations neither host-bound nor noisy ({left_out} left out)"
+           if left_out else "") + "."
     )
-    slower = speedups[speedups["speedup"] < 1]
-    items.append(
-        f"bf16 is slower than fp32 in {len(slower)} of {len(speedups)} configurations"
-        + (f", the worst {slower['speedup'].min():.2f}×" if len(slower) else "")
-        + "."
-    )
+    if "speedup_high" in sure:
+        slower = sure[sure["speedup_high"] < 1]
+        items.append(
+            f"bf16 is slower than fp32 beyond the intervals in {len(slower)} of {len(sure)} of them"
+            + (f", the worst {slower['speedup'].min():.2f}×" if len(slower) else "") + "."
+        )
+    speedups = sure
     by_size = speedups.groupby("size", observed=True)["speedup"].median().dropna()
     if len(by_size) >= 2:
         items.append(
