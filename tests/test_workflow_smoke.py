@@ -45,7 +45,8 @@ def test_timing_table_has_a_row_per_configuration(smoke_run: Path):
         for size in timing["sizes"] for ctx in timing["context_lengths"]
         for p in ("forward", "forward+backward", "training step") for precision in timing["precisions"]
     }
-    assert set(zip(table["size"], table["context"], table["pass"], table["precision"], strict=True)) == expected
+    got = zip(table["size"], table["context"], table["pass"], table["precision"], strict=True)
+    assert set(got) == expected
     ok = table[table["size"] != "oversized"]
     assert (pd.to_numeric(ok["median (ms)"]) > 0).all()
     # every configuration measured in the smoke preset's two fresh processes, with an interval
