@@ -27,7 +27,9 @@ def test_timing_findings_on_a_table_with_known_answers():
         for warmup in (0, 1, 2):
             cold = 3.0 if warmup == 0 else 1.0  # the cold window's first step is 3x
             for precision, ms in (("fp32", fp32), ("bf16", bf16)):
-                row = _timing_row("small", ctx, "train_step", precision, warmup, ms, mfu=ms / 200)
+                peak = {"fp32": 66.9, "bf16": 989.4}[precision]
+                row = _timing_row("small", ctx, "train_step", precision, warmup, ms, mfu=ms / 200,
+                                  peak_tflops=peak, mfu_peak=precision)
                 if warmup == 0:
                     row["step_times_ms"] = json.dumps([ms * cold, ms, ms])
                     row["mean_ms"] = ms * (cold + 2) / 3
@@ -40,7 +42,12 @@ def test_timing_findings_on_a_table_with_known_answers():
     speedup = ("Training step: bf16 autocast is a median 3.00× as fast as fp32 "
                "(speed-up 2.00× for small ctx 128 to 4.00× for small ctx 256)")
     assert any(s.startswith(speedup) for s in said), said
-    assert any(s.startswith("The highest MFU is 40.0%") for s in said), said
+    # MFU per precision, each over its own peak (fp32 80 ms / 200, bf16 20 ms / 200); the highest rate
+    # apart: bf16 at ctx 256, 1e12 x 256 FLOP in 20 ms.
+    best = next(s for s in said if s.startswith("The highest MFU"))
+    assert "fp32 40.0% of the fp32 peak (CUDA cores, no TF32), 66.9 TFLOP/s" in best, best
+    assert "bf16 10.0% of the bf16 tensor-core peak, 989.4 TFLOP/s" in best, best
+    assert f"The highest achieved rate is {1e12 * 256 / 20 / 1e9:.1f} TFLOP/s (small ctx 256" in best, best
     assert any(s.startswith("Without warm-up the first step takes 3.0× the steady median") for s in said)
     longer = "small, training step (fp32): from context 128 to 256 (2× the tokens) the step takes 2.0×"
     assert any(longer in s for s in said), said

@@ -161,6 +161,7 @@ def rows_from_trajectory(spec: TimingSpec, result: dict, params: int) -> list[di
             trajectory_ms=json.dumps([round(t * 1e3, 4) for t in times]),
             start_s=result["start_s"], fork_s=result.get("fork_s"), build_s=result["build_s"],
             steps_run=len(times), peak_tflops=peak_tflops,
+            mfu_peak=hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
         )
         row["compile_s"] = compile_seconds(times) if spec.compiled else None
         if len(window) < spec.timed_steps:

@@ -76,7 +76,9 @@ def build(results: Path, figures: Path) -> Section:
         f"steps; not the interpreter's start or the imports). Steady-state numbers use {top} warm-up "
         "steps. MFU counts "
         "6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward pass) "
-        "over the GPU's datasheet dense peak for the precision; it is n/a for unknown GPUs and CPUs."
+        "over the GPU's datasheet dense peak for the precision the step ran in (fp32 without TF32: the "
+        "CUDA-core peak; with TF32: the TF32 tensor-core peak; bf16: the bf16 tensor-core peak), each "
+        "table naming its peak; it is n/a for unknown GPUs and CPUs."
     ))
     section.add(Findings(findings(frame)))
     section.add(
@@ -119,7 +121,7 @@ def build(results: Path, figures: Path) -> Section:
     if plots.has_values(frame.get("mfu")):
         section.add(
             Table(
-                "Model FLOPs utilization of the training step (%)",
+                "Model FLOPs utilization of the training step (%), each precision over its own peak",
                 mfu_table(frame),
                 name="timing_mfu",
             )

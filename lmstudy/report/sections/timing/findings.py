@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 from lmstudy.report.sections.timing.tables import KEY, speedup_frame, steady
 
 
@@ -28,10 +28,20 @@ def findings(frame: pd.DataFrame) -> list[str]:
             f"{passes}; {precisions}."
         )
     if stable["mfu"].notna().any():
-        best = stable.loc[stable["mfu"].idxmax()]
+        # An MFU compares a step with its own precision's peak; across precisions only the rate
+        # compares, so the best MFU is said per precision, and the highest rate apart.
+        rated = stable.dropna(subset=["mfu"])
+        parts = []
+        for precision, part in rated.groupby("precision", observed=True):
+            best = part.loc[part["mfu"].idxmax()]
+            parts.append(
+                f"{precision} {best['mfu'] * 100:.1f}% {peak_words(part.loc[[best.name]])} "
+                f"({best['achieved_tflops']:.1f} TFLOP/s, {_label(best)})"
+            )
+        fastest = rated.loc[rated["achieved_tflops"].idxmax()]
         items.append(
-            f"The highest MFU is {best['mfu'] * 100:.1f}% ({best['achieved_tflops']:.1f} TFLOP/s) "
-            f"for {_label(best)}."
+            "The highest MFU, each precision over its own datasheet peak: " + "; ".join(parts) + ". "
+            f"The highest achieved rate is {fastest['achieved_tflops']:.1f} TFLOP/s ({_label(fastest)})."
         )
     speedups = speedup_frame(frame)
     for pass_name, part in speedups.groupby("pass", observed=True):

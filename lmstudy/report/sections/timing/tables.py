@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
@@ -76,7 +76,9 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     ordered = [c for c in ordered if table[c].notna().any()]
     table = table[ordered].reset_index()
     table["pass"] = table["pass"].map(PASS_LABELS)
-    return table.rename(columns={"context_length": "context"})
+    # Each precision's MFU over its own datasheet peak: the header names it.
+    mfu = {f"{p} MFU %": f"{p} MFU % {peak_words(rows[rows['precision'] == p])}" for p in ("fp32", "bf16")}
+    return table.rename(columns={"context_length": "context", **mfu})
 
 
 @computes_table
@@ -130,8 +132,10 @@ def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = steady(frame)
     rows = rows[rows["pass"] == "train_step"].copy()
     rows["MFU %"] = (rows["mfu"] * 100).astype(object).where(rows["status"] == "ok", rows["status"])
+    # Which peak each row's MFU divides by, named in the row: one definition, the precision's own peak.
+    rows["MFU of"] = [peak_words(rows.loc[[i]]).removeprefix("of the ") for i in rows.index]
     table = rows.pivot_table(
-        index=["size", "precision"], columns="context_length", values="MFU %",
+        index=["size", "precision", "MFU of"], columns="context_length", values="MFU %",
         aggfunc="first", observed=True,
     )
     table.columns = [f"ctx {c}" for c in table.columns]
