@@ -18,7 +18,9 @@ import os
 import statistics
 import threading
 
-COLUMNS = ("sm_clock_mhz", "min_sm_clock_mhz", "max_sm_clock_mhz", "power_w", "power_limit_w", "clock_samples")
+COLUMNS = (
+    "sm_clock_mhz", "min_sm_clock_mhz", "max_sm_clock_mhz", "power_w", "power_limit_w", "clock_samples",
+)
 
 
 def _nvml():
@@ -104,7 +106,8 @@ class ClockSampler:
             self._sample()
         nvml, device = self._nvml, self._device
         self.result = summarize(self._clocks, self._powers)
-        self.result["max_sm_clock_mhz"] = _read(lambda: nvml.nvmlDeviceGetMaxClockInfo(device, nvml.NVML_CLOCK_SM))
+        max_clock = _read(lambda: nvml.nvmlDeviceGetMaxClockInfo(device, nvml.NVML_CLOCK_SM))
+        self.result["max_sm_clock_mhz"] = max_clock
         limit = _read(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(device))
         self.result["power_limit_w"] = limit / 1e3 if limit is not None else None
         with contextlib.suppress(Exception):
