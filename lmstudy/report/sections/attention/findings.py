@@ -103,15 +103,19 @@ def memory_findings(frame: pd.DataFrame) -> list[str]:
     if len(naive):
         growing = naive["memory_before_backward_bytes"] - constant
         before = growing / naive["predicted_before_backward_bytes"] - 1
-        peak = (naive["peak_bytes"] - constant) / naive["predicted_peak_bytes"] - 1
         what = "cuBLAS workspace" if source.startswith("the cuBLAS") else "fitted constant"
         named = f" less the {constant / MIB:.1f} MiB {what}" if source else ""
-        items.append(
+        text = (
             f"The accounting from shapes and dtypes predicts naive attention's memory in use before the "
-            f"backward{named} within {before.abs().max() * 100:.1f}%, and its peak within "
-            f"{peak.abs().max() * 100:.1f}%, in all {len(naive)} configurations that ran: every "
-            "seq x seq tensor alive at the peak is counted."
+            f"backward{named} within {before.abs().max() * 100:.1f}%"
         )
+        if {"peak_bytes", "predicted_peak_bytes"} <= set(naive.columns):
+            peak = (naive["peak_bytes"] - constant) / naive["predicted_peak_bytes"] - 1
+            text += (
+                f", and its peak within {peak.abs().max() * 100:.1f}% (every seq x seq tensor alive at "
+                "the peak counted)"
+            )
+        items.append(text + f", in all {len(naive)} configurations that ran.")
     items += _what_removes_n_squared(ok)
     memory = ok["device_memory_bytes"].dropna() if "device_memory_bytes" in ok else pd.Series(dtype=float)
     if len(naive) and len(memory):
@@ -131,9 +135,10 @@ def _what_removes_n_squared(ok: pd.DataFrame) -> list[str]:
     """SDPA's memory against naive's at the longest sequence both ran (largest d): the remedy, measured."""
     items = []
     both = ok[ok["implementation"].isin(["naive", "sdpa"])]
+    values = [c for c in ("memory_before_backward_bytes", "peak_bytes") if c in both]
     wide = both.pivot_table(
         index=["precision", "head_dim", "seq_len"], columns="implementation", observed=True, aggfunc="first",
-        values=["memory_before_backward_bytes", "peak_bytes"],
+        values=values,
     ).dropna()
     if wide.empty or ("memory_before_backward_bytes", "sdpa") not in wide:
         return items
@@ -151,7 +156,7 @@ def _what_removes_n_squared(ok: pd.DataFrame) -> list[str]:
             f"{sdpa / MIB:.1f} MiB before the backward against naive's {naive / MIB:.1f} MiB, "
             f"{naive / sdpa:.0f}× less"
         )
-        if row[("peak_bytes", "sdpa")] > 0:
+        if ("peak_bytes", "sdpa") in row and row[("peak_bytes", "sdpa")] > 0:
             text += (
                 f"; its peak is {row[('peak_bytes', 'sdpa')] / MIB:.1f} MiB against "
                 f"{row[('peak_bytes', 'naive')] / MIB:.1f} MiB, "
