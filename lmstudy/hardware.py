@@ -37,13 +37,36 @@ PEAKS: dict[str, tuple[float, float, float]] = {
 }
 
 
-def peak_tflops(device_name: str, precision: str, tf32: bool) -> float | None:
-    """Dense peak TFLOP/s of the unit that `precision` runs on, or None."""
-    if precision not in ("bf16", "fp32"):
+# What an MFU divides by, by the unit the step's matmuls ran on (peak_unit), in words.
+PEAK_NAMES = {
+    "fp32": "fp32 peak (CUDA cores, no TF32)",
+    "tf32": "TF32 tensor-core peak",
+    "bf16": "bf16 tensor-core peak",
+    "fp16": "fp16 tensor-core peak",
+}
+
+
+def peak_unit(precision: str, tf32: bool) -> str:
+    """The unit a step of `precision` runs its matmuls on: fp32 (CUDA cores), tf32, bf16 or fp16.
+
+    One MFU definition for the whole report: model FLOP/s over the datasheet
+    dense peak of this unit, the peak of the precision the step ran in.
+    """
+    if precision not in ("bf16", "fp16", "fp32"):
         raise ValueError(f"unknown precision {precision!r}")
+    return "tf32" if precision == "fp32" and tf32 else precision
+
+
+def peak_tflops(device_name: str, precision: str, tf32: bool) -> float | None:
+    """Dense peak TFLOP/s of the unit that `precision` runs on, or None.
+
+    fp16 has the bf16 tensor-core rate on every GPU of the table (their
+    datasheets give the two the same dense rate).
+    """
+    unit = peak_unit(precision, tf32)
     rates = PEAKS.get(device_name.strip())
     if rates is None:
         return None
     bf16, tf32_rate, fp32 = rates
-    rate = bf16 if precision == "bf16" else tf32_rate if tf32 else fp32
+    rate = {"bf16": bf16, "fp16": bf16, "tf32": tf32_rate, "fp32": fp32}[unit]
     return None if rate != rate else rate

@@ -2,8 +2,9 @@
 """Benchmark the training-step ladder of one size against the GPU's measured bf16 matmul rate.
 
 Prints each rung's median step time and achieved TFLOP/s (model FLOPs,
-6N + 12·L·H·Q·T per token) beside the dense bf16 n^3 matmul rate measured
-on the same GPU in the same run, and the best rung's share of it. The
+6N + 12·L·H·Q·T per token) beside the dense bf16 matmul ceiling measured
+on the same GPU before and after the rungs (bursts of back-to-back products
+at steady clocks: lmstudy.measure.matmul_ceiling), and the best rung's share of it. The
 hand-run form of the workflow's ladder section (section 7: one job per
 rung, scripts/ladder_rung.py), with the same code (lmstudy.measure.ladder_bench).
 
@@ -42,14 +43,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="after timing, profile this many steps and break each rung's GPU time down by kernel category",
     )
     p.add_argument(
-        "--matmul-n", type=int, help="size of the square bf16 matmul (default: 8192 on cuda, 512 on cpu)"
+        "--matmul-n", type=int, nargs="+",
+        help="sizes of the square bf16 matmuls of the ceiling (default: 8192 16384 on cuda, 512 on cpu)",
     )
-    p.add_argument(
-        "--sustained-repeats",
-        type=int,
-        default=1000,
-        help="matmuls in the sustained rate measured after the rungs",
-    )
+    p.add_argument("--matmul-bursts", type=int, default=10, help="timed bursts per size, before and after")
+    p.add_argument("--matmul-burst-products", type=int, default=20, help="back-to-back products per burst")
     p.add_argument("--target", type=float, default=0.7, help="share of the matmul rate to reach")
     p.add_argument(
         "--check-loss",
@@ -79,16 +77,20 @@ def main(argv=None) -> None:
         profile_steps=args.profile_steps,
         device=args.device,
     )
-    matmul_n = args.matmul_n or (8192 if args.device == "cuda" else 512)
-    rows, summary = run_bench(base, args.rungs, matmul_n, args.sustained_repeats)
+    matmul_n = args.matmul_n or ([8192, 16384] if args.device == "cuda" else [512])
+    rows, summary = run_bench(
+        base, args.rungs, tuple(matmul_n), bursts=args.matmul_bursts,
+        burst_products=args.matmul_burst_products,
+    )
     summary["target"] = args.target
     write_csv(args.out, pd.DataFrame(rows))
     write_json(args.out.with_suffix(".json"), summary)
     print(f"GPU: {summary['gpu']}, torch {summary['torch']}")
+    before, after = summary["matmul_before"], summary["matmul_after"]
     print(
-        f"dense bf16 matmul {matmul_n}^3: {summary['matmul_before']['tflops']:.1f} TFLOP/s before, "
-        f"{summary['matmul_after']['tflops']:.1f} after the rungs, "
-        f"{summary['matmul_sustained']['tflops']:.1f} sustained over {args.sustained_repeats} products; "
+        f"dense bf16 matmul ceiling: {before['ceiling_tflops']:.1f} TFLOP/s before (n={before['n']}, "
+        f"median burst {before['median_tflops']:.1f}), {after['ceiling_tflops']:.1f} after the rungs "
+        f"(n={after['n']}, median burst {after['median_tflops']:.1f}); "
         f"reference {summary['matmul_tflops']:.1f}"
     )
     for row in rows:

@@ -1,11 +1,13 @@
 #!/usr/bin/env python
-"""Join the ladder's rung rows with the matmul reference of the same run into one table (section 7).
+"""Join the ladder's rung rows with the matmul ceiling of each rung's GPU into one table (section 7).
 
-Every rung's row gets the run's matmul rates and its share of the reference,
-the highest of them (lmstudy.analyse.ladder_table). No torch: it runs on any CPU.
+Every rung's row gets the ceiling its own job measured on its GPU and its
+share of it (lmstudy.analyse.ladder_table); every burst of every rung job goes
+into --matmul-out, the section's table of ceilings. No torch: it runs on any CPU.
 
     python scripts/ladder_table.py --out results/default/ladder/ladder.csv \
-        --matmul results/default/ladder/matmul.csv results/default/ladder/raw/*.csv
+        --matmul-out results/default/ladder/matmul.csv \
+        --matmul results/default/ladder/raw_matmul/*.csv --rungs results/default/ladder/raw/*.csv
 """
 
 from __future__ import annotations
@@ -22,17 +24,20 @@ from lmstudy.cli import run_main  # noqa: E402
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--matmul", type=Path, required=True, help="the matmul reference's CSV")
-    p.add_argument("rungs", type=Path, nargs="+", help="the rung jobs' CSVs, in the ladder's order")
+    p.add_argument("--matmul-out", type=Path, required=True, help="CSV of every rung job's matmul bursts")
+    p.add_argument("--matmul", type=Path, nargs="+", required=True, help="the rung jobs' matmul CSVs")
+    p.add_argument("--rungs", type=Path, nargs="+", required=True, help="the rung jobs' CSVs, in order")
     args = p.parse_args(argv)
     from lmstudy.analyse.ladder_table import join
-    from lmstudy.analyse.result_files import read_csv, read_csvs
+    from lmstudy.analyse.result_files import read_csvs
     from lmstudy.atomic import write_csv
 
-    table = join(read_csvs(args.rungs), read_csv(args.matmul))
+    matmul = read_csvs(args.matmul)
+    table = join(read_csvs(args.rungs), matmul)
+    write_csv(args.matmul_out, matmul)
     write_csv(args.out, table)
-    print(f"{len(table)} rung rows from {len(args.rungs)} files, reference "
-          f"{table['matmul_tflops'].iloc[0]:.3g} TFLOP/s -> {args.out}")
+    print(f"{len(table)} rung rows from {len(args.rungs)} files, ceilings "
+          f"{table['matmul_tflops'].min():.4g} to {table['matmul_tflops'].max():.4g} TFLOP/s -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -85,9 +85,7 @@ def _bench_spec(rung: str, **overrides) -> ladder_bench.BenchSpec:
     return ladder_bench.BenchSpec(rung=rung, **NARROW, **shape, device="cpu", **overrides)
 
 
-def test_ladder_bench_rung_and_matmul_rate_on_cpu():
-    rate = ladder_bench.matmul_tflops(n=128, repeats=3, device="cpu")
-    assert rate["tflops"] > 0
+def test_ladder_bench_rung_on_cpu():
     spec = _bench_spec("bf16-sdpa-compile-fused")
     row = ladder_bench.measure_rung(spec)
     assert row["status"] == "ok" and row["fused_adamw"] and row["compile_mode"] == "default"
@@ -108,8 +106,10 @@ def test_ladder_bench_breaks_the_step_time_down_by_kernel_category():
 
 def test_ladder_bench_compares_against_the_highest_measured_matmul_rate():
     base = _bench_spec("bf16")
-    rows, summary = ladder_bench.run_bench(base, ["fp32", "bf16"], matmul_n=64, sustained_repeats=20)
-    rates = [summary[k]["tflops"] for k in ("matmul_before", "matmul_after", "matmul_sustained")]
+    rows, summary = ladder_bench.run_bench(
+        base, ["fp32", "bf16"], matmul_sizes=(64,), warmup_s=0, bursts=3, burst_products=2
+    )
+    rates = [summary[k]["ceiling_tflops"] for k in ("matmul_before", "matmul_after")]
     assert summary["matmul_tflops"] == max(rates)
     assert [r["rung_key"] for r in rows] == ["fp32", "bf16"]
     best = max(rows, key=lambda r: r["achieved_tflops"])

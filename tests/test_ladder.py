@@ -15,7 +15,8 @@ import yaml
 from lmstudy.analyse import ladder_table
 from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS
 from lmstudy.measure import rung_support
-from lmstudy.measure.ladder_bench import BenchSpec, matmul_reference, measure_rung
+from lmstudy.measure.ladder_bench import BenchSpec, CeilingSpec, measure_rung, measure_rung_and_ceiling
+from lmstudy.measure.matmul_ceiling import measure_ceiling
 from lmstudy.phases import PhaseClock
 
 from .conftest import REPO
@@ -74,25 +75,59 @@ def test_only_a_refusal_is_unsupported_anything_else_is_raised():
     assert rung_support.refusal(ValueError("not supported")) is None
 
 
-def test_the_matmul_reference_measures_a_burst_and_a_sustained_run():
-    rows = matmul_reference(64, 3, 5, device="cpu")
-    assert [(r["kind"], r["repeats"], r["n"]) for r in rows] == [("burst", 3, 64), ("sustained", 5, 64)]
-    assert all(r["tflops"] > 0 and r["sm_clock_mhz"] is None and r["gpu"].startswith("cpu") for r in rows)
+def test_the_matmul_ceiling_times_bursts_of_back_to_back_products_at_each_size():
+    rows = measure_ceiling([32, 64], warmup_s=0.0, bursts=3, burst_products=4, device=torch.device("cpu"))
+    assert [(r["n"], r["burst"], r["products"]) for r in rows] == [
+        (n, i, 4) for n in (32, 64) for i in range(3)
+    ]
+    # Each burst's rate is its products' FLOPs over the burst's time; no NVML on a CPU: no clocks.
+    for r in rows:
+        assert r["tflops"] == pytest.approx(2 * r["n"] ** 3 * 4 / (r["burst_ms"] / 1e3) / 1e12)
+        assert r["sm_clock_mhz"] is None and r["power_w"] is None
 
 
-def test_each_rung_is_a_share_of_the_highest_matmul_rate():
+def test_a_rung_job_measures_the_ceiling_of_its_own_gpu_after_the_rung():
+    spec = BenchSpec(rung="fp32", size="tiny", **TINY_BENCH, warmup_steps=0, timed_steps=2)
+    ceiling = CeilingSpec(sizes=(32,), warmup_s=0, bursts=2, burst_products=1)
+    row, bursts = measure_rung_and_ceiling(spec, ceiling)
+    assert row["status"] == "ok"
+    assert [(b["size"], b["rung_key"], b["n"]) for b in bursts] == [("tiny", "fp32", 32)] * 2
+    assert all(b["gpu"] == row["gpu"] and b["host"] == row["host"] for b in bursts)  # the same device
+
+
+def _bursts(size, rung, gpu, rates, n=8192):
+    return [{"size": size, "rung_key": rung, "gpu_uuid": gpu, "gpu": "NVIDIA H200", "n": n, "burst": i,
+             "products": 20, "tflops": t} for i, t in enumerate(rates)]
+
+
+def test_each_rung_is_a_share_of_its_own_gpus_ceiling():
     rungs = pd.DataFrame([
         {"size": "s", "rung_key": "fp32", "status": "ok", "achieved_tflops": 10.0},
-        {"size": "s", "rung_key": "bf16", "status": "OOM", "achieved_tflops": None},
+        {"size": "s", "rung_key": "bf16", "status": "ok", "achieved_tflops": 400.0},
+        {"size": "s", "rung_key": "sdpa", "status": "OOM", "achieved_tflops": None},
     ])
+    # Two GPUs 3% apart (the review's 714 vs 736); the bf16 rung's also bursts higher at n=16384.
     matmul = pd.DataFrame(
-        [{"kind": "burst", "n": 8, "tflops": 40.0}, {"kind": "sustained", "n": 8, "tflops": 50.0}]
+        _bursts("s", "fp32", "GPU-a", [700.0, 714.0, 710.0])
+        + _bursts("s", "bf16", "GPU-b", [730.0, 736.0])
+        + _bursts("s", "bf16", "GPU-b", [780.0, 790.0, 785.0], n=16384)
+        + _bursts("s", "sdpa", "GPU-a", [712.0])
     )
+    joined = ladder_table.join(rungs, matmul).set_index("rung_key")
+    assert list(joined["matmul_tflops"]) == [714.0, 790.0, 712.0]  # the highest burst of each job
+    assert joined.loc["bf16", "matmul_n"] == 16384
+    assert joined.loc["bf16", "matmul_median_tflops"] == 785.0  # the median burst at that n
+    assert joined.loc["fp32", "share_of_matmul"] == pytest.approx(10 / 714)
+    assert joined.loc["bf16", "share_of_matmul"] == pytest.approx(400 / 790)
+    assert pd.isna(joined.loc["sdpa", "share_of_matmul"])
+
+
+def test_bursts_without_a_job_key_give_every_rung_the_highest():
+    rungs = pd.DataFrame([{"size": "s", "rung_key": "fp32", "status": "ok", "achieved_tflops": 10.0}])
+    matmul = pd.DataFrame([{"when": "before", "n": 8, "burst": 0, "products": 2, "tflops": 40.0},
+                           {"when": "after", "n": 8, "burst": 0, "products": 2, "tflops": 50.0}])
     joined = ladder_table.join(rungs, matmul)
-    assert list(joined["matmul_tflops"]) == [50.0, 50.0]
-    shares = joined["share_of_matmul"]
-    assert shares.iloc[0] == pytest.approx(0.2) and pd.isna(shares.iloc[1])
-    assert list(joined["matmul_burst_tflops"]) == [40.0, 40.0] and list(joined["matmul_n"]) == [8, 8]
+    assert joined["matmul_tflops"].iloc[0] == 50.0 and joined["share_of_matmul"].iloc[0] == 0.2
 
 
 # -- rungs beyond the study's four: they change how a step is computed, not what -------------

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from lmstudy import flops
 from lmstudy.analyse.memory import kinds, phases, snapshot, sources, summary
 from lmstudy.errors import UserError
 from lmstudy.measure.model import ModelConfig, TransformerLM, count_parameters
@@ -143,6 +144,69 @@ def test_kinds_at_peak_from_the_snapshot_alone(name):
     # Parameters and AdamW's two moments were all allocated before recording.
     assert at_end[kinds.BEFORE_RECORDING] >= 3 * 4 * n_params(name)
     assert at_end[kinds.ACTIVATIONS] + at_end[kinds.TEMPORARIES] < 0.05 * peak
+
+
+SMALL = [f"small_ctx256_{p}_{x}" for p in ("forward", "train_step") for x in ("fp32", "bf16")]
+
+
+def _small(name: str) -> tuple[dict, dict]:
+    """The quick preset's real snapshot of `name` (small model, H200): its job's metadata and summary."""
+    meta = json.loads((GPU / f"snapshot_{name}.json").read_text())
+    return meta, summary.summarize(GPU / f"snapshot_{name}.pickle", meta)["summary"]
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_kinds_at_the_peak_are_the_exact_byte_counts(name):
+    meta, result = _small(name)
+    at_peak = result["kinds_at_peak"]
+    params = meta["params"]
+    assert sum(at_peak.values()) == result["peak_bytes"]  # the rounding kind closes the sum
+    assert at_peak[kinds.PARAMETERS] == 4 * params
+    if meta["pass"] == "train_step":
+        # AdamW's exp_avg and exp_avg_sq, one fp32 value each per parameter: nothing else.
+        assert at_peak[kinds.OPTIMIZER_STATE] == 2 * 4 * params
+    else:
+        assert at_peak[kinds.OPTIMIZER_STATE] == 0
+    # bf16: one 2-byte copy of every matmul weight (the embedding is looked up, not cast); fp32: none.
+    dims = {k: meta[k] for k in ("vocab_size", "d_model", "d_ff", "num_layers")}
+    copies = 2 * flops.parameter_count(**dims, in_matmuls=True) if meta["precision"] == "bf16" else 0
+    assert at_peak[kinds.AUTOCAST_CACHE] == copies
+
+
+def test_gradients_at_the_end_of_a_real_training_step_are_exact():
+    meta = json.loads((GPU / "snapshot_small_ctx256_train_step_bf16.json").read_text())
+    snap = snapshot.load(GPU / "snapshot_small_ctx256_train_step_bf16.pickle")
+    labels = phases.label_events(snap.trace, snap.annotations)
+    kind_of = kinds.classify(snap, labels, meta["tensors"], "bf16")
+    at_end = kinds.bytes_by_kind([a for a in snap.allocations if a.live_at_end], kind_of)
+    total = 4 * meta["params"]
+    assert (at_end[kinds.PARAMETERS], at_end[kinds.GRADIENTS], at_end[kinds.OPTIMIZER_STATE]) == (
+        total,
+        total,
+        2 * total,
+    )
+
+
+def test_autocast_copies_are_what_autocast_frees_in_a_real_forward():
+    """By source: in a forward, the copies are the allocations autocast's __exit__ frees (its cache)."""
+    meta = json.loads((GPU / "snapshot_small_ctx256_forward_bf16.json").read_text())
+    snap = snapshot.load(GPU / "snapshot_small_ctx256_forward_bf16.pickle")
+    labels = phases.label_events(snap.trace, snap.annotations)
+    kind_of = kinds.classify(snap, labels, meta["tensors"], "bf16")
+    copies = {id(a) for a in snap.allocations if kind_of[id(a)] == kinds.AUTOCAST_CACHE}
+    freed_by_autocast = {
+        id(a)
+        for a in snap.allocations
+        if any(f.get("name") == "__exit__" and "autocast" in f.get("filename", "") for f in a.free_frames)
+    }
+    assert copies and copies == freed_by_autocast
+
+
+def test_bf16_activations_are_smaller_than_fp32s_once_the_copies_are_apart():
+    for pass_name in ("forward", "train_step"):
+        fp32 = _small(f"small_ctx256_{pass_name}_fp32")[1]["kinds_at_peak"][kinds.ACTIVATIONS]
+        bf16 = _small(f"small_ctx256_{pass_name}_bf16")[1]["kinds_at_peak"][kinds.ACTIVATIONS]
+        assert 0 < bf16 < fp32
 
 
 def test_kinds_by_address_take_precedence():

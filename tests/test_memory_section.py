@@ -127,3 +127,60 @@ def test_section_says_why_nothing_was_measured(tmp_path):
     (block,) = built.blocks
     assert "No memory snapshot was taken: device is cpu: no GPU" in block.text
     assert "tiny ctx 32 forward fp32" in block.text
+
+
+def _review_rows() -> pd.DataFrame:
+    """2.7B training steps shaped as the H200 full run's (reviews/full-report-h200.md, D3 and D8).
+
+    Parameters 3,406,809,600 x 4 bytes; AdamW's state twice that; bf16's copies 2 bytes per matmul
+    weight (3.381e9); activations from the review's forward-phase peaks less the baseline; the peak in
+    the optimizer phase with a parameter-sized foreach temporary.
+    """
+    params = 4 * 3_406_809_600
+    copies = 2 * 3_381_411_840
+    rows = []
+    for precision, activations in (("fp32", (4.4, 9.2, 20.5)), ("bf16", (3.0, 6.8, 16.6))):
+        for ctx, act in zip((128, 256, 512), activations, strict=True):
+            cache = copies if precision == "bf16" else 0
+            forward_peak = 2 * params + params + cache + act * 2**30
+            rows.append(
+                {
+                    "size": "2.7B", "context_length": ctx, "pass": "train_step", "precision": precision,
+                    "status": "ok", "peak_phase": "optimizer",
+                    "parameters_bytes": params, "gradients_bytes": params,
+                    "optimizer_state_bytes": 2 * params,
+                    "autocast_cache_bytes": 0, "activations_bytes": 0, "temporaries_bytes": params,
+                    "peak_bytes": 5 * params, "forward_phase_peak_bytes": forward_peak,
+                }
+            )
+            rows.append(
+                {
+                    "size": "2.7B", "context_length": ctx, "pass": "forward", "precision": precision,
+                    "status": "ok", "peak_phase": "forward",
+                    "parameters_bytes": params, "optimizer_state_bytes": 0, "autocast_cache_bytes": cache,
+                    "activations_bytes": act * 2**30 / 4, "peak_bytes": params + cache + act * 2**30 / 4,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_kind_findings_on_a_hand_made_table():
+    frame = _review_rows()
+    said = section.findings(frame)
+    copies = 2 * 3_381_411_840 / 2**30
+    assert any(s.startswith(f"bf16 autocast keeps {copies:.2f} to {copies:.2f} GiB") for s in said), said
+    # The forward's activations: bf16 over fp32 from the hand-made values, all below 1.
+    ratios = [3.0 / 4.4, 6.8 / 9.2, 16.6 / 20.5]
+    assert any(
+        s.startswith(f"Without those copies, bf16's activations at the peak are {min(ratios):.2f}× to "
+                     f"{max(ratios):.2f}× fp32's") for s in said
+    ), said
+    state = "Optimizer state at the peak is 2.0000× to 2.0000× the parameters'"
+    assert any(s.startswith(state) for s in said), said
+    forward = next(s for s in said if s.startswith("2.7B training step fp32: the forward phase peaks"))
+    lo = (3 * 4 * 3_406_809_600 + 4.4 * 2**30) / 2**30
+    assert f"peaks at {lo:.2f} GiB at context 128" in forward and "(optimizer phase)" in forward
+    assert any("temporaries of 1.00× to 1.00× the parameters' bytes" in s for s in said)
+    table = section.phase_peak_table(frame)
+    assert list(table.columns[:4]) == ["size", "context", "precision", "forward peak GiB"]
+    assert len(table) == 6

@@ -33,7 +33,7 @@ SLURM_DOWN = REPO / ".ci/slurm-down.sh"
 CPU_PARTITION = "cpu"  # the default partition
 GPU_PARTITION = "gpu"
 GPU_RULES = {"time_model", "profile_model", "nsys_backend", "attention_sweep", "compile_model",
-             "precision_experiments", "ladder_rung", "matmul_reference"}
+             "precision_experiments", "ladder_rung"}
 
 
 def asked() -> bool:

@@ -150,6 +150,8 @@ def test_flops_follow_the_6n_convention():
     ("NVIDIA H100 80GB HBM3", "fp32", True, 494.7),
     ("NVIDIA H100 PCIe", "bf16", False, 756.0),
     ("NVIDIA H200", "bf16", False, 989.4),
+    ("NVIDIA H200", "fp16", False, 989.4),  # fp16's dense tensor rate is bf16's
+    ("NVIDIA H200", "bf16", True, 989.4),  # TF32 changes fp32 matmuls only
     ("NVIDIA A100-SXM4-80GB", "fp32", False, 19.5),
     ("NVIDIA L40", "bf16", False, 181.05),
     ("NVIDIA L4", "bf16", False, 121.0),
@@ -173,6 +175,22 @@ def test_every_datasheet_entry_is_found_by_its_own_name_only(name):
     assert bf16 != bf16 or bf16 >= tf32 >= fp32 * 0.99
     # Looked up whole: a name that only begins like it (L4 and L40, A10 and A10G) is another GPU.
     assert hardware.peak_tflops(f"{name} NEXT", "fp32", False) is None
+
+
+def test_one_mfu_definition_names_its_peak():
+    cases = (("fp32", False), ("fp32", True), ("bf16", True), ("fp16", False))
+    assert [hardware.peak_unit(p, t) for p, t in cases] == ["fp32", "tf32", "bf16", "fp16"]
+    with pytest.raises(ValueError, match="unknown precision"):
+        hardware.peak_unit("int8", False)
+    import pandas as pd
+
+    from lmstudy.report.sections.labels import peak_words
+
+    rows = pd.DataFrame({"precision": ["fp32", "fp32", "bf16"], "tf32_matmul": [False, True, False],
+                         "peak_tflops": [66.9, 494.7, 989.4]})
+    assert peak_words(rows.iloc[[0]]) == "of the fp32 peak (CUDA cores, no TF32), 66.9 TFLOP/s"
+    assert peak_words(rows.iloc[[1]]) == "of the TF32 tensor-core peak, 494.7 TFLOP/s"
+    assert peak_words(rows.iloc[[2]]) == "of the bf16 tensor-core peak, 989.4 TFLOP/s"
 
 
 def test_the_jobs_process_imports_what_builds_load_lazily_and_stays_off_the_device():

@@ -17,7 +17,7 @@ set -uo pipefail
 W=/tmp/study
 WAIT_S=${WAIT_S:-540}
 started=$(date +%s)
-GPU_JOBS_OF_PART2="attention_sweep compile_model ladder_rung matmul_reference"
+GPU_JOBS_OF_PART2="attention_sweep compile_model ladder_rung"
 GPU_JOBS_OF_PART1="time_model nsys_backend profile_model memory_snapshot precision_experiments"
 
 wait_for_full() {

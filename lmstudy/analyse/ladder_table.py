@@ -1,10 +1,13 @@
-"""The ladder's table: every rung's row beside the dense bf16 matmul rate measured in the same run.
+"""The ladder's table: every rung's row beside the dense bf16 matmul ceiling of the GPU it ran on.
 
-The reference is the highest rate the matmul runs showed (a short burst, a
-sustained run, and in scripts/bench_ladder.py a burst after the rungs too):
-a rung's share is never counted against a rate the GPU showed it could beat.
-Shares compare within one run only; the rate itself differs from one GPU
-of a model to the next (README: the ladder benchmark).
+The ceiling is the highest burst rate of back-to-back products at steady
+clocks (lmstudy.measure.matmul_ceiling). In the workflow each rung job
+measures it on its own GPU right after the rung, and its burst rows carry
+the job's size and rung_key: a rung's share is of its own GPU's ceiling
+(ceilings differ by a few percent from one GPU of a model to the next).
+Burst rows without a job key (scripts/bench_ladder.py: one GPU, ceilings
+before and after the rungs) give one ceiling for every rung: the highest.
+A rung's share is never counted against a rate the GPU showed it could beat.
 
 Torch-free: the workflow's aggregate job (scripts/ladder_table.py) and the
 hand-run benchmark (lmstudy.measure.ladder_bench.run_bench) both join here.
@@ -14,31 +17,68 @@ from __future__ import annotations
 
 import pandas as pd
 
-# Per kind of matmul run ("burst", "sustained", ...): its rate, as a column of every rung row.
-KIND_COLUMN = "matmul_{kind}_tflops"
+# The burst rows of one ceiling measurement belong to the rung job that measured them.
+JOB_KEY = ["size", "rung_key"]
+CLOCK_COLUMNS = ("sm_clock_mhz", "min_sm_clock_mhz", "max_sm_clock_mhz", "power_w", "power_limit_w")
 
 
 def reference_tflops(matmul: pd.DataFrame) -> float:
-    """The highest rate of the matmul runs (NaN without any)."""
+    """The highest rate of the matmul bursts (NaN without any)."""
     rates = pd.to_numeric(matmul["tflops"], errors="coerce") if "tflops" in matmul else pd.Series(dtype=float)
     return float(rates.max()) if rates.notna().any() else float("nan")
 
 
-def join(rungs: pd.DataFrame, matmul: pd.DataFrame) -> pd.DataFrame:
-    """`rungs` with the matmul rates of the run and each rung's share of the reference.
+def ceilings(matmul: pd.DataFrame) -> pd.DataFrame:
+    """One row per ceiling measurement (per rung job, or one for the whole run without job keys).
 
-    Columns added: matmul_n, matmul_<kind>_tflops for each kind of run,
-    matmul_tflops (the reference) and share_of_matmul (a rung that did not
-    run, OOM or unsupported, has none).
+    ceiling_tflops: the highest burst; n: the size it came at; median_tflops
+    and bursts: the median and number of bursts at that n; the clocks and
+    power sampled during that n's bursts; the GPU's identity where recorded.
+    """
+    if matmul.empty or "tflops" not in matmul:
+        return pd.DataFrame()
+    frame = matmul.assign(tflops=pd.to_numeric(matmul["tflops"], errors="coerce")).dropna(subset=["tflops"])
+    keys = [k for k in JOB_KEY if k in frame]
+    groups = frame.groupby(keys, sort=False, observed=True) if keys else [((), frame)]
+    rows = []
+    for key, part in groups:
+        best = part.loc[part["tflops"].idxmax()]
+        at_n = part[part["n"] == best["n"]]
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+        row.update(
+            n=int(best["n"]),
+            ceiling_tflops=float(best["tflops"]),
+            median_tflops=float(at_n["tflops"].median()),
+            bursts=len(at_n),
+            products=int(best["products"]) if "products" in best else None,
+        )
+        for column in (*CLOCK_COLUMNS, "gpu", "gpu_uuid"):
+            if column in best:
+                row[column] = best[column]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def join(rungs: pd.DataFrame, matmul: pd.DataFrame) -> pd.DataFrame:
+    """`rungs` with the matmul ceiling of each rung's GPU and the rung's share of it.
+
+    Columns added: matmul_n, matmul_tflops (the ceiling), matmul_median_tflops
+    and share_of_matmul (a rung that did not run, OOM or unsupported, has none).
     """
     out = rungs.copy()
-    reference = reference_tflops(matmul)
-    if "n" in matmul and len(matmul):
-        out["matmul_n"] = int(matmul["n"].iloc[0])
-    for kind, part in matmul.groupby("kind", sort=False) if "kind" in matmul else ():
-        out[KIND_COLUMN.format(kind=kind)] = float(part["tflops"].max())
-    out["matmul_tflops"] = reference
+    found = ceilings(matmul)
+    columns = {"n": "matmul_n", "ceiling_tflops": "matmul_tflops", "median_tflops": "matmul_median_tflops"}
+    keys = [k for k in JOB_KEY if k in found and k in out]
+    if found.empty:
+        for column in columns.values():
+            out[column] = float("nan")
+    elif keys:
+        out = out.merge(found[[*keys, *columns]].rename(columns=columns), on=keys, how="left")
+    else:
+        best = found.loc[found["ceiling_tflops"].idxmax()]
+        for source, column in columns.items():
+            out[column] = best[source]
     ok = out["status"] == "ok" if "status" in out else pd.Series(False, index=out.index)
     achieved = pd.to_numeric(out.get("achieved_tflops", pd.Series(float("nan"), index=out.index)))
-    out["share_of_matmul"] = (achieved / reference).where(ok)
+    out["share_of_matmul"] = (achieved / pd.to_numeric(out["matmul_tflops"])).where(ok)
     return out

@@ -83,6 +83,12 @@ _LADDER = dict(
     required=(*_RUNG["required"], "matmul_tflops"),
     numeric=(*_RUNG["numeric"], "matmul_tflops", "share_of_matmul"),
 )
+# The matmul ceiling's bursts (lmstudy.measure.matmul_ceiling), with the clocks sampled during them.
+_MATMUL = dict(
+    required=("n", "burst", "products", "tflops"),
+    numeric=("n", "burst", "products", "burst_ms", "tflops", "sm_clock_mhz", "min_sm_clock_mhz",
+             "max_sm_clock_mhz", "power_w", "power_limit_w", "clock_samples"),
+)
 _KERNELS = dict(
     required=("kernel", "kind", "instances", "total_ns", "size", "pass", "status"),
     numeric=("instances", "total_ns", "adopted_ns", "min_ns", "max_ns", "context_length"),
@@ -104,12 +110,8 @@ PRODUCTS = (
     Product("compile/compile.csv", "aggregate_compile", **_COMPILE),
     Product("ladder/raw/*.csv", "ladder_rung", **_RUNG),
     Product("ladder/ladder.csv", "aggregate_ladder", **_LADDER),
-    Product(
-        "ladder/matmul.csv",
-        "matmul_reference",
-        required=("kind", "n", "repeats", "tflops"),
-        numeric=("n", "repeats", "median_ms", "tflops", "sm_clock_mhz", "max_sm_clock_mhz", "power_w"),
-    ),
+    Product("ladder/raw_matmul/*.csv", "ladder_rung", **_MATMUL),
+    Product("ladder/matmul.csv", "aggregate_ladder", **_MATMUL),
     Product("nsys/raw/*/*/kernels.csv", "profile_model", **_KERNELS),
     Product("nsys/raw/*/*/ranges.csv", "profile_model", **_RANGES),
     Product("nsys/raw/*/*/run.json", "profile_model", required=_RUN_RECORD),

@@ -103,6 +103,7 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                     pass_name, spec.batch_size, spec.context_length, **spec.dims
                 ),
                 "peak_tflops": peak,
+                "mfu_peak": hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
             }
             if build_oom:
                 row.update(build_oom.fields())

@@ -1,13 +1,14 @@
-"""Benchmark: the training-step ladder of one size against the GPU's own matmul rate.
+"""Benchmark: the training-step ladder of one size against the GPU's own matmul ceiling.
 
 The target: the best rung reaches a given share of the dense bf16
-matrix-multiply rate measured on the same GPU in the same run. Each rung
-runs in a fresh process (an out-of-memory rung leaves nothing behind for the
-next). Two forms share this code: the workflow's ladder section runs one
-job per rung (scripts/ladder_rung.py: `measure_rung` in the job's own
-process) and one for the matmul rate (scripts/matmul_reference.py:
-`matmul_reference`); scripts/bench_ladder.py, by hand, runs every rung in a
-child process and the matmul rate around them (`run_bench`).
+matrix-multiply ceiling measured on the same GPU in the same run
+(lmstudy.measure.matmul_ceiling). Each rung runs in a fresh process (an
+out-of-memory rung leaves nothing behind for the next). Two forms share this
+code: the workflow's ladder section runs one job per rung
+(scripts/ladder_rung.py: `measure_rung`, then the ceiling of the job's own
+GPU, in the job's own process); scripts/bench_ladder.py, by hand, runs every
+rung in a child process and measures the ceiling before and after them
+(`run_bench`).
 
 The rungs are in lmstudy.ladder_rungs. A rung this device cannot run (CUDA
 graphs on a CPU, ...) is a row with status "unsupported" and the reason
@@ -33,10 +34,10 @@ from lmstudy import environment, flops
 from lmstudy.analyse import ladder_table
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
-from lmstudy.measure import gpu_clocks
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
 from lmstudy.measure.gpu_time import kernel_breakdown
 from lmstudy.measure.master_weights import MasterWeightAdamW
+from lmstudy.measure.matmul_ceiling import measure_ceiling, summarize
 from lmstudy.measure.model import ModelConfig, make_optimizer
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_result
@@ -82,66 +83,6 @@ class BenchSpec:
         return model_dims(self)
 
 
-def matmul_tflops(n: int = 8192, repeats: int = 50, device: str = "cuda") -> dict:
-    """Dense bf16 n x n x n matrix-multiply rate: median of `repeats`, CUDA events."""
-    dev = torch.device(device)
-    generator = torch.Generator(device=dev).manual_seed(0)
-    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=generator)
-    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16, generator=generator)
-    out = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
-    for _ in range(10):
-        torch.matmul(a, b, out=out)
-    synchronize(dev)
-    times = []
-    for _ in range(repeats):
-        if dev.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.matmul(a, b, out=out)
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            torch.matmul(a, b, out=out)
-            times.append(time.perf_counter() - t0)
-    stats = summarize_ms(times)
-    return {"n": n, "median_ms": stats["median_ms"], "tflops": 2 * n**3 / (stats["median_ms"] / 1e3) / 1e12}
-
-
-def _nvidia_smi_id(device: torch.device) -> str:
-    """The GPU a job measures on, as `nvidia-smi -i` names it: its lease's UUID, else CUDA's; "" off CUDA."""
-    if device.type != "cuda":
-        return ""
-    leased = os.environ.get("LMSTUDY_GPU_UUID", "")
-    if leased:
-        return leased
-    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
-    return uuid if not uuid or uuid.startswith("GPU-") else f"GPU-{uuid}"
-
-
-def matmul_reference(
-    n: int, burst_repeats: int, sustained_repeats: int, device: str = "cuda",
-    clock: PhaseClock | None = None,
-) -> list[dict]:
-    """The dense bf16 n^3 matmul rate of this device: a burst, then a sustained run; one row each.
-
-    Each row also has the SM clock, its maximum and the power draw that
-    nvidia-smi reads right after the run (empty where it cannot: a CPU), and
-    the environment's columns. On a CPU it measures the CPU's rate.
-    """
-    clock = clock or PhaseClock()
-    with clock.timing("start"):
-        dev, env = open_device(device)
-    gpu = _nvidia_smi_id(dev)
-    rows = []
-    for kind, repeats in (("burst", burst_repeats), ("sustained", sustained_repeats)):
-        with clock.timing("measure"):
-            rate = matmul_tflops(n, repeats=repeats, device=device)
-            read = gpu_clocks.read(gpu) if dev.type == "cuda" else dict.fromkeys(gpu_clocks.COLUMNS)
-        rows.append({"kind": kind, "repeats": repeats, **rate, **read, **env})
-        free_memory(dev)
-    return rows
 
 
 def rung_workload(spec: BenchSpec, device: torch.device) -> Workload:
@@ -295,6 +236,43 @@ def measure_rung_in_processes(spec: BenchSpec, policy: NoisePolicy, clock: Phase
     return row
 
 
+@dataclasses.dataclass(frozen=True)
+class CeilingSpec:
+    """How the matmul ceiling is measured (config.yaml ladder.matmul; lmstudy.measure.matmul_ceiling)."""
+
+    sizes: tuple[int, ...] = (8192, 16384)
+    warmup_s: float = 1.5
+    bursts: int = 10
+    burst_products: int = 20
+
+
+def _ceiling_bursts(spec: BenchSpec, ceiling: CeilingSpec, clock) -> list[dict]:
+    device, _ = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
+    with clock.timing("measure"):
+        return measure_ceiling(
+            list(ceiling.sizes), ceiling.warmup_s, ceiling.bursts, ceiling.burst_products, device
+        )
+
+
+def measure_rung_and_ceiling(
+    spec: BenchSpec, ceiling: CeilingSpec, policy: NoisePolicy, clock: PhaseClock | None = None
+) -> tuple[dict, list[dict]]:
+    """The rung's row (fresh processes until they agree), then the matmul ceiling of the same GPU in one
+    more fresh process (its burst rows).
+
+    The ceiling comes after the rung: the rung's timing is never disturbed
+    by it, and the GPU is the one the rung ran on (the job's lease). Its
+    rows carry the rung's job key and environment (which GPU), so each rung
+    is joined with its own GPU's ceiling.
+    """
+    clock = clock or PhaseClock()
+    row = measure_rung_in_processes(spec, policy, clock)
+    bursts = forked_with_phases(_ceiling_bursts, spec, ceiling, clock=clock,
+                                what=f"the matmul ceiling after rung {spec.rung}")
+    env = {k: row[k] for k in environment.ENVIRONMENT_COLUMNS if k in row}
+    return row, [{"size": spec.size, "rung_key": spec.rung, **burst, **env} for burst in bursts]
+
+
 def _in_child(spec: BenchSpec, *extra: str):
     """What `python -m lmstudy.measure.ladder_bench SPEC [EXTRA]` prints last, as JSON.
 
@@ -332,38 +310,30 @@ def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50) -> list[dic
 
 
 def run_bench(
-    base: BenchSpec, rungs: list[str], matmul_n: int = 8192, sustained_repeats: int = 1000
+    base: BenchSpec, rungs: list[str], matmul_sizes: tuple[int, ...] = (8192,), warmup_s: float = 1.5,
+    bursts: int = 10, burst_products: int = 20,
 ) -> tuple[list[dict], dict]:
-    """Rows of every rung (fresh process each), and the matmul rates around them.
+    """Rows of every rung (fresh process each), and the matmul ceiling measured before and after them.
 
-    The matmul rate is measured three times: a short burst before the rungs,
-    one after, and a sustained run after (`sustained_repeats` products, some
-    seconds, as long as a rung's timed steps, so clocks settle as they do
-    under a training step). The reference is the highest of the three
-    (lmstudy.analyse.ladder_table): the target is never met against a rate the GPU
-    showed it could beat.
+    The reference is the highest burst of both (lmstudy.analyse.ladder_table):
+    the target is never met against a rate the GPU showed it could beat.
     """
     import pandas as pd
 
     device = resolve_device(base.device, tf32=False)
     env = environment.describe(device)
-    before = matmul_tflops(matmul_n, device=base.device)
+    before = measure_ceiling(list(matmul_sizes), warmup_s, bursts, burst_products, device)
     free_memory(device)
     rows = [measure_rung_in_child(dataclasses.replace(base, rung=r)) for r in rungs]
-    after = matmul_tflops(matmul_n, device=base.device)
-    sustained = matmul_tflops(matmul_n, repeats=sustained_repeats, device=base.device)
-    matmul = pd.DataFrame(
-        [{"kind": kind, **rate} for kind, rate in (("burst", before), ("burst_after", after),
-                                                   ("sustained", sustained))]
-    )
+    after = measure_ceiling(list(matmul_sizes), warmup_s, bursts, burst_products, device)
+    matmul = pd.DataFrame([{"when": "before", **r} for r in before] + [{"when": "after", **r} for r in after])
     joined = ladder_table.join(pd.DataFrame(rows), matmul)
     for row, share in zip(rows, joined["share_of_matmul"], strict=True):
         row["matmul_tflops"] = ladder_table.reference_tflops(matmul)
         row["share_of_matmul"] = None if pd.isna(share) else float(share)
     summary = {
-        "matmul_before": before,
-        "matmul_after": after,
-        "matmul_sustained": sustained,
+        "matmul_before": summarize(before),
+        "matmul_after": summarize(after),
         "matmul_tflops": ladder_table.reference_tflops(matmul),
         **env,
     }

@@ -210,6 +210,7 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], params: int) -> l
             steps_run=max(len(r["step_s"]) for r in results), peak_tflops=peak_tflops,
             processes=len(complete), power_limit_w=first.get("power_limit_w"),
             max_sm_clock_mhz=first.get("max_sm_clock_mhz"),
+            mfu_peak=hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
         )
         row["compile_s"] = _median([compile_seconds(r["step_s"]) for r in results]) if spec.compiled else None
         if not complete or len(complete) < len(windows):

@@ -1,22 +1,29 @@
 # Section 7: the optimization ladder of the training step. One job per size x
 # rung at the section's context length (each a fresh process: an OOM rung
-# leaves nothing behind for the next), one job for the dense bf16 matmul
-# rate the rungs are a share of, and one that joins them. The code is
-# lmstudy.measure.ladder_bench's, which scripts/bench_ladder.py runs by hand.
+# leaves nothing behind for the next), and one that joins them. Each rung job
+# also measures the dense bf16 matmul ceiling of its own GPU right after the
+# rung, in the same process: which GPU a job gets is known only when it
+# leases one (never at parse time), and ceilings differ by a few percent
+# between GPUs of a model, so each rung is a share of its own GPU's ceiling.
+# The code is lmstudy.measure.ladder_bench's, which scripts/bench_ladder.py
+# runs by hand.
 LADDER = config["ladder"]
 LADDER_JOB = "{size}_ctx{ctx}_{rung}"
 LADDER_RAW = f"{RESULTS}/ladder/raw/{LADDER_JOB}.csv"
+LADDER_MATMUL = f"{RESULTS}/ladder/raw_matmul/{LADDER_JOB}.csv"
 # Sizes outer, rungs in the config's order inner: the joined table's order.
 LADDER_CONFIGS = grid(
     size=LADDER["sizes"], ctx=LADDER["context_length"], rung=LADDER["rungs"]
 )
 LADDER_JOBS = [LADDER_RAW.format(**job) for job in LADDER_CONFIGS]
+LADDER_MATMULS = [LADDER_MATMUL.format(**job) for job in LADDER_CONFIGS]
 MATMUL = LADDER["matmul"]
 
 
 rule ladder_rung:
     output:
         rows=LADDER_RAW,
+        matmul=LADDER_MATMUL,
         phases=phases_file("ladder", "ladder_rung", LADDER_JOB),
     log:
         f"{LOGS}/ladder/{{size}}_ctx{{ctx}}_{{rung}}.log",
@@ -39,50 +46,35 @@ rule ladder_rung:
         device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        matmul_n="--matmul-n " + " ".join(str(n) for n in MATMUL["n"]),
+        matmul_warmup=flag("--matmul-warmup-s", MATMUL["warmup_s"]),
+        matmul_bursts=flag("--matmul-bursts", MATMUL["bursts"]),
+        matmul_products=flag("--matmul-burst-products", MATMUL["burst_products"]),
     shell:
-        "lmstudy_gpu ladder_rung --out {output.rows} --phases {output.phases}"
+        "lmstudy_gpu ladder_rung --out {output.rows} --matmul-out {output.matmul}"
+        " --phases {output.phases}"
         " --size {wildcards.size} --rung {wildcards.rung}"
         " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
         " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
         " --context-length {wildcards.ctx} {params.batch_size} {params.vocab_size}"
         " {params.warmup_steps} {params.timed_steps} {params.profile_steps}"
-        " {params.processes} {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
-
-
-rule matmul_reference:
-    output:
-        rows=f"{RESULTS}/ladder/matmul.csv",
-        phases=phases_file("ladder", "matmul_reference"),
-    log:
-        f"{LOGS}/ladder/matmul_reference.log",
-    benchmark:
-        benchmark_file("ladder", "matmul_reference")
-    conda:
-        LMSTUDY_ENV
-    resources:
-        **gpu_job_resources(),
-    params:
-        n=flag("--n", MATMUL["n"]),
-        burst_repeats=flag("--burst-repeats", MATMUL["burst_repeats"]),
-        sustained_repeats=flag("--sustained-repeats", MATMUL["sustained_repeats"]),
-        device=flag("--device", config["device"]),
-    shell:
-        "lmstudy_gpu matmul_reference --out {output.rows} --phases {output.phases}"
-        " {params.n} {params.burst_repeats} {params.sustained_repeats}"
-        " {params.device} > {log} 2>&1"
+        " {params.processes} {params.device} {params.tf32} {params.memory_cap} {params.matmul_n}"
+        " {params.matmul_warmup} {params.matmul_bursts} {params.matmul_products}"
+        " > {log} 2>&1"
 
 
 rule aggregate_ladder:
     input:
-        matmul=f"{RESULTS}/ladder/matmul.csv",
+        matmul=LADDER_MATMULS,
         rungs=LADDER_JOBS,
     output:
-        report(
+        table=report(
             f"{RESULTS}/ladder/ladder.csv",
             caption="../report/ladder_table.rst",
             category="Tables",
             labels={"section": "ladder", "table": "all rungs"},
         ),
+        matmul=f"{RESULTS}/ladder/matmul.csv",
     log:
         f"{LOGS}/ladder/aggregate.log",
     benchmark:
@@ -90,15 +82,15 @@ rule aggregate_ladder:
     conda:
         LMSTUDY_ENV
     shell:
-        "lmstudy ladder_table --out {output} --matmul {input.matmul} {input.rungs} > {log} 2>&1"
+        "lmstudy ladder_table --out {output.table} --matmul-out {output.matmul}"
+        " --matmul {input.matmul} --rungs {input.rungs} > {log} 2>&1"
 
 
 if LADDER["enabled"]:
-    # The section reads the joined table, and the matmul runs for their clocks.
+    # The section reads the joined table, and the matmul bursts of every rung job for their clocks.
     SECTION_TABLES["ladder"] = [
         f"{RESULTS}/ladder/ladder.csv",
         f"{RESULTS}/ladder/matmul.csv",
     ]
     count_cost("ladder", "ladder_rung", LADDER_JOB, LADDER_CONFIGS, measuring=True)
-    count_cost("ladder", "matmul_reference", measuring=True)
     count_cost("ladder", "aggregate_ladder")

@@ -22,7 +22,8 @@ ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
 COMPILE_KEY = ["size", "context_length", "precision", "attention", "pass", "mode"]
 LADDER_KEY = ["size", "context_length", "rung_key"]
 MEMORY_KINDS = (
-    "parameters", "gradients", "optimizer_state", "activations", "temporaries", "other", "before_recording",
+    "parameters", "gradients", "optimizer_state", "autocast_cache", "activations", "temporaries", "other",
+    "before_recording", "allocator_rounding",
 )
 MISSING_STATUS = "not measured"
 

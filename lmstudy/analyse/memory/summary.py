@@ -51,7 +51,7 @@ def summarize(snapshot_path: str | Path, meta: dict | None = None, top: int = 10
     meta = meta or {}
     snap = snapshot_mod.load(snapshot_path, meta.get("device_index"))
     labels = phases_mod.label_events(snap.trace, snap.annotations)
-    kinds = kinds_mod.classify(snap, labels, meta.get("tensors"))
+    kinds = kinds_mod.classify(snap, labels, meta.get("tensors"), str(meta.get("precision", "")))
     timeline = snap.timeline()
     peak, peak_index = snap.peak()
     t0 = snap.trace[0]["time_us"] if snap.trace else 0
@@ -78,6 +78,11 @@ def summarize(snapshot_path: str | Path, meta: dict | None = None, top: int = 10
                 }
             )
     at_peak = kinds_mod.bytes_by_kind(snap.live_at(peak_index), kinds)
+    # The highest allocated memory within each phase: a training step's peak is often its optimizer
+    # phase's (parameter-sized foreach temporaries on top of the state), flat in context, while the
+    # forward's grows with it.
+    events = pd.DataFrame(rows[1:])
+    phase_peaks = events.groupby("phase")["allocated_bytes"].max() if len(events) else {}
     largest = sources.largest(snap.allocations, labels, kinds, top=top)
     allocator_peak = meta.get("max_memory_allocated")
     summary = {
@@ -91,6 +96,7 @@ def summarize(snapshot_path: str | Path, meta: dict | None = None, top: int = 10
         "allocated_at_start_bytes": snap.allocated_at_start,
         "allocated_at_end_bytes": snap.allocated_at_end,
         "kinds_at_peak": at_peak,
+        "phase_peaks": {phase: int(v) for phase, v in dict(phase_peaks).items()},
         "kinds_source": "tensor addresses" if meta.get("tensors") else "lifetimes and phases",
         "phases": phases_mod.spans(labels),
         "largest_allocations": largest,
@@ -141,6 +147,8 @@ def table_row(summary: dict, summary_dir: str) -> dict:
     )
     for kind, value in summary["kinds_at_peak"].items():
         row[f"{kind}_bytes"] = value
+    for phase, value in summary.get("phase_peaks", {}).items():
+        row[f"{phase}_phase_peak_bytes"] = value
     if meta.get("residual_dtype") and meta.get("d_model"):
         row["residual_stream_bytes"] = residual_stream_bytes(
             meta["batch_size"], meta["context_length"], meta["d_model"], meta["residual_dtype"]

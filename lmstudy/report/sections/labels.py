@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy import hardware
+
 PASS_LABELS = {
     "forward": "forward",
     "forward_backward": "forward+backward",
@@ -14,6 +16,31 @@ PASS_LABELS = {
 def faster(ratio: float) -> str:
     """A time ratio (old / new) in words: '2.10× faster' or '1.25× slower'."""
     return f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"
+
+
+def mfu_units(rows: pd.DataFrame) -> pd.Series:
+    """Per row, the unit whose datasheet peak its MFU divides by (hardware.peak_unit).
+
+    The row's own `mfu_peak` where the job wrote it, else from its precision
+    and TF32 setting (results from before the column existed).
+    """
+    tf32 = rows["tf32_matmul"] if "tf32_matmul" in rows else pd.Series(False, index=rows.index)
+    pairs = zip(rows["precision"], tf32, strict=True)
+    derived = [hardware.peak_unit(str(p), str(t).lower() == "true") for p, t in pairs]
+    if "mfu_peak" not in rows:
+        return pd.Series(derived, index=rows.index)
+    return rows["mfu_peak"].where(rows["mfu_peak"].notna(), pd.Series(derived, index=rows.index))
+
+
+def peak_words(rows: pd.DataFrame) -> str:
+    """What the MFU of `rows` divides by: 'of the fp32 peak (CUDA cores, no TF32), 66.9 TFLOP/s'."""
+    peaks = pd.to_numeric(rows.get("peak_tflops", pd.Series(dtype=float)), errors="coerce")
+    pairs = sorted(
+        {(u, float(t)) for u, t in zip(mfu_units(rows), peaks.reindex(rows.index), strict=True) if t == t}
+    )
+    if not pairs:
+        return "of the datasheet peak"
+    return "of the " + "; ".join(f"{hardware.PEAK_NAMES[u]}, {t:.1f} TFLOP/s" for u, t in pairs)
 
 
 # The sizes in the order config.yaml lists them (`sizes:`), set once per

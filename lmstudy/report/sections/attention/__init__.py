@@ -22,7 +22,9 @@ from lmstudy.report.sections.attention.tables import (
     accounting_table,
     backend_table,
     compile_table,
+    cublas_workspace_bytes,
     main_table,
+    memory_fit_table,
     oom_threshold,
     ratio_frame,
 )
@@ -40,11 +42,13 @@ __all__ = [
     "backend_table",
     "build",
     "compile_table",
+    "cublas_workspace_bytes",
     "draw_figures",
     "findings",
     "load",
     "main_table",
     "make_figures",
+    "memory_fit_table",
     "oom_threshold",
     "ratio_frame",
 ]
@@ -110,6 +114,17 @@ def build(results: Path, figures: Path) -> Section:
                 data="attention_time_memory",
             )
         )
+    fits = memory_fit_table(frame)
+    if not fits.empty:
+        section.add(
+            Table(
+                "Memory in use before the backward fitted as a constant plus a power of the sequence length",
+                fits,
+                name="attention_memory_fit",
+                note="constant + a × seq^k, least squares in relative terms, the constant fitted with k: "
+                "a constant left in bends a single log-log slope towards 0.",
+            )
+        )
     backends = backend_table(frame)
     if not backends.empty:
         section.add(Table("The backend SDPA dispatched to", backends, name="attention_sdpa_backend"))
@@ -147,7 +162,7 @@ def build(results: Path, figures: Path) -> Section:
             Table(
                 f"Predicted vs measured memory of the largest naive {fit['precision']} configuration that "
                 f"fit ({_config(fit)})",
-                _measured_vs_predicted(fit),
+                _measured_vs_predicted(fit, cublas_workspace_bytes(frame)),
             )
         )
     compiled = compile_table(frame)

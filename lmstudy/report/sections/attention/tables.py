@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.analyse.attention_memory import naive_memory_accounting, predicted_bytes
+from lmstudy.analyse.attention_memory import fit_constant_plus_power, naive_memory_accounting, predicted_bytes
 from lmstudy.analyse.computed import computes_table
 
 IMPLEMENTATIONS = ("naive", "naive-compile", "sdpa")
@@ -138,21 +138,77 @@ def accounting_table(row) -> pd.DataFrame:
     return table[["tensor", "shape", "dtype", "held", "saved for backward", "MiB"]]
 
 
-def _measured_vs_predicted(row) -> pd.DataFrame:
+def cublas_workspace_bytes(frame: pd.DataFrame) -> float:
+    """What naive attention's inputs hold beyond SDPA's at the same configuration (median; NaN if unknown).
+
+    Both measure the allocated memory before a forward with the same q, k, v
+    and upstream gradient in place; naive's matmuls have by then made cuBLAS
+    keep its workspace (a constant, 64 MiB on an H100 or H200), SDPA's flash
+    kernel calls no cuBLAS. So the difference is that workspace, measured.
+    """
+    ok = frame[frame["status"] == "ok"]
+    if "inputs_bytes" not in ok:
+        return float("nan")
+    wide = ok.pivot_table(
+        index=["precision", "head_dim", "seq_len"], columns="implementation", values="inputs_bytes",
+        aggfunc="first", observed=True,
+    )
+    if "naive" not in wide or "sdpa" not in wide:
+        return float("nan")
+    return float((wide["naive"] - wide["sdpa"]).dropna().median())
+
+
+@computes_table
+def memory_fit_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Memory in use before the backward fitted as constant + a * seq^k, per implementation, precision, d.
+
+    Only where at least three sequence lengths ran (three unknowns).
+    """
+    ok = frame[(frame["status"] == "ok")].dropna(subset=["memory_before_backward_bytes"])
+    rows = []
+    for (impl, precision, d), line in ok.groupby(["implementation", "precision", "head_dim"], observed=True):
+        fit = fit_constant_plus_power(line["seq_len"], line["memory_before_backward_bytes"])
+        if fit is None:
+            continue
+        rows.append(
+            {
+                "implementation": LABELS[impl],
+                "precision": precision,
+                "d": int(d),
+                "seq from": int(line["seq_len"].min()),
+                "seq to": int(line["seq_len"].max()),
+                "constant MiB": fit["constant"] / MIB,
+                "exponent of the growing part": fit["exponent"],
+                "largest misfit %": fit["max_relative_residual"] * 100,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _measured_vs_predicted(row, workspace: float = float("nan")) -> pd.DataFrame:
+    """Measured against predicted, and measured less the cuBLAS workspace (the accounting leaves it out)."""
     measured = [row.get("memory_before_backward_bytes"), row.get("peak_bytes")]
     predicted = [row["predicted_before_backward_bytes"], row["predicted_peak_bytes"]]
-    return pd.DataFrame(
+    measured = [m / MIB if m is not None and m == m else None for m in measured]
+    table = pd.DataFrame(
         {
             "quantity": ["in use before the backward", "peak (forward and backward)"],
             "predicted MiB": [p / MIB for p in predicted],
-            "measured MiB": [m / MIB if m == m and m is not None else None for m in measured],
+            "measured MiB": measured,
         }
     )
+    if workspace == workspace:
+        table["measured less the cuBLAS workspace MiB"] = [
+            m - workspace / MIB if m is not None else None for m in measured
+        ]
+    return table
 
 
-def oom_threshold(batch: int, head_dim: int, precision: str, memory_bytes: float) -> int:
-    """The smallest power-of-two sequence length whose predicted peak exceeds memory_bytes."""
+def oom_threshold(
+    batch: int, head_dim: int, precision: str, memory_bytes: float, workspace: float = 0.0
+) -> int:
+    """The smallest power-of-two sequence length whose predicted peak + `workspace` exceeds memory_bytes."""
     seq = 256
-    while predicted_bytes(batch, seq, head_dim, precision)["peak"] <= memory_bytes:
+    while predicted_bytes(batch, seq, head_dim, precision)["peak"] + workspace <= memory_bytes:
         seq *= 2
     return seq

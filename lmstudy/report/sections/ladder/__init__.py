@@ -1,10 +1,11 @@
 """Section 7, the optimization ladder of the training step: tables, figures and findings.
 
 From results/<run>/ladder/ladder.csv (one row per size x rung, each rung a
-job of its own, joined with the matmul reference: lmstudy.analyse.ladder_table) and
-ladder/matmul.csv (the dense bf16 matmul runs, with the GPU's clocks). Each
-rung's achieved TFLOP/s is a share of the matmul rate measured on the same
-GPU in the same run; the rungs are in the config's order (ladder.rungs),
+job of its own, joined with its GPU's matmul ceiling: lmstudy.analyse.ladder_table)
+and ladder/matmul.csv (every rung job's bursts of dense bf16 products, with
+the clocks sampled during them). Each rung's achieved TFLOP/s is shown as MFU
+(over its precision's datasheet peak) and as a share of the matmul ceiling
+measured on its own GPU; the rungs are in the config's order (ladder.rungs),
 each a step up from the one before. A rung that ran out of memory is OOM,
 one the device cannot run "unsupported" with its reason: both are results.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.ladder.figures import _share_figure, _time_figure
 from lmstudy.report.sections.ladder.findings import findings
@@ -99,10 +101,16 @@ def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
             text += " (on a CPU, torch.profiler records CPU operators, not GPU kernels)"
     text += ". TFLOP/s counts the model's FLOPs (6N + 12·L·H·Q·T per token)."
     if not matmul.empty:
-        runs = ", ".join(f"{r['kind']} of {int(r['repeats'])}" for _, r in matmul.iterrows())
+        found = ceilings(matmul)
         text += (
-            f" Each rung's share is of the dense bf16 {int(matmul['n'].iloc[0])}³ matrix-multiply rate "
-            f"measured on the same device in the same run ({runs} products; the higher is the reference)."
+            " MFU divides each rung's rate by the datasheet dense peak of the precision it ran in (the "
+            "table names it per rung). Separately, each rung's share is of the dense bf16 matmul ceiling "
+            "its own job measured on the same GPU right after the rung: for each n "
+            f"({', '.join(str(int(n)) for n in sorted(matmul['n'].unique()))}), a warm-up of products for "
+            f"steady clocks, then {int(found['bursts'].max())} bursts of {int(found['products'].max())} "
+            "back-to-back products, each timed as a whole; the highest burst is the ceiling, the SM clock "
+            "and power sampled during the bursts. A difference between two rungs within the larger of "
+            "their noises (the interval where the row has one, else the steps' CV) is not ranked."
         )
     text += (
         " A rung the device cannot run (CUDA graphs or a forced flash/cuDNN attention on a CPU, a missing "
@@ -119,13 +127,13 @@ def build(results: Path, figures: Path) -> Section:
     if ladder.empty:
         return section.add(Text("No ladder results: the section is switched off or produced no rows."))
     section.add(Text(_how(ladder, data["matmul"])))
-    section.add(Findings(findings(ladder)))
+    section.add(Findings(findings(ladder, data["matmul"])))
     section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs"))
     if (figures / SHARE_FIGURE).exists():
         section.add(
             Figure(
                 figures / SHARE_FIGURE,
-                "Each rung's achieved TFLOP/s as a share of the matmul rate measured in this run.",
+                "Each rung's achieved TFLOP/s as a share of the matmul ceiling measured on its GPU.",
                 data="ladder_rungs",
             )
         )
@@ -133,8 +141,11 @@ def build(results: Path, figures: Path) -> Section:
         section.add(Table("The best rung of each size", best_table(ladder), name="ladder_best"))
     if not data["matmul"].empty:
         section.add(
-            Table("The matmul reference: dense bf16 matrix products", matmul_table(data["matmul"]),
-                  name="ladder_matmul")
+            Table(
+                "The measured matmul ceiling of each rung's GPU: bursts of back-to-back dense bf16 products",
+                matmul_table(data["matmul"]),
+                name="ladder_matmul",
+            )
         )
     breakdown = breakdown_frame(ladder)
     if not breakdown.empty:

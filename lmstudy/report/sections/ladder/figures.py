@@ -40,12 +40,12 @@ def _share_figure(ladder: pd.DataFrame, path: Path) -> None:
                 shown = "not measured" if status != status else str(status)
                 missing.append((xi, shown, bars[0].get_facecolor()))
     ax.set_xticks([j + width * (len(rungs) - 1) / 2 for j in range(len(sizes))], sizes)
-    ax.set_ylabel("share of the measured bf16 matmul rate (%)")
+    ax.set_ylabel("share of the measured bf16 matmul ceiling (%)")
     low, high = ax.get_ylim()
     for xi, status, color in missing:
         plots.mark_missing(ax, xi, low + 0.04 * (high - low), status, color)
     plots.legend_outside(fig, axes, title="rung")
-    ax.set_title("Training step: achieved TFLOP/s as a share of the matmul rate")
+    ax.set_title("Training step: achieved TFLOP/s as a share of its GPU's matmul ceiling")
     fig.savefig(path)
     plt.close(fig)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy import hardware
+from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.report.sections.labels import faster
 from lmstudy.report.sections.ladder.tables import (
     CATEGORY_COLUMNS,
@@ -21,10 +23,11 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%"
 
 
-def findings(ladder: pd.DataFrame) -> list[str]:
-    """Sentences computed from the ladder: best rung and its share, biggest step, where the best rung's
-    time goes, and which rungs could not run and why."""
-    items = []
+def findings(ladder: pd.DataFrame, matmul: pd.DataFrame | None = None) -> list[str]:
+    """Sentences computed from the ladder: the measured ceiling against the datasheet, best rung (or the
+    rungs tied with it within noise) with its MFU and share, biggest step beyond noise, where the best
+    rung's time goes, and which rungs could not run and why."""
+    items = _ceiling_findings(matmul) if matmul is not None else []
     words = time_words(ladder)
     breakdown = breakdown_frame(ladder)
     for _, best in best_rungs(ladder).iterrows():
@@ -32,26 +35,44 @@ def findings(ladder: pd.DataFrame) -> list[str]:
             f"{best['size']}: the best rung is {best['rung']}, {best['median_ms']:.2f} ms per step, "
             f"{best['achieved_tflops']:.3g} TFLOP/s"
         )
-        if pd.notna(best["share_of_matmul"]):
-            reference = best["achieved_tflops"] / best["share_of_matmul"]
+        if pd.notna(best.get("mfu")):
             text += (
-                f" = {best['share_of_matmul'] * 100:.1f}% of the dense bf16 matmul rate measured in this run "
-                f"({reference:.3g} TFLOP/s)"
+                f", MFU {best['mfu'] * 100:.1f}% of the {hardware.PEAK_NAMES[best['mfu_peak']]} "
+                f"({best['peak_tflops']:.1f} TFLOP/s)"
+            )
+        if pd.notna(best["share_of_matmul"]):
+            text += (
+                f" = {best['share_of_matmul'] * 100:.1f}% of the dense bf16 matmul ceiling measured on its "
+                f"GPU ({best['matmul_tflops']:.4g} TFLOP/s)"
             )
         if pd.notna(best["speedup_vs_fp32"]) and best["rung_key"] != "fp32":
             text += f"; {faster(best['speedup_vs_fp32'])} than fp32"
+        if best["tied_with"]:
+            text += (
+                f"; {', '.join(best['tied_with'])} within noise of it (the larger of the two rungs' "
+                "noise), so not ranked below it: a tie"
+            )
         items.append(text + ".")
     steps = ladder.dropna(subset=["speedup_vs_previous"])
     for size, part in steps.groupby("size", sort=False, observed=True):
-        top = part.loc[part["speedup_vs_previous"].idxmax()]
-        if top["speedup_vs_previous"] > 1:
+        beyond = part[(part["speedup_vs_previous"] - 1).abs() > part["step_vs_previous_noise"]]
+        faster_steps = beyond[beyond["speedup_vs_previous"] > 1]
+        if len(faster_steps):
+            top = faster_steps.loc[faster_steps["speedup_vs_previous"].idxmax()]
             items.append(
                 f"{size}: the biggest step is {top['rung']} over {top['previous_rung']}, "
                 f"{faster(top['speedup_vs_previous'])}."
             )
         else:
-            items.append(f"{size}: no rung is faster than the one below it.")
-    for _, best in best_rungs(ladder).iterrows():
+            items.append(f"{size}: no rung is faster than the one below it beyond noise.")
+        within = part.index.difference(beyond.index)
+        if len(within):
+            names = ", ".join(part.loc[within, "rung"])
+            items.append(
+                f"{size}: {names} {'is' if len(within) == 1 else 'are'} within noise of the rung below "
+                "(the larger of the two rungs' noise): not ranked."
+            )
+    for _, best in best_rungs(ladder).iterrows() if not breakdown.empty else ():
         row = breakdown[(breakdown["size"] == best["size"]) & (breakdown["rung_key"] == best["rung_key"])]
         if row.empty or not row["gpu_busy_ms"].iloc[0] > 0:
             continue
@@ -78,3 +99,35 @@ def findings(ladder: pd.DataFrame) -> list[str]:
         names = ", ".join(f"{r['size']} {r['rung']}" for _, r in oom.iterrows())
         items.append(f"Out of memory: {names}.")
     return items
+
+
+def _ceiling_findings(matmul: pd.DataFrame) -> list[str]:
+    """The measured matmul ceiling beside the datasheet peak, over every GPU it was measured on."""
+    found = ceilings(matmul)
+    if found.empty:
+        return []
+    gpu = str(found["gpu"].iloc[0]) if "gpu" in found else ""
+    datasheet = hardware.peak_tflops(gpu, "bf16", False)
+    lo, hi = found["ceiling_tflops"].min(), found["ceiling_tflops"].max()
+    n = int(found.loc[found["ceiling_tflops"].idxmax(), "n"])
+    uuids = found.get("gpu_uuid", pd.Series(dtype=object)).dropna().astype(str)
+    count = uuids[uuids != ""].nunique()
+    rate = f"{hi:.4g} TFLOP/s" if abs(hi - lo) < 0.5 else f"{lo:.4g} to {hi:.4g} TFLOP/s"
+    text = (
+        f"Measured dense bf16 matmul ceiling: {rate} (highest burst of back-to-back products at steady "
+        f"clocks, best at n={n}; {len(found)} measurement{'s' if len(found) > 1 else ''}"
+        + (f" on {count} GPU{'s' if count > 1 else ''}" if count else "")
+        + ")"
+    )
+    if datasheet:
+        share = f"{hi / datasheet * 100:.1f}%" if abs(hi - lo) < 0.5 else (
+            f"{lo / datasheet * 100:.1f}% to {hi / datasheet * 100:.1f}%")
+        text += f" = {share} of the datasheet's {datasheet:.1f} TFLOP/s dense bf16 peak"
+    clock = pd.to_numeric(found.get("sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
+    if clock.notna().any():
+        power = pd.to_numeric(found.get("power_w", pd.Series(dtype=float)), errors="coerce")
+        text += (
+            f"; during the bursts the SM clock averaged {clock.min():.0f} to {clock.max():.0f} MHz and the "
+            f"power {power.min():.0f} to {power.max():.0f} W"
+        )
+    return [text + "."]

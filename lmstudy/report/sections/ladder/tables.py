@@ -9,9 +9,10 @@ import pandas as pd
 
 from lmstudy import hardware
 from lmstudy.analyse.computed import computes_table
+from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.analyse.nsys.categories import CATEGORIES
 from lmstudy.report.sections import plots
-from lmstudy.report.sections.labels import order_sizes
+from lmstudy.report.sections.labels import mfu_units, order_sizes
 
 CATEGORY_COLUMNS = {f"gpu_ms_{category}": category for category in CATEGORIES}
 
@@ -32,8 +33,11 @@ def ladder_frame(rungs: pd.DataFrame) -> pd.DataFrame:
     speedup_vs_previous: the median of the nearest rung below that ran (not
     OOM or unsupported: previous_rung) over this one's; speedup_vs_fp32: the
     fp32 rung's over this one's;
-    share_of_matmul as joined; mfu_bf16 over the GPU's dense bf16 peak,
-    where the datasheet table knows the GPU.
+    share_of_matmul as joined (of the matmul ceiling measured on the rung's
+    own GPU); mfu over the datasheet dense peak of the precision the rung ran
+    in (the report's one MFU definition; peak_tflops and mfu_peak say which),
+    where the datasheet table knows the GPU; step_noise, the relative width
+    within which the rung's median is not told apart from another's.
     """
     if rungs.empty:
         return pd.DataFrame()
@@ -46,20 +50,47 @@ def ladder_frame(rungs: pd.DataFrame) -> pd.DataFrame:
         # Absent where no rung ran at all (every row OOM or unsupported).
         values = frame[column] if column in frame else pd.Series(float("nan"), index=frame.index)
         frame[column] = pd.to_numeric(values, errors="coerce").where(ok)
-    ran = frame.assign(ran_rung=frame["rung"].where(frame["median_ms"].notna()))
+    frame["step_noise"] = step_noise(frame)
+    ran = frame.assign(
+        ran_rung=frame["rung"].where(frame["median_ms"].notna()),
+        ran_noise=frame["step_noise"].where(frame["median_ms"].notna()),
+    )
     by_size = ran.groupby("size", sort=False, observed=True)
     below_ms = by_size["median_ms"].transform(lambda s: s.ffill().shift(1))
     frame["previous_rung"] = by_size["ran_rung"].transform(lambda s: s.ffill().shift(1))
+    # A step from the rung below is told apart from noise only beyond the larger of the two rungs' noises.
+    previous_noise = by_size["ran_noise"].transform(lambda s: s.ffill().shift(1))
+    frame["step_vs_previous_noise"] = pd.concat([frame["step_noise"], previous_noise], axis=1).max(axis=1)
     frame["speedup_vs_previous"] = below_ms / frame["median_ms"]
     fp32 = frame[frame["rung_key"] == "fp32"].set_index("size", drop=False)["median_ms"]
     frame["speedup_vs_fp32"] = frame["size"].map(fp32).astype(float) / frame["median_ms"]
-    peaks = frame.get("gpu", pd.Series("", index=frame.index)).astype(str).map(
-        lambda gpu: hardware.peak_tflops(gpu, "bf16", False)
-    )
-    frame["mfu_bf16"] = frame["achieved_tflops"] / pd.to_numeric(peaks, errors="coerce")
+    gpus = frame.get("gpu", pd.Series("", index=frame.index)).astype(str)
+    frame["mfu_peak"] = mfu_units(frame)
+    peaks = [hardware.peak_tflops(g, u if u != "tf32" else "fp32", u == "tf32") for g, u in zip(
+        gpus, frame["mfu_peak"], strict=True)]
+    frame["peak_tflops"] = pd.to_numeric(pd.Series(peaks, index=frame.index), errors="coerce")
+    frame["mfu"] = frame["achieved_tflops"] / frame["peak_tflops"]
     if "reason" not in frame:
         frame["reason"] = None
     return frame.reset_index(drop=True)
+
+
+def step_noise(rungs: pd.DataFrame) -> pd.Series:
+    """Each rung's relative noise: half its interval's width over its median where the row has an
+    interval (ci_low_ms, ci_high_ms), else its steps' CV. Two rungs whose medians differ by less than
+    the larger of their noises are not ranked."""
+    nan = pd.Series(float("nan"), index=rungs.index)
+    median = pd.to_numeric(rungs.get("median_ms", nan), errors="coerce")
+    noise = pd.to_numeric(rungs.get("cv", nan), errors="coerce")
+    if {"ci_low_ms", "ci_high_ms"} <= set(rungs.columns):
+        width = (pd.to_numeric(rungs["ci_high_ms"]) - pd.to_numeric(rungs["ci_low_ms"])) / 2 / median
+        noise = width.where(width.notna(), noise)
+    return noise.fillna(0.0)
+
+
+def within_noise(a, b) -> bool:
+    """Whether two rung rows' medians are within the larger of their noises (step_noise) of each other."""
+    return abs(a["median_ms"] / b["median_ms"] - 1) <= max(a["step_noise"], b["step_noise"])
 
 
 def _shown(values: pd.Series, status: pd.Series) -> pd.Series:
@@ -68,24 +99,36 @@ def _shown(values: pd.Series, status: pd.Series) -> pd.Series:
 
 @computes_table
 def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
-    """Each size's rungs: step time, TFLOP/s, share of the matmul rate, the two speed-ups, why not run."""
+    """Each size's rungs: step time, TFLOP/s, MFU (of its precision's peak, named per row), the share of
+    its GPU's measured matmul ceiling, the two speed-ups (a step within noise says so), why not run."""
+    below = ladder["speedup_vs_previous"]
+    noise = ladder["step_vs_previous_noise"]
     table = pd.DataFrame(
         {
             "size": ladder["size"].astype(str),
             "rung": ladder["rung"],
             "median ms": _shown(ladder["median_ms"], ladder["status"]),
             "TFLOP/s": ladder["achieved_tflops"],
-            "share of matmul %": ladder["share_of_matmul"] * 100,
+            "MFU %": ladder["mfu"] * 100,
+            "MFU of": [
+                f"{hardware.PEAK_NAMES[u]}, {p:.1f} TFLOP/s" if p == p else ""
+                for u, p in zip(ladder["mfu_peak"], ladder["peak_tflops"], strict=True)
+            ],
+            "share of the measured matmul ceiling %": ladder["share_of_matmul"] * 100,
+            "measured ceiling TFLOP/s": ladder.get("matmul_tflops"),
             # over the nearest rung below that ran
-            "speed-up vs rung below ×": ladder["speedup_vs_previous"],
+            "speed-up vs rung below ×": below,
+            "beyond noise": [
+                "" if b != b else ("yes" if abs(b - 1) > n else "no, within noise")
+                for b, n in zip(below, noise, strict=True)
+            ],
             "speed-up vs fp32 ×": ladder["speedup_vs_fp32"],
-            "MFU (% of bf16 peak)": ladder["mfu_bf16"] * 100,
             "status": ladder["status"],
             "why not measured": ladder["reason"].where(ladder["status"] == "unsupported", ""),
         }
     )
-    if not plots.has_values(table["MFU (% of bf16 peak)"]):
-        table = table.drop(columns="MFU (% of bf16 peak)")  # a CPU, or a GPU the datasheet table lacks
+    if not plots.has_values(table["MFU %"]):
+        table = table.drop(columns=["MFU %", "MFU of"])  # a CPU, or a GPU the datasheet table lacks
     if (table["why not measured"] == "").all():
         table = table.drop(columns="why not measured")
     return table.reset_index(drop=True)
@@ -93,11 +136,16 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
 
 def best_rungs(ladder: pd.DataFrame) -> pd.DataFrame:
     """Per size, the rung with the highest achieved TFLOP/s: the fastest step, as every rung does the same
-    work."""
+    work. `tied_with`: the other rungs within noise of it (step_noise), which it is not ranked above."""
     ok = ladder.dropna(subset=["achieved_tflops"])
     if ok.empty:
         return ok
-    return ok.loc[ok.groupby("size", sort=False, observed=True)["achieved_tflops"].idxmax()]
+    best = ok.loc[ok.groupby("size", sort=False, observed=True)["achieved_tflops"].idxmax()].copy()
+    best["tied_with"] = [
+        [r["rung"] for _, r in ok[ok["size"] == b["size"]].iterrows() if r.name != i and within_noise(b, r)]
+        for i, b in best.iterrows()
+    ]
+    return best
 
 
 @computes_table
@@ -107,9 +155,10 @@ def best_table(ladder: pd.DataFrame) -> pd.DataFrame:
         {
             "size": best["size"].astype(str),
             "best rung": best["rung"],
+            "within noise of it": [", ".join(t) for t in best["tied_with"]],
             "median ms": best["median_ms"],
             "TFLOP/s": best["achieved_tflops"],
-            "share of matmul %": best["share_of_matmul"] * 100,
+            "share of the measured matmul ceiling %": best["share_of_matmul"] * 100,
             "speed-up vs fp32 ×": best["speedup_vs_fp32"],
         }
     ).reset_index(drop=True)
@@ -117,23 +166,42 @@ def best_table(ladder: pd.DataFrame) -> pd.DataFrame:
 
 @computes_table
 def matmul_table(matmul: pd.DataFrame) -> pd.DataFrame:
-    """The matmul runs: rate, and the SM clock and power nvidia-smi read after each (left out where none)."""
-    reference = pd.to_numeric(matmul["tflops"]).max()
+    """Each ceiling measurement (one per rung job: its GPU): the highest burst, the median burst, the SM
+    clock and power sampled during the bursts, and the ceiling as a share of the datasheet's bf16 peak."""
+    found = ceilings(matmul)
+    if found.empty:
+        return found
+    datasheet = pd.to_numeric(
+        found.get("gpu", pd.Series("", index=found.index)).astype(str).map(
+            lambda gpu: hardware.peak_tflops(gpu, "bf16", False)), errors="coerce")
     table = pd.DataFrame(
         {
-            "run": matmul["kind"],
-            "n": matmul["n"],
-            "products": matmul["repeats"],
-            "median ms": matmul["median_ms"],
-            "TFLOP/s": matmul["tflops"],
-            "SM clock MHz": matmul.get("sm_clock_mhz"),
-            "max SM clock MHz": matmul.get("max_sm_clock_mhz"),
-            "power W": matmul.get("power_w"),
-            "the reference": ["yes" if rate == reference else "" for rate in matmul["tflops"]],
+            **{k: found[k].astype(str) for k in ("size", "rung_key") if k in found},
+            "GPU": _gpu_names(found),
+            "n": found["n"],
+            "bursts × products": [
+                f"{b} × {p}" for b, p in zip(found["bursts"], found["products"], strict=True)
+            ],
+            "ceiling TFLOP/s (highest burst)": found["ceiling_tflops"],
+            "median burst TFLOP/s": found["median_tflops"],
+            "% of the datasheet bf16 peak": found["ceiling_tflops"] / datasheet * 100,
+            "SM clock MHz (mean during)": found.get("sm_clock_mhz"),
+            "lowest SM clock MHz": found.get("min_sm_clock_mhz"),
+            "max SM clock MHz": found.get("max_sm_clock_mhz"),
+            "power W (mean during)": found.get("power_w"),
+            "power limit W": found.get("power_limit_w"),
         }
-    )
-    empty = [c for c in ("SM clock MHz", "max SM clock MHz", "power W") if not plots.has_values(table[c])]
+    ).rename(columns={"rung_key": "rung job"})
+    keep = ("size", "rung job", "GPU", "n", "bursts × products")
+    empty = [c for c in table.columns if c not in keep and not plots.has_values(table[c])]
     return table.drop(columns=empty).reset_index(drop=True)
+
+
+def _gpu_names(found: pd.DataFrame) -> pd.Series:
+    """The GPU each ceiling was measured on: its leased UUID, else its name."""
+    name = found.get("gpu", pd.Series("", index=found.index)).fillna("").astype(str)
+    uuid = found.get("gpu_uuid", pd.Series("", index=found.index)).fillna("").astype(str)
+    return uuid.where(uuid != "", name)
 
 
 def breakdown_frame(ladder: pd.DataFrame) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from lmstudy.report.sections.memory.tables import (
     largest_table,
     measured,
     peak_table,
+    phase_peak_table,
     residual_table,
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "make_figures",
     "measured",
     "peak_table",
+    "phase_peak_table",
     "residual_table",
 ]
 
@@ -74,8 +76,13 @@ def _method_text(frame: pd.DataFrame) -> str:
         "records torch.cuda.max_memory_allocated() over the same step (peak statistics reset "
         "just before it), shown beside it. Phases come from the step's own forward/backward/"
         "optimizer ranges, which the allocator records in the snapshot. Memory by kind: "
-        "parameters, optimizer state and gradients by the tensors' addresses; activations are "
-        "what forward allocated, temporaries what backward or the optimizer allocated and freed."
+        "parameters, optimizer state and gradients by the tensors' addresses; under bf16 autocast, "
+        "autocast's weight copies (one 2-byte copy of each matmul weight per forward, kept until the "
+        "autocast region ends or the backward that saved it is done) by size and lifetime; activations "
+        "are what else forward allocated, temporaries what backward or the optimizer allocated and "
+        "freed (the foreach AdamW update's parameter-sized temporaries among them). Each kind counts "
+        "the bytes requested, so parameters and optimizer state are exact; the caching allocator's "
+        "rounding of blocks beyond the requests is shown apart."
     )
 
 
@@ -111,6 +118,17 @@ def build(results: Path, figures: Path) -> Section:
         )
     )
     section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows), name="memory_by_kind"))
+    phases = phase_peak_table(rows)
+    if not phases.empty:
+        section.add(
+            Table(
+                "The training step's peak within each phase (GiB)",
+                phases,
+                name="memory_phase_peaks",
+                note="The step's peak is the largest of these; the forward's shows how activations "
+                "grow with context even where the optimizer phase sets the step's peak.",
+            )
+        )
     residual = residual_table(rows)
     if not residual.empty:
         section.add(

@@ -76,6 +76,7 @@ def findings(frame: pd.DataFrame) -> list[str]:
                 f"{hi['context_length']} the peak {verb} from {lo['peak_bytes'] / GIB:.2f} to "
                 f"{hi['peak_bytes'] / GIB:.2f} GiB ({change:+.2f} GiB)."
             )
+    items += _kind_findings(ok)
     train = ok[ok["pass"] == "train_step"]
     if len(train):
         row = train.loc[train["peak_bytes"].idxmax()]
@@ -105,4 +106,72 @@ def findings(frame: pd.DataFrame) -> list[str]:
                 f"{ratio.min():.0f}× to {ratio.max():.0f}× one residual-stream activation "
                 f"(batch × context × d_model × bytes)."
             )
+    return items
+
+
+def _bytes(rows: pd.DataFrame, kind: str) -> pd.Series:
+    column = f"{kind}_bytes"
+    if column not in rows:
+        return pd.Series(float("nan"), rows.index)
+    return pd.to_numeric(rows[column], errors="coerce")
+
+
+def _kind_findings(ok: pd.DataFrame) -> list[str]:
+    """Autocast's weight copies against the activations, AdamW's state against the parameters, the
+    forward-phase peak against context, and the optimizer phase's temporaries."""
+    items = []
+    cache = _bytes(ok, "autocast_cache")
+    with_cache = ok[cache > 0]
+    if len(with_cache):
+        kept = cache[cache > 0] / GIB
+        items.append(
+            f"bf16 autocast keeps {kept.min():.2f} to {kept.max():.2f} GiB "
+            f"of bf16 weight copies at the peak ({len(with_cache)} snapshots), "
+            f"{(cache / _bytes(ok, 'parameters'))[cache > 0].median():.2f}× the fp32 parameters' bytes "
+            "(2 bytes per matmul weight, the embedding excepted): constant in the context length, and "
+            "not activations."
+        )
+    key = ["size", "context_length", "pass"]
+    wide = ok.assign(act=_bytes(ok, "activations")).pivot_table(
+        index=key, columns="precision", values="act", observed=True
+    )
+    if {"fp32", "bf16"} <= set(wide.columns) and len(with_cache):
+        ratio = (wide["bf16"] / wide["fp32"]).replace([float("inf")], float("nan")).dropna()
+        if len(ratio):
+            items.append(
+                f"Without those copies, bf16's activations at the peak are {ratio.min():.2f}× to "
+                f"{ratio.max():.2f}× fp32's (median {ratio.median():.2f}×, {len(ratio)} configurations)."
+            )
+    state = _bytes(ok, "optimizer_state")
+    train = ok[state > 0]
+    if len(train):
+        ratio = state[state > 0] / _bytes(ok, "parameters")[state > 0]
+        items.append(
+            f"Optimizer state at the peak is {ratio.min():.4f}× to {ratio.max():.4f}× the parameters' "
+            f"bytes ({state[state > 0].min() / GIB:.2f} to {state[state > 0].max() / GIB:.2f} GiB): "
+            "AdamW's exp_avg and exp_avg_sq, one fp32 value each per parameter."
+        )
+    steps = ok[(ok["pass"] == "train_step")]
+    if "forward_phase_peak_bytes" in steps:
+        for (size, precision), part in steps.groupby(["size", "precision"], observed=True):
+            part = part.sort_values("context_length").dropna(subset=["forward_phase_peak_bytes"])
+            if len(part) < 2:
+                continue
+            lo, hi = part.iloc[0], part.iloc[-1]
+            items.append(
+                f"{size} training step {precision}: the forward phase peaks at "
+                f"{lo['forward_phase_peak_bytes'] / GIB:.2f} GiB at context {lo['context_length']} and "
+                f"{hi['forward_phase_peak_bytes'] / GIB:.2f} GiB at {hi['context_length']}, while the step's "
+                f"peak ({', '.join(sorted(set(part['peak_phase'].astype(str))))} phase) goes from "
+                f"{lo['peak_bytes'] / GIB:.2f} to {hi['peak_bytes'] / GIB:.2f} GiB."
+            )
+    in_optimizer = steps[steps["peak_phase"] == "optimizer"] if "peak_phase" in steps else steps.iloc[0:0]
+    if len(in_optimizer):
+        share = _bytes(in_optimizer, "temporaries") / _bytes(in_optimizer, "parameters")
+        items.append(
+            f"Where the training step peaks in the optimizer phase ({len(in_optimizer)} snapshots), "
+            f"temporaries of {share.min():.2f}× to {share.max():.2f}× the parameters' bytes sit on top of "
+            "parameters, gradients and AdamW's state: the foreach AdamW update's intermediate results "
+            "(lists of parameter-sized tensors, e.g. the square root of exp_avg_sq)."
+        )
     return items

@@ -82,8 +82,9 @@ def build(results: Path, figures: Path) -> Section:
         "the variation between processes (a hierarchical bootstrap over processes, then steps, at least "
         "as wide as Student's t interval over the processes' medians). MFU counts "
         "6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward pass) "
-        "over the GPU's datasheet dense peak for the precision the step ran in; it is n/a for unknown "
-        "GPUs and CPUs."
+        "over the GPU's datasheet dense peak for the precision the step ran in (fp32 without TF32: the "
+        "CUDA-core peak; with TF32: the TF32 tensor-core peak; bf16: the bf16 tensor-core peak), each "
+        "table naming its peak; it is n/a for unknown GPUs and CPUs."
     ))
     section.add(Text(
         "Marks: † host-bound: the GPU worked for less than the config's noise.min_gpu_busy share of the "
@@ -136,7 +137,7 @@ def build(results: Path, figures: Path) -> Section:
     if plots.has_values(frame.get("mfu")):
         section.add(
             Table(
-                "Model FLOPs utilization of the training step (%)",
+                "Model FLOPs utilization of the training step (%), each precision over its own peak",
                 mfu_table(frame),
                 name="timing_mfu",
             )

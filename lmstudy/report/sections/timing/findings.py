@@ -15,7 +15,7 @@ import statistics
 import pandas as pd
 
 from lmstudy.analyse.trust import physics_violations, trusted
-from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame, steady
 
 
@@ -59,17 +59,23 @@ def _flags(stable: pd.DataFrame) -> list[str]:
 
 
 def _mfu(stable: pd.DataFrame) -> list[str]:
-    """The highest MFU of each precision: MFU divides by the precision's own peak, so two precisions'
-    MFUs are not ranked against each other; achieved TFLOP/s is the comparable number."""
-    rows = stable[stable["mfu"].notna()] if "mfu" in stable else stable.iloc[:0]
-    items = []
-    for precision, part in rows.groupby("precision", observed=True):
+    """The highest MFU of each precision: an MFU compares a step with its own precision's peak; across
+    precisions only the rate compares, so the highest achieved rate is said apart."""
+    rated = stable.dropna(subset=["mfu"]) if "mfu" in stable else stable.iloc[:0]
+    if rated.empty:
+        return []
+    parts = []
+    for precision, part in rated.groupby("precision", observed=True):
         best = part.loc[part["mfu"].idxmax()]
-        items.append(
-            f"The highest {precision} MFU is {best['mfu'] * 100:.1f}% of the {precision} peak "
-            f"({best['achieved_tflops']:.1f} of {best['peak_tflops']:.1f} TFLOP/s) for {_label(best)}."
+        parts.append(
+            f"{precision} {best['mfu'] * 100:.1f}% {peak_words(part.loc[[best.name]])} "
+            f"({best['achieved_tflops']:.1f} TFLOP/s, {_label(best)})"
         )
-    return items
+    fastest = rated.loc[rated["achieved_tflops"].idxmax()]
+    return [
+        "The highest MFU, each precision over its own datasheet peak: " + "; ".join(parts) + ". "
+        f"The highest achieved rate is {fastest['achieved_tflops']:.1f} TFLOP/s ({_label(fastest)})."
+    ]
 
 
 def _speedups(frame: pd.DataFrame) -> list[str]:

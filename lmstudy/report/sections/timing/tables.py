@@ -6,7 +6,7 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.trust import marks
-from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
@@ -91,6 +91,8 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
         "tokens/s": rows["tokens_per_s"],
         "TFLOP/s": rows["achieved_tflops"],
         "MFU %": rows["mfu"] * 100,
+        # Each row's MFU over its own precision's datasheet peak: this column names it.
+        "MFU of": [peak_words(rows.loc[[i]]) if pd.notna(m) else "" for i, m in rows["mfu"].items()],
         "peak GiB": rows["peak_allocated_bytes"] / 2**30,
         "flags": _flags(rows),
     })
@@ -201,8 +203,10 @@ def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = steady(frame)
     rows = rows[rows["pass"] == "train_step"].copy()
     rows["MFU %"] = (rows["mfu"] * 100).astype(object).where(rows["status"] == "ok", rows["status"])
+    # Which peak each row's MFU divides by, named in the row: one definition, the precision's own peak.
+    rows["MFU of"] = [peak_words(rows.loc[[i]]).removeprefix("of the ") for i in rows.index]
     table = rows.pivot_table(
-        index=["size", "precision"], columns="context_length", values="MFU %",
+        index=["size", "precision", "MFU of"], columns="context_length", values="MFU %",
         aggfunc="first", observed=True,
     )
     table.columns = [f"ctx {c}" for c in table.columns]
