@@ -15,7 +15,7 @@ import yaml
 from lmstudy.analyse import ladder_table
 from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS
 from lmstudy.measure import rung_support
-from lmstudy.measure.ladder_bench import BenchSpec, CeilingSpec, measure_rung, measure_rung_and_ceiling
+from lmstudy.measure.ladder_bench import BenchSpec, measure_rung
 from lmstudy.measure.matmul_ceiling import measure_ceiling
 from lmstudy.phases import PhaseClock
 
@@ -87,10 +87,22 @@ def test_the_matmul_ceiling_times_bursts_of_back_to_back_products_at_each_size()
 
 
 def test_a_rung_job_measures_the_ceiling_of_its_own_gpu_after_the_rung():
-    spec = BenchSpec(rung="fp32", size="tiny", **TINY_BENCH, warmup_steps=0, timed_steps=2)
-    ceiling = CeilingSpec(sizes=(32,), warmup_s=0, bursts=2, burst_products=1)
-    row, bursts = measure_rung_and_ceiling(spec, ceiling)
-    assert row["status"] == "ok"
+    # In a process of its own, as scripts/ladder_rung.py runs it: it forks the measuring processes,
+    # which this test session (OpenMP threads started) cannot do safely.
+    import subprocess
+    import sys
+
+    code = (
+        "import json\n"
+        "from lmstudy.measure.ladder_bench import BenchSpec, CeilingSpec, measure_rung_and_ceiling\n"
+        "from lmstudy.measure.repeat import NoisePolicy\n"
+        f"spec = BenchSpec(rung='fp32', size='tiny', **{TINY_BENCH!r}, warmup_steps=0, timed_steps=2)\n"
+        "ceiling = CeilingSpec(sizes=(32,), warmup_s=0, bursts=2, burst_products=1)\n"
+        "print(json.dumps(measure_rung_and_ceiling(spec, ceiling, NoisePolicy(2, 2, 0.05)), default=str))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    row, bursts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["status"] == "ok" and row["processes"] == 2
     assert [(b["size"], b["rung_key"], b["n"]) for b in bursts] == [("tiny", "fp32", 32)] * 2
     assert all(b["gpu"] == row["gpu"] and b["host"] == row["host"] for b in bursts)  # the same device
 
