@@ -316,13 +316,22 @@ def measure_rung_in_child(spec: BenchSpec) -> dict:
     return _in_child(spec)
 
 
-def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50) -> list[dict]:
-    """Each rung's `steps` losses against plain bf16's: within bf16's noise or not (fresh processes)."""
+def _quiet(_line: str) -> None:
+    pass
+
+
+def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50, say=_quiet) -> list[dict]:
+    """Each rung's `steps` losses against plain bf16's: within bf16's noise or not (fresh processes).
+
+    `say` gets a line as each training run starts: they take minutes on a large model.
+    """
+    say(f"losses over {steps} steps: fp32 and bf16, the noise reference")
     fp32, bf16 = (
         _in_child(dataclasses.replace(base, rung=r), "losses", str(steps)) for r in ("fp32", "bf16")
     )
     rows = []
-    for rung in rungs:
+    for i, rung in enumerate(rungs, 1):
+        say(f"losses over {steps} steps, rung {i}/{len(rungs)}: {RUNGS[rung].name}")
         losses = _in_child(dataclasses.replace(base, rung=rung), "losses", str(steps))
         ok, gap, noise = within_bf16_noise(losses, bf16, fp32)
         rows.append({"rung_key": rung, "rung": RUNGS[rung].name, "steps": steps, "first_loss": losses[0],
@@ -332,9 +341,12 @@ def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50) -> list[dic
 
 
 def run_bench(
-    base: BenchSpec, rungs: list[str], matmul_n: int = 8192, sustained_repeats: int = 1000
+    base: BenchSpec, rungs: list[str], matmul_n: int = 8192, sustained_repeats: int = 1000, say=_quiet
 ) -> tuple[list[dict], dict]:
     """Rows of every rung (fresh process each), and the matmul rates around them.
+
+    `say` gets a line as each stage starts and ends (a rung of a large model
+    can take minutes: whoever runs this by hand sees where it is).
 
     The matmul rate is measured three times: a short burst before the rungs,
     one after, and a sustained run after (`sustained_repeats` products, some
@@ -347,9 +359,18 @@ def run_bench(
 
     device = resolve_device(base.device, tf32=False)
     env = environment.describe(device)
+    say(f"matmul reference: a burst of bf16 {matmul_n}^3 products")
     before = matmul_tflops(matmul_n, device=base.device)
+    say(f"matmul reference: {before['tflops']:.1f} TFLOP/s")
     free_memory(device)
-    rows = [measure_rung_in_child(dataclasses.replace(base, rung=r)) for r in rungs]
+    rows = []
+    for i, rung in enumerate(rungs, 1):
+        say(f"rung {i}/{len(rungs)}: {RUNGS[rung].name} (a fresh process)")
+        row = measure_rung_in_child(dataclasses.replace(base, rung=rung))
+        rows.append(row)
+        done = f"{row['median_ms']:.2f} ms per step" if row["status"] == "ok" else row["status"]
+        say(f"rung {i}/{len(rungs)}: {RUNGS[rung].name}: {done}")
+    say(f"matmul reference after the rungs: a burst, then {sustained_repeats} products sustained")
     after = matmul_tflops(matmul_n, device=base.device)
     sustained = matmul_tflops(matmul_n, repeats=sustained_repeats, device=base.device)
     matmul = pd.DataFrame(
