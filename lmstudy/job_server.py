@@ -155,9 +155,11 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
 
     Raises ServerUnavailable when no server can be had: nothing ran then.
     """
-    folder = server_dir(env)
     key = server_key(env, kind)
-    sock = _connect(folder, key, env, kind)
+    try:
+        sock = _connect(server_dir(env), key, env, kind)
+    except OSError as error:  # the folder went with the last server's exit just now
+        raise ServerUnavailable(f"no job server could be reached ({error})") from None
     fds = [0, 1, 2, *keep_fds]
     request = {
         "argv": command[1:],
@@ -281,6 +283,10 @@ def _preload(kind: str) -> None:
 def serve(path: str, kind: str = "torch") -> None:
     """Take jobs on the socket at `path` until idle for LMSTUDY_JOB_SERVER_IDLE_S seconds."""
     started = time.perf_counter()
+    if kind == "torch":
+        from lmstudy.cli import own_torch_scratch
+
+        own_torch_scratch()  # the preload's torch._dynamo would leave <tmp>/torchinductor_<user>
     _preload(kind)
     idle_s = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -339,7 +345,26 @@ def serve(path: str, kind: str = "torch") -> None:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ours:  # not a newer server's
                 os.unlink(path)
+                _remove_traces(Path(path))
         listener.close()
+
+
+def _remove_traces(path: Path) -> None:
+    """A server that ends leaves nothing: its lock and log, and the folder once it is empty.
+
+    Only while no job is starting a server of this key (it holds the lock): a
+    job that opened the lock file just before it went may start a second
+    server, which is harmless (the two serve alike, each exits when idle).
+    A job that finds the folder gone runs as a process of its own (run()).
+    """
+    lock_path = path.with_suffix(".lock")
+    with contextlib.suppress(OSError), open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a job starts a server
+        for leftover in (lock_path, path.with_suffix(".log")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only when empty: other servers' files stay
 
 
 def _reaped() -> list[tuple[int, int]]:

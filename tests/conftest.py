@@ -48,8 +48,23 @@ def smoke_run(tmp_path_factory) -> Path:
     workdir = new_workdir(tmp_path_factory.mktemp("smoke"))
     (workdir / IMPORT_PROBE).mkdir()
     probe = import_probe_env(workdir / IMPORT_PROBE)
-    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", env=probe)
+    # Its own temporary folder and job servers, to see what the run leaves behind
+    # (tests/test_workflow_smoke.py); servers idle for 15 s exit, so the test need not wait long.
+    smoke_tmp(workdir).mkdir()
+    private = {"TMPDIR": str(smoke_tmp(workdir)), "LMSTUDY_JOB_SERVER_DIR": str(smoke_servers(workdir)),
+               "LMSTUDY_JOB_SERVER_IDLE_S": "15"}
+    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", env={**probe, **private})
     return workdir
+
+
+def smoke_tmp(workdir: Path) -> Path:
+    """The smoke run's $TMPDIR."""
+    return workdir.parent / f"{workdir.name}-tmp"
+
+
+def smoke_servers(workdir: Path) -> Path:
+    """The folder of the smoke run's job servers."""
+    return workdir.parent / f"{workdir.name}-servers"
 
 
 IMPORT_PROBE = "import_probe"

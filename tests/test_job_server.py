@@ -138,14 +138,21 @@ def test_killing_the_wrapper_kills_the_job(tmp_path, job):
         time.sleep(0.05)
 
 
-def test_an_idle_server_exits_and_takes_its_socket_with_it(tmp_path, job):
-    env = server_env(tmp_path, LMSTUDY_JOB_SERVER_IDLE_S="1")
+def test_an_idle_server_exits_and_leaves_nothing_behind(tmp_path, job):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = server_env(tmp_path, LMSTUDY_JOB_SERVER_IDLE_S="1", TMPDIR=str(scratch))
     _, seen = run_job(job, env, "0")
     server = seen["parent"]
+    assert (tmp_path / "servers").is_dir()
     deadline = time.monotonic() + 60
     while _alive(server) or list((tmp_path / "servers").glob("*.sock")):
         assert time.monotonic() < deadline, "the idle server did not exit"
         time.sleep(0.1)
+    # Its socket, lock and log, the folder, and torch's scratch files in $TMPDIR (the preload's
+    # torch._dynamo would make torchinductor_<user> there): all gone.
+    assert not (tmp_path / "servers").exists()
+    assert list(scratch.iterdir()) == []
 
 
 @pytest.mark.parametrize("variable", [{"LMSTUDY_JOB_SERVER": "0"}, {"SLURM_JOB_ID": "12"}])

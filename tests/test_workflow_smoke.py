@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from .conftest import REPO, snakemake
+from .conftest import REPO, smoke_servers, smoke_tmp, snakemake
 
 
 def smoke_config() -> dict:
@@ -114,3 +115,14 @@ def test_every_file_the_run_wrote_is_declared(smoke_run: Path):
         if line.startswith(("results/", "report/")) and not declared_folders.match(line)
     ]
     assert untracked == []
+
+
+def test_the_run_leaves_nothing_in_tmpdir_once_its_processes_have_ended(smoke_run: Path):
+    # The job servers outlive the run until idle (15 s here): wait for them to go, then look.
+    servers = smoke_servers(smoke_run)
+    deadline = time.monotonic() + 180
+    while servers.exists():
+        assert time.monotonic() < deadline, f"job servers still running: {sorted(servers.iterdir())}"
+        time.sleep(0.5)
+    left = sorted(str(p.relative_to(smoke_tmp(smoke_run))) for p in smoke_tmp(smoke_run).rglob("*"))
+    assert left == [], left
