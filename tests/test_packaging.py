@@ -1,0 +1,46 @@
+"""What a user relies on when installing: a license, and the Snakemake versions the workflow works with."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import version
+
+from packaging.requirements import Requirement
+
+from .conftest import REPO
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def snakemake_requirement() -> Requirement:
+    return next(Requirement(r) for r in PYPROJECT["project"]["dependencies"] if r.startswith("snakemake"))
+
+
+def test_the_snakemake_range_is_bounded_and_holds_the_installed_snakemake():
+    wanted = snakemake_requirement()
+    bounds = {spec.operator for spec in wanted.specifier}
+    # An upper bound: the workflow imports Snakemake internals that a major release may move.
+    assert ">=" in bounds and "<" in bounds, wanted
+    assert wanted.specifier.contains(version("snakemake")), (version("snakemake"), str(wanted))
+
+
+def test_the_snakemake_internals_the_workflow_imports_are_there():
+    smk = (REPO / "workflow/rules/common.smk").read_text()
+    imports = re.findall(r"^from (snakemake\S*) import (.+)$", smk, flags=re.M)
+    assert imports
+    code = "\n".join(f"from {module} import {names}" for module, names in imports)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_license_is_a_file_and_declared():
+    assert (REPO / "LICENSE").read_text().startswith(PYPROJECT["project"]["license"] + " License")
+    assert PYPROJECT["project"]["license-files"] == ["LICENSE"]
+
+
+def test_the_readme_says_which_pytorch_versions_were_measured():
+    readme = (REPO / "README.md").read_text()
+    assert re.search(r"PyTorch versions? measured", readme, flags=re.I), "README: no measured PyTorch versions"
