@@ -122,3 +122,23 @@ def test_each_table_names_its_csv_and_the_function_that_computed_it(tmp_path: Pa
     assert 'href="tables/nsys_gemm_share.csv"' in html and 'href="tables/nsys_gemm_share_2.csv"' in html
     assert "test_each_table_names_its_csv_and_the_function_that_computed_it.&lt;locals&gt;.shares" in html
     assert (tmp_path / "tables/nsys_gemm_share_2.csv").read_text().splitlines() == ["share", "2"]
+
+
+def test_tables_whose_captions_start_alike_are_named_by_what_they_hold(tmp_path: Path):
+    frame = pd.DataFrame({"MiB": [1.0]})
+    captions = [f"Largest allocations during 2.7B ctx 256 training step {p}" for p in ("fp32", "bf16")]
+    section = Section("memory", "M", [Table(c, frame) for c in captions] + [Table("Peak by kind", frame)])
+    render([section], {"gpu": "X"}, REPO / "workflow/templates", tmp_path, "T", "r")
+    names = sorted(p.name for p in (tmp_path / "tables").glob("*.csv"))
+    assert names == ["memory_largest_allocations_during_2_7b_ctx_256_training_step_bf16.csv",
+                     "memory_largest_allocations_during_2_7b_ctx_256_training_step_fp32.csv",
+                     "memory_peak_by_kind.csv"], names
+
+
+def test_the_header_names_the_environment_in_words(tmp_path: Path):
+    render([Section("x", "X", [])], {"gpu": "cpu (x86_64)", "gpu_chosen_by": "none", "tf32_cudnn": "False"},
+           REPO / "workflow/templates", tmp_path, "T", "r")
+    md = (tmp_path / "report.md").read_text()
+    assert "| device | cpu (x86\\_64) |" in md or "| device | cpu (x86_64) |" in md, md
+    assert "| GPU chosen by | none |" in md and "| TF32 in cuDNN | False |" in md
+    assert "gpu_chosen_by" not in md and "tf32_cudnn" not in md

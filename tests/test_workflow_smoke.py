@@ -32,9 +32,11 @@ def test_report_files_and_figures_exist(smoke_run: Path):
 
 def test_environment_header_is_recorded(smoke_run: Path):
     md = (smoke_run / "report/default/report.md").read_text()
-    for key in ("gpu", "torch", "python", "host", "commit", "date", "tf32_matmul"):
+    for key in ("device", "PyTorch", "Python", "host", "commit", "date", "TF32 in fp32 matrix products"):
         assert re.search(rf"^\| {key} \| \S", md, re.M), key
-    assert "cpu" in re.search(r"^\| gpu \| (.*) \|$", md, re.M).group(1)
+    assert "cpu" in re.search(r"^\| device \| (.*) \|$", md, re.M).group(1)
+    header = md.split("\n## ")[0]
+    assert not re.search(r"^\| [a-z]+_[a-z_]+ \|", header, re.M), header  # no raw CSV keys
 
 
 def test_timing_table_has_a_row_per_configuration(smoke_run: Path):

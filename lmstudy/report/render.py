@@ -289,11 +289,18 @@ def _slug(text: str, words: int = 6) -> str:
 def name_tables(sections: list[Section]) -> None:
     """Give every table its CSV's path (tables/<name>.csv, unique), and every figure its data's."""
     taken: set[str] = set()
+    # Captions that share their first words (one table per size, context, ...) are named by
+    # their whole caption: a number would name them by position, not by what they hold.
+    short = [f"{s.key}_{_slug(b.caption)}" for s in sections for b in s.blocks
+             if isinstance(b, Table) and not b.name]
+    shared = {n for n in short if short.count(n) > 1}
     for section in sections:
         names = {}
         for block in section.blocks:
             if isinstance(block, Table):
                 base = block.name or f"{section.key}_{_slug(block.caption)}"
+                if base in shared and not block.name:
+                    base = f"{section.key}_{_slug(block.caption, words=20)}"
                 name, number = base, 2
                 while name in taken:
                     name, number = f"{base}_{number}", number + 1
@@ -320,6 +327,9 @@ def render(
     `template`: the templates <template>.html.j2 and <template>.md.j2 in
     `templates`; `context`: what else they show (a comparison's header).
     """
+    from lmstudy.report.sections.labels import environment_label
+
+    environment = {environment_label(k): v for k, v in environment.items()}
     name_tables(sections)
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
