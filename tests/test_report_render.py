@@ -142,3 +142,14 @@ def test_the_header_names_the_environment_in_words(tmp_path: Path):
     assert "| device | cpu (x86\\_64) |" in md or "| device | cpu (x86_64) |" in md, md
     assert "| GPU chosen by | none |" in md and "| TF32 in cuDNN | False |" in md
     assert "gpu_chosen_by" not in md and "tf32_cudnn" not in md
+
+
+def test_a_long_sentence_is_shortened_at_a_words_end_and_a_kernel_name_where_it_must():
+    from lmstudy.report.render import LONG_TEXT, shorten
+
+    reason = "CUDA graphs (torch.compile mode reduce-overhead) need a CUDA device, and this run is on cpu."
+    short = shorten(reason)
+    assert short.endswith("need a…") and len(short) <= LONG_TEXT
+    kernel = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_bf16_256x128_32x3_nn_align8>(Params)"
+    assert len(shorten(kernel)) == LONG_TEXT and kernel.startswith(shorten(kernel)[:-1])
+    assert shorten("short") == "short"

@@ -220,6 +220,19 @@ LONG_TEXT = 60
 STATUS_CLASSES = {"OOM": "oom", "unsupported": "unsupported", "not measured": "not-measured", MISSING: "na"}
 
 
+def shorten(text: str, width: int = LONG_TEXT) -> str:
+    """`text` cut to `width` characters with "…": at a word's end where the cut keeps at least half,
+    so a sentence does not end mid-word ("need a CUD…"); a kernel name, one long word, is cut where
+    it must be. (textwrap.shorten would show a long first word as "…" alone.)"""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    if space >= width // 2 and text[width - 1] != " ":
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def _status_class(text: str) -> str:
     for status, css in STATUS_CLASSES.items():
         if text == status or text.startswith(f"{status} "):
@@ -238,7 +251,7 @@ def table_html(frame: pd.DataFrame) -> Markup:
         def write(value) -> str:
             text = shown[column](value)
             if len(text) > LONG_TEXT:
-                short = text[: LONG_TEXT - 1].rstrip() + "…"
+                short = shorten(text)
                 return str(Markup('<span title="{}">{}</span>').format(text, short))
             return str(escape(text))
 
