@@ -138,7 +138,8 @@ def column_formatter(values) -> Callable[[object], str]:
         if spread:
             if abs(number) >= 100:
                 return f"{number:,.0f}"
-            return f"{number:.3g}" if abs(number) >= 1e-3 else f"{number:.2e}"
+            # "#": 0.600 beside 1.37, not 0.6 (g drops trailing zeros)
+            return f"{number:#.3g}" if abs(number) >= 1e-3 else f"{number:.2e}"
         if scientific:
             return f"{number:.2e}"
         return f"{number:,.{decimals}f}"
