@@ -128,3 +128,10 @@ def test_the_run_leaves_nothing_in_tmpdir_once_its_processes_have_ended(smoke_ru
         time.sleep(0.5)
     left = sorted(str(p.relative_to(smoke_tmp(smoke_run))) for p in smoke_tmp(smoke_run).rglob("*"))
     assert left == [], left
+
+
+def test_a_cpu_run_is_not_told_about_gpus_it_did_not_use(smoke_run: Path):
+    md = (smoke_run / "report/default/report.md").read_text()
+    for phrase in ("the GPU waits between kernels", "GPU lease"):
+        assert phrase not in md, phrase
+    assert "job wrapper" in md  # section 8's name for the phase a GPU run spends on its lease
