@@ -135,3 +135,10 @@ def test_a_cpu_run_is_not_told_about_gpus_it_did_not_use(smoke_run: Path):
     for phrase in ("the GPU waits between kernels", "GPU lease"):
         assert phrase not in md, phrase
     assert "job wrapper" in md  # section 8's name for the phase a GPU run spends on its lease
+
+
+def test_the_reports_text_holds_no_literal_markdown_backticks(smoke_run: Path):
+    # The report's sentences are plain text in both files (escaped): a backtick would show as one.
+    html = (smoke_run / "report/default/index.html").read_text()
+    visible = re.sub(r"<(code|pre|script|style)\b.*?</\1>", "", html, flags=re.S)
+    assert "`" not in visible, re.findall(r".{60}`.{60}", visible)[:3]
