@@ -9,6 +9,7 @@ absent, and the batch size makes the step times unfair to compare.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -128,3 +129,25 @@ def test_a_run_without_its_timing_table_is_named(two_runs, tmp_path):
     assert done.returncode != 0
     assert "results/empty/ has no timing/timing.csv, which a comparison needs" in done.stdout + done.stderr
     shutil.rmtree(two_runs / "results/empty")
+
+
+def test_the_comparison_reads_well_in_a_browser(compared):
+    # The same check as the smoke report's (tests/test_report_browser.py), skipped without Chromium.
+    from .test_report_browser import report_browser
+
+    browser = report_browser.find_browser()
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: run `make browser` (as root) before the tests")
+        pytest.skip("no Chromium: `make browser` as root (apt-get install --no-install-recommends chromium)"
+                    " enables the browser test")
+    found = report_browser.inspect(compared / "index.html", 1280, browser=browser)
+    assert found["tables"] > 3, found
+    assert report_browser.problems(found) == []
+
+
+def test_no_header_of_the_comparison_is_empty(compared):
+    # What the browser check calls an index or empty header, read from the HTML itself.
+    html = (compared / "index.html").read_text()
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", html, flags=re.S)
+    assert headers and all(re.sub(r"<[^>]+>|&nbsp;|\s", "", h) for h in headers), headers
