@@ -14,15 +14,26 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 
+sys.path.insert(0, str(REPO))
+from lmstudy.cli import own_torch_scratch  # noqa: E402
+
+# Tests that build an optimizer or compile in this process import torch._dynamo, which would
+# leave <tmp>/torchinductor_<user> behind (157 MB after a session): this process's own folder
+# instead, removed when the session ends. Snakemake runs do not inherit it (snakemake()): a
+# run makes its own, as a user's does, and tests/test_workflow_smoke.py sees what it leaves.
+_TORCH_SCRATCH = {"TORCHINDUCTOR_CACHE_DIR": own_torch_scratch()}
+_TORCH_SCRATCH["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
+
 
 def snakemake(
     workdir: Path, *args: str, check: bool = True, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """Run Snakemake on this repository's workflow in `workdir` (with `env` added to the environment)."""
+    inherited = {k: v for k, v in os.environ.items() if _TORCH_SCRATCH.get(k) != v}
     done = subprocess.run(
         [*SNAKEMAKE, "-d", str(workdir), *args],
         capture_output=True, text=True, cwd=workdir,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        env={**inherited, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     if check and done.returncode != 0:
         raise AssertionError(
