@@ -50,10 +50,16 @@ study: check-cuda
 	$(VENV)/bin/snakemake --cores 1 --resources gpu=1 --config preset=$(PRESET)
 endif
 
+# Whether the CPU index answers is asked once, in 10 s, before pip (which would
+# retry every package five times against an index it cannot reach).
 install-test: $(VENV)/bin/python
-	$(PIP) --index-url $(TORCH_CPU_INDEX) "$(TEST_TORCH)" || { \
+	@if $(PY) -c "import urllib.request; urllib.request.urlopen('$(TORCH_CPU_INDEX)/torch/', timeout=10)" 2>/dev/null; then \
+	  echo "$(PIP) --index-url $(TORCH_CPU_INDEX) \"$(TEST_TORCH)\""; \
+	  $(PIP) --index-url $(TORCH_CPU_INDEX) "$(TEST_TORCH)"; \
+	else \
 	  echo "note: $(TORCH_CPU_INDEX) cannot be reached; installing $(TEST_TORCH) from the default index"; \
-	  $(PIP) "$(TEST_TORCH)"; }
+	  $(PIP) "$(TEST_TORCH)"; \
+	fi
 	$(PIP) -e ".[test,slurm]"
 
 # The browser test (tests/test_report_browser.py) opens the report in Debian's

@@ -58,7 +58,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
 
 def _phase_label(frame: pd.DataFrame, column: str) -> str:
     if column == "wait_s" and phase_names(frame) is not SHORT:
-        return "starting the job's wrapper (this run took no GPU lease)"
+        return "starting the job's wrapper (a CPU run leases no device)"
     return PHASE_LABELS[column]
 
 
