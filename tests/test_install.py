@@ -32,15 +32,18 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make he
 
 def test_the_test_install_takes_the_cpu_build_from_pytorchs_cpu_index_then_the_default_one():
     text = "\n".join(dry("install-test"))
+    pip = "/nonexistent/venv/bin/python -m pip install"
     installs = [line.strip() for line in text.splitlines()
-                if line.strip().startswith("/nonexistent/venv/bin/python -m pip install") and "torch==" in line]
+                if line.strip().startswith(pip) and "torch==" in line]
     assert len(installs) == 2, text
     first, fallback = installs
     assert f"--index-url {CPU_INDEX}" in first
     assert "--index-url" not in fallback and "--extra-index-url" not in fallback
     # The CPU index is asked first; the default index only where it cannot be reached.
     probe = text.index(f"urlopen('{CPU_INDEX}/torch/'")
-    assert probe < text.index(first) < text.index("else") < text.index("cannot be reached") < text.index(fallback)
+    order = [probe, text.index(first), text.index("else"), text.index("cannot be reached"),
+             text.index(fallback)]
+    assert order == sorted(order), order
 
 
 def test_make_test_outside_ci_installs_no_system_package():

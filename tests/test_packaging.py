@@ -43,3 +43,14 @@ def test_the_license_is_a_file_and_declared():
 def test_the_readme_says_which_pytorch_versions_were_measured():
     readme = (REPO / "README.md").read_text()
     assert re.search(r"PyTorch versions? measured", readme, flags=re.I), "README: which PyTorch was measured?"
+
+
+def test_every_link_of_the_readme_and_docs_leads_to_a_file():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target:
+                assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+    readme = (REPO / "README.md").read_text()
+    assert all(f"docs/{p.name}" in readme for p in pages[1:]), "a docs page the README does not link"
+    assert "<!--" not in readme  # no leftover markers
