@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from importlib.metadata import metadata, requires, version
 
+import pytest
 from packaging.requirements import Requirement
 
 from .conftest import REPO
@@ -54,3 +56,16 @@ def test_every_link_of_the_readme_and_docs_leads_to_a_file():
     readme = (REPO / "README.md").read_text()
     assert all(f"docs/{p.name}" in readme for p in pages[1:]), "a docs page the README does not link"
     assert "<!--" not in readme  # no leftover markers
+
+
+def test_the_editable_install_builds_without_a_setuptools_warning(tmp_path):
+    # What `make` runs on every install (pip install -e .), through setuptools' own PEP 660 hook.
+    code = "import sys; from setuptools import build_meta as b; b.build_editable(sys.argv[1])"
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONWARNINGS": "default"})
+    if "No module named 'setuptools'" in done.stderr:
+        pytest.skip("no setuptools in this environment (pip builds in an isolated one)")
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout + done.stderr
+    assert "Warning" not in said and "Please be careful" not in said, said[-3000:]
+    assert list(tmp_path.glob("lmstudy-*.whl"))
