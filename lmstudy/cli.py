@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from pathlib import Path
 
 from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
@@ -23,6 +24,19 @@ from lmstudy.errors import UserError
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")
 # Every field of lmstudy.measure.spec.ModelSpec.
 MODEL_FIELDS = ("size", *DIMENSIONS, "precision", "device", "tf32", "memory_cap_gb")
+
+
+SCRATCH_PREFIX = "lmstudy-torch-"
+
+
+def remove_scratch_of(pid: int, tmpdir: str | None = None) -> None:
+    """Remove the scratch folders process `pid` made in `tmpdir` (default: this process's).
+
+    For a process killed with SIGKILL, which runs no exit handler: the job
+    server calls it for each job it reaps.
+    """
+    for folder in Path(tmpdir or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{pid}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def own_torch_scratch() -> str:
@@ -36,7 +50,8 @@ def own_torch_scratch() -> str:
     """
     if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
         return os.environ["TORCHINDUCTOR_CACHE_DIR"]
-    folder = tempfile.mkdtemp(prefix="lmstudy-torch-")
+    # Named by the process, so that whoever reaps it after a SIGKILL finds it (remove_scratch_of).
+    folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(folder, "triton"))
     owner = os.getpid()

@@ -43,6 +43,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -283,9 +284,9 @@ def _preload(kind: str) -> None:
 def serve(path: str, kind: str = "torch") -> None:
     """Take jobs on the socket at `path` until idle for LMSTUDY_JOB_SERVER_IDLE_S seconds."""
     started = time.perf_counter()
-    if kind == "torch":
-        from lmstudy.cli import own_torch_scratch
+    from lmstudy.cli import own_torch_scratch, remove_scratch_of
 
+    if kind == "torch":
         own_torch_scratch()  # the preload's torch._dynamo would leave <tmp>/torchinductor_<user>
     _preload(kind)
     idle_s = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
@@ -308,6 +309,7 @@ def serve(path: str, kind: str = "torch") -> None:
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wakeup_read, selectors.EVENT_READ, "signal")
     jobs: dict[int, socket.socket] = {}  # child pid -> its job's connection
+    scratch: dict[int, str | None] = {}  # child pid -> its $TMPDIR
     last_active = time.monotonic()
     inherited = [listener.fileno(), wakeup_read, wakeup_write]
     try:
@@ -316,9 +318,10 @@ def serve(path: str, kind: str = "torch") -> None:
                 if event.data == "accept":
                     with contextlib.suppress(OSError):
                         conn, _ = listener.accept()
-                        child = _take_job(conn, [*inherited, *(c.fileno() for c in jobs.values())])
+                        child, tmpdir = _take_job(conn, [*inherited, *(c.fileno() for c in jobs.values())])
                         if child is not None:
                             jobs[child] = conn
+                            scratch[child] = tmpdir
                             selector.register(conn, selectors.EVENT_READ, child)
                 elif event.data == "signal":
                     with contextlib.suppress(BlockingIOError):
@@ -327,6 +330,8 @@ def serve(path: str, kind: str = "torch") -> None:
                     selector.unregister(jobs[event.data])
                     _kill_job(event.data)
             for pid, status in _reaped():
+                # A killed job ran no exit handler: its scratch folder is removed here.
+                remove_scratch_of(pid, scratch.pop(pid, None))
                 conn = jobs.pop(pid, None)
                 if conn is not None:
                     with contextlib.suppress(KeyError, ValueError):
@@ -384,8 +389,8 @@ def _kill_job(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
-    """Fork the job `conn` asks for; its pid, or None when the request was not one."""
+def _take_job(conn: socket.socket, server_fds: list[int]) -> tuple[int | None, str | None]:
+    """Fork the job `conn` asks for; its pid (None when the request was not one) and its $TMPDIR."""
     conn.settimeout(30)
     fds: list[int] = []
     try:
@@ -397,7 +402,7 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
         for fd in fds:
             os.close(fd)
         conn.close()
-        return None
+        return None, None
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -410,7 +415,7 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
         _send_message(conn, {"pid": pid})
     except OSError:
         _kill_job(pid)
-    return pid
+    return pid, request["env"].get("TMPDIR")
 
 
 def _become_job(request: dict, received: list[int], server_fds: list[int]) -> None:
@@ -440,6 +445,7 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None  # the job's $TMPDIR, not the one the server cached
         cpus = request["cpus"]
         os.sched_setaffinity(0, cpus)
         if "torch" in sys.modules and "OMP_NUM_THREADS" not in os.environ:
