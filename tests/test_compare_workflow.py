@@ -99,7 +99,7 @@ def test_the_header_shows_both_environments_and_warns_of_the_batch_size(compared
     environments = pd.read_csv(compared / "tables/environments.csv", keep_default_na=False)
     batch = environments[environments["setting"] == "batch size"].iloc[0]
     assert (batch["A: default"], batch["B: b"], batch.iloc[-1]) == ("2", "4", "differs")
-    assert environments[environments["setting"] == "torch"].iloc[0].iloc[-1] == ""
+    assert environments[environments["setting"] == "torch"].iloc[0].iloc[-1] == "same"
     md = (compared / "report.md").read_text()
     assert re.search(r"^- Warning: The batch size differs \(A: 2, B: 4\)", md, re.M)
     assert "TF32" not in md.split("**Environments and settings**")[0]
