@@ -1,39 +1,72 @@
 # One command to install and run the study, one to run the tests.
-#   make study                       the full study on this machine's GPU
+#   make study                       the full study on this machine's CUDA GPU
 #   make study PRESET=quick          every section in a few minutes
-#   make test                        unit tests + the smoke workflow (CPU only), its report
-#                                    in headless Chromium (installed from apt as root)
+#   make test                        unit tests + the smoke workflow (CPU only), its report;
+#                                    installs nothing outside .venv
+#   make browser                     (root) Debian's Chromium, without recommends, for the
+#                                    browser test that `make test` otherwise skips
 #   make test-slurm                  the smoke workflow on a private SLURM cluster it
 #                                    installs, starts, then stops and removes (root)
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install -q --disable-pip-version-check
 PRESET ?= full
-# On a GPU machine the default PyPI torch (a CUDA build) is right; the tests
-# pin the CPU build so that CI does not download several GB.
+# On a CUDA machine PyPI's torch (the CUDA build) is right.
 TORCH ?= torch
+# The tests need the CPU build only. On PyPI, Linux x86-64's torch is the CUDA
+# build (2.5 GB with its CUDA packages); PyTorch's own CPU index serves the
+# same version without them (about 200 MB). Where that index cannot be
+# reached, the default index's torch is installed instead.
 TEST_TORCH ?= torch==2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+# Installed only by `make browser` (CI runs it): the tests never install a system package.
+BROWSER_PACKAGES ?= chromium
+SMOKE := $(VENV)/bin/snakemake --cores 2 --config preset=smoke
 
-.PHONY: study test test-slurm install install-test lint
+.PHONY: study test test-slurm install install-test lint browser check-cuda
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+
+# Before anything heavy is installed: a GPU preset needs a CUDA GPU, and
+# without one PyTorch's CUDA build (about 3 GB) would be downloaded for
+# nothing. nvidia-smi or the driver's /proc entry is the cheapest sign of one.
+check-cuda:
+	@nvidia-smi -L >/dev/null 2>&1 || [ -e /proc/driver/nvidia/version ] || { \
+	  echo "error: this machine has no CUDA GPU (no nvidia-smi, no NVIDIA driver), so preset $(PRESET) cannot run here: run the CPU smoke study instead with \`make study PRESET=smoke\`." >&2; \
+	  exit 2; }
 
 install: $(VENV)/bin/python
-	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[slurm]"
+	$(PIP) "$(TORCH)"
+	$(PIP) -e ".[slurm]"
 
-study: install
+ifeq ($(PRESET),smoke)
+study: install-test
+	$(SMOKE)
+else
+study: check-cuda
+	$(MAKE) install VENV=$(VENV)
 	$(VENV)/bin/snakemake --cores 1 --resources gpu=1 --config preset=$(PRESET)
+endif
 
+# Whether the CPU index answers is asked once, in 10 s, before pip (which would
+# retry every package five times against an index it cannot reach).
 install-test: $(VENV)/bin/python
-	$(PY) -m pip install -q "$(TEST_TORCH)"
-	$(PY) -m pip install -q -e ".[test,slurm]"
-	@# The browser test (tests/test_report_browser.py) opens the report in Debian's Chromium.
+	@if $(PY) -c "import urllib.request; urllib.request.urlopen('$(TORCH_CPU_INDEX)/torch/', timeout=10)" 2>/dev/null; then \
+	  echo "$(PIP) --index-url $(TORCH_CPU_INDEX) \"$(TEST_TORCH)\""; \
+	  $(PIP) --index-url $(TORCH_CPU_INDEX) "$(TEST_TORCH)"; \
+	else \
+	  echo "note: $(TORCH_CPU_INDEX) cannot be reached; installing $(TEST_TORCH) from the default index"; \
+	  $(PIP) "$(TEST_TORCH)"; \
+	fi
+	$(PIP) -e ".[test,slurm]"
+
+# The browser test (tests/test_report_browser.py) opens the report in Debian's
+# Chromium. Recommends are left out: the browser needs none of them.
+browser:
 	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "note: no chromium; the browser test is skipped (apt-get install chromium)"; fi; }
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null; }
 
 test: install-test
 	$(PY) -m pytest -q tests

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
+from pathlib import Path
 
 from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
@@ -23,28 +26,70 @@ DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "b
 MODEL_FIELDS = ("size", *DIMENSIONS, "precision", "device", "tf32", "memory_cap_gb")
 
 
+SCRATCH_PREFIX = "lmstudy-torch-"
+
+
+def remove_scratch_of(pid: int, tmpdir: str | None = None) -> None:
+    """Remove the scratch folders process `pid` made in `tmpdir` (default: this process's).
+
+    For a process killed with SIGKILL, which runs no exit handler: the job
+    server calls it for each job it reaps.
+    """
+    for folder in Path(tmpdir or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{pid}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def own_torch_scratch() -> str:
+    """Give torch's own files a folder of this process's, removed when it exits; its path.
+
+    Importing torch._dynamo (AdamW's constructor does) creates inductor's
+    cache folder, <tmp>/torchinductor_<user>, and nothing ever removes it: a
+    run would leave it behind in $TMPDIR. A TORCHINDUCTOR_CACHE_DIR set by the
+    user is theirs and kept. Call before torch._dynamo is imported; child
+    processes inherit the folder.
+    """
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    # Named by the process, so that whoever reaps it after a SIGKILL finds it (remove_scratch_of).
+    folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(folder, "triton"))
+    owner = os.getpid()
+
+    def remove() -> None:
+        # Only by the process that made it: a job forked from the job server
+        # runs the server's exit handlers too, and the server still needs it.
+        if os.getpid() == owner:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(remove)
+    return folder
+
+
 def compile_from_scratch() -> None:
     """Make torch.compile pay its full cost here: no inductor cache warmed by an earlier run.
 
     Compile time is measured, and a warm cache would hide it. Call before
     torch is imported; child processes inherit it. What inductor and Triton
-    still write (generated code, compiled kernels) goes to a folder of this
-    job's own, removed when the job ends, instead of piling up in
-    /tmp/torchinductor_<user>.
+    still write (generated code, compiled kernels, precompiled headers under
+    the temporary folder) goes to a folder of this job's own
+    (own_torch_scratch), removed when the job ends.
     """
     os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        cache = tempfile.mkdtemp(prefix="lmstudy-compile-")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
-        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(cache, "triton"))
         # Inductor also keeps files under the temporary folder (precompiled
         # headers in <tmp>/torchinductor_<user>): that too is the job's own.
-        os.environ["TMPDIR"] = cache
+        os.environ["TMPDIR"] = own_torch_scratch()
         tempfile.tempdir = None
-        atexit.register(shutil.rmtree, cache, ignore_errors=True)
 
 
 def run_main(main) -> None:
+    """Run a script's `main`: a user's mistake or a full disk in one line (exit 2), and torch's
+    scratch files in a folder removed at exit, also when the job is cancelled (SIGTERM)."""
+    own_torch_scratch()
+    # Python's default SIGTERM ends the process without exit handlers: the folder would stay.
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         main()
     except UserError as error:
@@ -56,6 +101,10 @@ def run_main(main) -> None:
             raise
         print(f"error: {no_space_sentence(error.filename)}", file=sys.stderr)
         sys.exit(2)
+
+
+def _exit_on_sigterm(number, _frame) -> None:
+    sys.exit(128 + number)
 
 
 def add_dimension_arguments(p: argparse.ArgumentParser) -> None:

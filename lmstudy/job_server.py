@@ -43,6 +43,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -155,9 +156,11 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
 
     Raises ServerUnavailable when no server can be had: nothing ran then.
     """
-    folder = server_dir(env)
     key = server_key(env, kind)
-    sock = _connect(folder, key, env, kind)
+    try:
+        sock = _connect(server_dir(env), key, env, kind)
+    except OSError as error:  # the folder went with the last server's exit just now
+        raise ServerUnavailable(f"no job server could be reached ({error})") from None
     fds = [0, 1, 2, *keep_fds]
     request = {
         "argv": command[1:],
@@ -281,6 +284,10 @@ def _preload(kind: str) -> None:
 def serve(path: str, kind: str = "torch") -> None:
     """Take jobs on the socket at `path` until idle for LMSTUDY_JOB_SERVER_IDLE_S seconds."""
     started = time.perf_counter()
+    from lmstudy.cli import own_torch_scratch, remove_scratch_of
+
+    if kind == "torch":
+        own_torch_scratch()  # the preload's torch._dynamo would leave <tmp>/torchinductor_<user>
     _preload(kind)
     idle_s = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -302,6 +309,7 @@ def serve(path: str, kind: str = "torch") -> None:
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wakeup_read, selectors.EVENT_READ, "signal")
     jobs: dict[int, socket.socket] = {}  # child pid -> its job's connection
+    scratch: dict[int, str | None] = {}  # child pid -> its $TMPDIR
     last_active = time.monotonic()
     inherited = [listener.fileno(), wakeup_read, wakeup_write]
     try:
@@ -310,9 +318,10 @@ def serve(path: str, kind: str = "torch") -> None:
                 if event.data == "accept":
                     with contextlib.suppress(OSError):
                         conn, _ = listener.accept()
-                        child = _take_job(conn, [*inherited, *(c.fileno() for c in jobs.values())])
+                        child, tmpdir = _take_job(conn, [*inherited, *(c.fileno() for c in jobs.values())])
                         if child is not None:
                             jobs[child] = conn
+                            scratch[child] = tmpdir
                             selector.register(conn, selectors.EVENT_READ, child)
                 elif event.data == "signal":
                     with contextlib.suppress(BlockingIOError):
@@ -321,6 +330,8 @@ def serve(path: str, kind: str = "torch") -> None:
                     selector.unregister(jobs[event.data])
                     _kill_job(event.data)
             for pid, status in _reaped():
+                # A killed job ran no exit handler: its scratch folder is removed here.
+                remove_scratch_of(pid, scratch.pop(pid, None))
                 conn = jobs.pop(pid, None)
                 if conn is not None:
                     with contextlib.suppress(KeyError, ValueError):
@@ -339,7 +350,26 @@ def serve(path: str, kind: str = "torch") -> None:
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ours:  # not a newer server's
                 os.unlink(path)
+                _remove_traces(Path(path))
         listener.close()
+
+
+def _remove_traces(path: Path) -> None:
+    """A server that ends leaves nothing: its lock and log, and the folder once it is empty.
+
+    Only while no job is starting a server of this key (it holds the lock): a
+    job that opened the lock file just before it went may start a second
+    server, which is harmless (the two serve alike, each exits when idle).
+    A job that finds the folder gone runs as a process of its own (run()).
+    """
+    lock_path = path.with_suffix(".lock")
+    with contextlib.suppress(OSError), open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a job starts a server
+        for leftover in (lock_path, path.with_suffix(".log")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only when empty: other servers' files stay
 
 
 def _reaped() -> list[tuple[int, int]]:
@@ -359,8 +389,8 @@ def _kill_job(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
-    """Fork the job `conn` asks for; its pid, or None when the request was not one."""
+def _take_job(conn: socket.socket, server_fds: list[int]) -> tuple[int | None, str | None]:
+    """Fork the job `conn` asks for; its pid (None when the request was not one) and its $TMPDIR."""
     conn.settimeout(30)
     fds: list[int] = []
     try:
@@ -372,7 +402,7 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
         for fd in fds:
             os.close(fd)
         conn.close()
-        return None
+        return None, None
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -385,7 +415,7 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
         _send_message(conn, {"pid": pid})
     except OSError:
         _kill_job(pid)
-    return pid
+    return pid, request["env"].get("TMPDIR")
 
 
 def _become_job(request: dict, received: list[int], server_fds: list[int]) -> None:
@@ -415,6 +445,7 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None  # the job's $TMPDIR, not the one the server cached
         cpus = request["cpus"]
         os.sched_setaffinity(0, cpus)
         if "torch" in sys.modules and "OMP_NUM_THREADS" not in os.environ:

@@ -61,6 +61,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def progress(line: str) -> None:
+    """A line as each stage starts or ends, flushed: the whole run takes many minutes on a large model."""
+    print(line, flush=True)
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     import pandas as pd
@@ -80,7 +85,7 @@ def main(argv=None) -> None:
     matmul_n = args.matmul_n or ([8192, 16384] if args.device == "cuda" else [512])
     rows, summary = run_bench(
         base, args.rungs, tuple(matmul_n), bursts=args.matmul_bursts,
-        burst_products=args.matmul_burst_products,
+        burst_products=args.matmul_burst_products, say=progress,
     )
     summary["target"] = args.target
     write_csv(args.out, pd.DataFrame(rows))
@@ -113,7 +118,7 @@ def main(argv=None) -> None:
             # OOM with the error's first line; unsupported (this device cannot run it) with the reason
             print(f"  {row['rung']:<50} {row['status']}: {row.get('reason') or row.get('error', '')}")
     if args.check_loss:
-        checked = check_losses(base, args.rungs, args.check_loss)
+        checked = check_losses(base, args.rungs, args.check_loss, say=progress)
         write_csv(args.out.with_suffix(".losses.csv"), pd.DataFrame(checked))
         for row in checked:
             print(

@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lmstudy.cli import run_main  # noqa: E402
+
 # This process forks measuring ones: availability checks go through NVML, not the CUDA driver.
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 SIZES = {
@@ -85,4 +87,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

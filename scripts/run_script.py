@@ -10,6 +10,7 @@ workflow/rules/common.smk). By hand:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -19,10 +20,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lmstudy import job_server  # noqa: E402
 
+
+def parse(argv: list[str]) -> list[str]:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="LMSTUDY_JOB_SERVER=0 runs the script as a process of its own.",
+    )
+    p.add_argument("script", help="the script to run, e.g. scripts/aggregate.py")
+    p.add_argument("args", nargs="*", help="its arguments (the script's own --help among them)")
+    # The first word that is not an option is the script; everything after it is the script's.
+    split = next((i for i, word in enumerate(argv) if not word.startswith("-")), len(argv))
+    args = p.parse_args(argv[: split + 1])
+    return [args.script, *argv[split + 1:]]
+
+
 if __name__ == "__main__":
-    if not sys.argv[1:]:
-        sys.exit("usage: run_script.py SCRIPT [ARGS...]: name the script to run")
-    command = [sys.executable, *sys.argv[1:]]
+    command = [sys.executable, *parse(sys.argv[1:])]
     if job_server.wanted(command):
         try:
             sys.exit(job_server.run(command, dict(os.environ), time.time(), kind="cpu"))

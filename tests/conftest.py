@@ -14,15 +14,26 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 
+sys.path.insert(0, str(REPO))
+from lmstudy.cli import own_torch_scratch  # noqa: E402
+
+# Tests that build an optimizer or compile in this process import torch._dynamo, which would
+# leave <tmp>/torchinductor_<user> behind (157 MB after a session): this process's own folder
+# instead, removed when the session ends. Snakemake runs do not inherit it (snakemake()): a
+# run makes its own, as a user's does, and tests/test_workflow_smoke.py sees what it leaves.
+_TORCH_SCRATCH = {"TORCHINDUCTOR_CACHE_DIR": own_torch_scratch()}
+_TORCH_SCRATCH["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
+
 
 def snakemake(
     workdir: Path, *args: str, check: bool = True, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """Run Snakemake on this repository's workflow in `workdir` (with `env` added to the environment)."""
+    inherited = {k: v for k, v in os.environ.items() if _TORCH_SCRATCH.get(k) != v}
     done = subprocess.run(
         [*SNAKEMAKE, "-d", str(workdir), *args],
         capture_output=True, text=True, cwd=workdir,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        env={**inherited, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     if check and done.returncode != 0:
         raise AssertionError(
@@ -48,8 +59,23 @@ def smoke_run(tmp_path_factory) -> Path:
     workdir = new_workdir(tmp_path_factory.mktemp("smoke"))
     (workdir / IMPORT_PROBE).mkdir()
     probe = import_probe_env(workdir / IMPORT_PROBE)
-    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", env=probe)
+    # Its own temporary folder and job servers, to see what the run leaves behind
+    # (tests/test_workflow_smoke.py); servers idle for 15 s exit, so the test need not wait long.
+    smoke_tmp(workdir).mkdir()
+    private = {"TMPDIR": str(smoke_tmp(workdir)), "LMSTUDY_JOB_SERVER_DIR": str(smoke_servers(workdir)),
+               "LMSTUDY_JOB_SERVER_IDLE_S": "15"}
+    snakemake(workdir, "--cores", "2", "--config", "preset=smoke", env={**probe, **private})
     return workdir
+
+
+def smoke_tmp(workdir: Path) -> Path:
+    """The smoke run's $TMPDIR."""
+    return workdir.parent / f"{workdir.name}-tmp"
+
+
+def smoke_servers(workdir: Path) -> Path:
+    """The folder of the smoke run's job servers."""
+    return workdir.parent / f"{workdir.name}-servers"
 
 
 IMPORT_PROBE = "import_probe"

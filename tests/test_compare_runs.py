@@ -37,7 +37,8 @@ def test_tf32_and_a_same_named_size_with_other_dimensions_are_warned_of():
 
 def test_the_environment_table_marks_what_differs():
     table = R.environment_table(run("a"), run("b", tf32=True)).set_index("setting")
-    assert table.loc["tf32_matmul", ""] == "differs" and table.loc["gpu", ""] == ""
+    assert table.loc["tf32_matmul", "A vs B"] == "differs" and table.loc["gpu", "A vs B"] == "same"
+    assert all(str(c).strip() for c in table.reset_index().columns)  # no empty header
 
 
 def test_a_run_with_one_process_per_configuration_claims_nothing():

@@ -8,6 +8,8 @@ absent, and the batch size makes the step times unfair to compare.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -98,7 +100,7 @@ def test_the_header_shows_both_environments_and_warns_of_the_batch_size(compared
     environments = pd.read_csv(compared / "tables/environments.csv", keep_default_na=False)
     batch = environments[environments["setting"] == "batch size"].iloc[0]
     assert (batch["A: default"], batch["B: b"], batch.iloc[-1]) == ("2", "4", "differs")
-    assert environments[environments["setting"] == "torch"].iloc[0].iloc[-1] == ""
+    assert environments[environments["setting"] == "torch"].iloc[0].iloc[-1] == "same"
     md = (compared / "report.md").read_text()
     assert re.search(r"^- Warning: The batch size differs \(A: 2, B: 4\)", md, re.M)
     assert "TF32" not in md.split("**Environments and settings**")[0]
@@ -140,3 +142,25 @@ def test_two_identical_runs_flag_at_most_a_tenth_of_their_rows(smoke_run, tmp_pa
     measured = table[table["verdict"].isin([V.FASTER, V.SLOWER, V.SAME, V.UNDECIDED])]
     claims = measured["verdict"].isin([V.FASTER, V.SLOWER])
     assert len(measured) >= 8 and claims.sum() <= 0.1 * len(measured), table[["size", "pass", "verdict"]]
+
+
+def test_the_comparison_reads_well_in_a_browser(compared):
+    # The same check as the smoke report's (tests/test_report_browser.py), skipped without Chromium.
+    from .test_report_browser import report_browser
+
+    browser = report_browser.find_browser()
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: run `make browser` (as root) before the tests")
+        pytest.skip("no Chromium: `make browser` as root (apt-get install --no-install-recommends chromium)"
+                    " enables the browser test")
+    found = report_browser.inspect(compared / "index.html", 1280, browser=browser)
+    assert found["tables"] > 3, found
+    assert report_browser.problems(found) == []
+
+
+def test_no_header_of_the_comparison_is_empty(compared):
+    # What the browser check calls an index or empty header, read from the HTML itself.
+    html = (compared / "index.html").read_text()
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", html, flags=re.S)
+    assert headers and all(re.sub(r"<[^>]+>|&nbsp;|\s", "", h) for h in headers), headers

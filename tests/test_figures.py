@@ -45,7 +45,26 @@ def test_a_missing_point_is_marked_where_it_would_be():
     ax = axes[0][0]
     plots.mark_missing(ax, 64, 10.0, "OOM")
     assert [t.get_text() for t in ax.texts] == ["OOM"]
-    assert list(ax.collections[0].get_offsets()[0]) == [64, 10.0]
+    assert tuple(ax.texts[0].xy) == (64, 10.0)
+    plt.close(fig)
+
+
+def test_a_missing_mark_is_a_label_inside_the_axes_not_a_point():
+    fig, axes = plots.subplots(figsize=(4, 3))
+    ax = axes[0][0]
+    ax.plot([32, 64, 128], [1.0, 2.0, 3.0], "o-")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([32, 64, 128], ["32", "64", "128"])
+    points = len(ax.collections) + len(ax.lines)
+    plots.mark_missing(ax, 32, 3.0, "oversized: OOM")  # at the left edge, as section 1's figure does
+    plots.mark_missing(ax, 128, 3.0, "oversized: OOM")  # and the right
+    assert len(ax.collections) + len(ax.lines) == points  # no marker that reads as a data point
+    fig.canvas.draw()
+    box = ax.get_window_extent()
+    for text in ax.texts:
+        extent = text.get_window_extent()
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1, (text.get_text(), extent, box)
+        assert text.get_bbox_patch() is not None  # boxed: a label, not data
     plt.close(fig)
 
 

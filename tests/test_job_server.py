@@ -41,6 +41,8 @@ if how == "raise":
 if how == "message":
     sys.exit("a message for the user")
 if how == "sleep":
+    from lmstudy.cli import own_torch_scratch
+    own_torch_scratch()  # as every script's run_main does: a folder in $TMPDIR, its exit removes it
     open(sys.argv[2], "w").write(str(os.getpid()))
     sys.stdin.read()
 sys.exit(int(how))
@@ -56,7 +58,9 @@ def job(tmp_path) -> Path:
 
 
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LMSTUDY_", "SLURM_"))}
+    # Not this test session's torch scratch folder (tests/conftest.py): jobs make their own.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LMSTUDY_", "SLURM_", "TORCHINDUCTOR_", "TRITON_"))}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     path = os.pathsep.join(
         d for d in env.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvidia-smi").exists()
@@ -120,8 +124,10 @@ def test_the_job_holds_the_gpu_lease_of_its_wrapper(tmp_path, job):
     assert seen["phases"]["wait"] < 5
 
 
-def test_killing_the_wrapper_kills_the_job(tmp_path, job):
-    env = server_env(tmp_path)
+def test_killing_the_wrapper_kills_the_job_and_its_scratch_folder_goes(tmp_path, job):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = server_env(tmp_path, TMPDIR=str(scratch))
     marker = tmp_path / "job.pid"
     wrapper = subprocess.Popen([*LEASE, sys.executable, str(job), "sleep", str(marker)], env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -131,21 +137,33 @@ def test_killing_the_wrapper_kills_the_job(tmp_path, job):
         time.sleep(0.05)
     pid = int(marker.read_text())
     assert pid != wrapper.pid
+    assert list(scratch.glob(f"lmstudy-torch-{pid}-*"))  # the job's, made where its $TMPDIR says
     wrapper.send_signal(signal.SIGKILL)
     wrapper.wait(timeout=30)
     while _alive(pid):
         assert time.monotonic() < deadline, "the job outlived its wrapper"
         time.sleep(0.05)
+    # Killed with SIGKILL, the job ran no exit handler: the server that reaped it removed its folder.
+    while list(scratch.glob(f"lmstudy-torch-{pid}-*")):
+        assert time.monotonic() < deadline, "the killed job's scratch folder stayed"
+        time.sleep(0.05)
 
 
-def test_an_idle_server_exits_and_takes_its_socket_with_it(tmp_path, job):
-    env = server_env(tmp_path, LMSTUDY_JOB_SERVER_IDLE_S="1")
+def test_an_idle_server_exits_and_leaves_nothing_behind(tmp_path, job):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = server_env(tmp_path, LMSTUDY_JOB_SERVER_IDLE_S="1", TMPDIR=str(scratch))
     _, seen = run_job(job, env, "0")
     server = seen["parent"]
+    assert (tmp_path / "servers").is_dir()
     deadline = time.monotonic() + 60
     while _alive(server) or list((tmp_path / "servers").glob("*.sock")):
         assert time.monotonic() < deadline, "the idle server did not exit"
         time.sleep(0.1)
+    # Its socket, lock and log, the folder, and torch's scratch files in $TMPDIR (the preload's
+    # torch._dynamo would make torchinductor_<user> there): all gone.
+    assert not (tmp_path / "servers").exists()
+    assert list(scratch.iterdir()) == []
 
 
 @pytest.mark.parametrize("variable", [{"LMSTUDY_JOB_SERVER": "0"}, {"SLURM_JOB_ID": "12"}])

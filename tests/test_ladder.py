@@ -225,3 +225,15 @@ def test_the_compiled_master_weight_update_is_the_eager_one():
     fresh = TransformerLM(ModelConfig(vocab_size=64, context_length=8, d_model=16, d_ff=32, num_layers=2,
                                       num_heads=2))
     assert all(not torch.equal(p.detach(), m) for p, m in zip(fresh.parameters(), eager, strict=True))
+
+
+def test_profiled_time_above_the_timed_step_leaves_the_rest_unknown_not_zero():
+    from lmstudy.report.render import column_formatter
+    from lmstudy.report.sections.ladder import breakdown_frame, breakdown_table
+
+    ladder = pd.DataFrame({"size": ["tiny", "tiny"], "rung": ["fp32", "bf16"], "status": ["ok", "ok"],
+                           "median_ms": [39.2, 89.5], "gpu_busy_ms": [30.7, 145.8]})
+    table = breakdown_table(breakdown_frame(ladder), "CPU operator time")
+    rest = table["rest of the step ms"]
+    assert rest.iloc[0] == pytest.approx(39.2 - 30.7) and pd.isna(rest.iloc[1])
+    assert column_formatter(rest)(rest.iloc[1]) == "n/a"

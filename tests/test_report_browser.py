@@ -2,8 +2,9 @@
 
 No console error, every image loaded, no table or figure wider than the page
 (a wide table scrolls inside its own box), no cell that reads nan or None and
-no index column. Outside CI the test is skipped where Chromium is missing
-(`make install-test` installs it as root); in CI (CI set) it must run.
+no index column. Outside CI the test is skipped where Chromium is missing,
+saying how to install it (`make browser`, as root: `make test` itself installs
+no system package); in CI (CI set, .ci/run installs it) it must run.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def browser() -> str:
     found = report_browser.find_browser()
     if found is None:
         if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: `make install-test` installs it (apt-get install chromium)")
-        pytest.skip("no Chromium here: `apt-get install chromium` (or `make install-test` as root) runs it")
+            pytest.fail("Chromium is missing: run `make browser` (as root) before the tests")
+        pytest.skip("no Chromium: `make browser` as root (apt-get install --no-install-recommends chromium)"
+                    " enables the browser test")
     return found
 
 

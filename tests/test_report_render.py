@@ -69,7 +69,10 @@ def test_a_column_has_one_number_format():
     assert column_formatter([1234567, 12])(1234567) == "1,234,567"
     assert column_formatter([0.0001, 0.0002])(0.0001) == "1.00e-04"
     wide = column_formatter([786432.0, 0.000977, 0.0078, 262144.0])  # MiB of a mask and of a huge tensor
-    assert [wide(v) for v in (786432.0, 0.000977, 0.0078, 0.0)] == ["786,432", "9.77e-04", "0.0078", "0"]
+    assert [wide(v) for v in (786432.0, 0.000977, 0.0078, 0.0)] == ["786,432", "9.77e-04", "0.00780", "0"]
+    # Three significant digits each, trailing zeros kept: 0.600 beside 1.37, never 0.6.
+    spread = column_formatter([1.37, 0.6, 5000.0])
+    assert [spread(v) for v in (1.37, 0.6)] == ["1.37", "0.600"]
 
 
 def test_headers_come_from_one_vocabulary_with_units_in_parentheses():
@@ -122,3 +125,34 @@ def test_each_table_names_its_csv_and_the_function_that_computed_it(tmp_path: Pa
     assert 'href="tables/nsys_gemm_share.csv"' in html and 'href="tables/nsys_gemm_share_2.csv"' in html
     assert "test_each_table_names_its_csv_and_the_function_that_computed_it.&lt;locals&gt;.shares" in html
     assert (tmp_path / "tables/nsys_gemm_share_2.csv").read_text().splitlines() == ["share", "2"]
+
+
+def test_tables_whose_captions_start_alike_are_named_by_what_they_hold(tmp_path: Path):
+    frame = pd.DataFrame({"MiB": [1.0]})
+    captions = [f"Largest allocations during 2.7B ctx 256 training step {p}" for p in ("fp32", "bf16")]
+    section = Section("memory", "M", [Table(c, frame) for c in captions] + [Table("Peak by kind", frame)])
+    render([section], {"gpu": "X"}, REPO / "workflow/templates", tmp_path, "T", "r")
+    names = sorted(p.name for p in (tmp_path / "tables").glob("*.csv"))
+    assert names == ["memory_largest_allocations_during_2_7b_ctx_256_training_step_bf16.csv",
+                     "memory_largest_allocations_during_2_7b_ctx_256_training_step_fp32.csv",
+                     "memory_peak_by_kind.csv"], names
+
+
+def test_the_header_names_the_environment_in_words(tmp_path: Path):
+    render([Section("x", "X", [])], {"gpu": "cpu (x86_64)", "gpu_chosen_by": "none", "tf32_cudnn": "False"},
+           REPO / "workflow/templates", tmp_path, "T", "r")
+    md = (tmp_path / "report.md").read_text()
+    assert "| device | cpu (x86\\_64) |" in md or "| device | cpu (x86_64) |" in md, md
+    assert "| GPU chosen by | none |" in md and "| TF32 in cuDNN | False |" in md
+    assert "gpu_chosen_by" not in md and "tf32_cudnn" not in md
+
+
+def test_a_long_sentence_is_shortened_at_a_words_end_and_a_kernel_name_where_it_must():
+    from lmstudy.report.render import LONG_TEXT, shorten
+
+    reason = "CUDA graphs (torch.compile mode reduce-overhead) need a CUDA device, and this run is on cpu."
+    short = shorten(reason)
+    assert short.endswith("need a…") and len(short) <= LONG_TEXT
+    kernel = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_bf16_256x128_32x3_nn_align8>(Params)"
+    assert len(shorten(kernel)) == LONG_TEXT and kernel.startswith(shorten(kernel)[:-1])
+    assert shorten("short") == "short"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import zipfile
 
 import pytest
 
-from .conftest import snakemake
+from .conftest import REPO, snakemake
 
 
 @pytest.fixture
@@ -35,3 +36,15 @@ def test_zip_report_contains_every_annotated_output(finished):
     assert figures
     for expected in ["timing.csv", "index.html", "report.md", *figures]:
         assert any(n.endswith("/" + expected) for n in names), (expected, names)
+
+
+def test_the_readmes_report_command_works_after_the_smoke_run_without_warnings(finished):
+    # The command exactly as the README writes it, after the README's smoke command.
+    readme = (REPO / "README.md").read_text().splitlines()
+    command = next(line for line in readme if line.startswith("snakemake --report "))
+    words = shlex.split(command)
+    done = snakemake(finished, *words[1:])
+    said = done.stdout + done.stderr
+    assert "Missing metadata" not in said and "Warning" not in said, said[-3000:]
+    target = finished / words[2]
+    assert target.stat().st_size > 100_000 and "The study" in target.read_text()

@@ -62,3 +62,10 @@ def test_a_damaged_benchmark_is_named(tmp_path):
     bad.write_text("h:m:s\n0:00:05\n")
     with pytest.raises(UserError, match="x.tsv is damaged or not a result file .not a Snakemake benchmark"):
         job_table([bad], [])
+
+
+def test_a_run_without_gpu_leases_gets_no_gpu_wording(jobs):
+    assert "GPU lease %" in cost.by_rule(jobs).columns  # the H200 run's records
+    cpu = jobs.assign(gpu_chosen_by="none")  # what every measuring job of a CPU run records
+    words = " ".join([*cost.by_rule(cpu).columns, *cost.slowest(cpu).columns, *cost.findings(cpu)])
+    assert "job wrapper %" in words and "GPU lease" not in words

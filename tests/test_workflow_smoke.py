@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from .conftest import REPO, snakemake
+from .conftest import REPO, smoke_servers, smoke_tmp, snakemake
 
 
 def smoke_config() -> dict:
@@ -31,9 +32,11 @@ def test_report_files_and_figures_exist(smoke_run: Path):
 
 def test_environment_header_is_recorded(smoke_run: Path):
     md = (smoke_run / "report/default/report.md").read_text()
-    for key in ("gpu", "torch", "python", "host", "commit", "date", "tf32_matmul"):
+    for key in ("device", "PyTorch", "Python", "host", "commit", "date", "TF32 in fp32 matrix products"):
         assert re.search(rf"^\| {key} \| \S", md, re.M), key
-    assert "cpu" in re.search(r"^\| gpu \| (.*) \|$", md, re.M).group(1)
+    assert "cpu" in re.search(r"^\| device \| (.*) \|$", md, re.M).group(1)
+    header = md.split("\n## ")[0]
+    assert not re.search(r"^\| [a-z]+_[a-z_]+ \|", header, re.M), header  # no raw CSV keys
 
 
 def test_timing_table_has_a_row_per_configuration(smoke_run: Path):
@@ -123,3 +126,28 @@ def test_every_file_the_run_wrote_is_declared(smoke_run: Path):
         if line.startswith(("results/", "report/")) and not declared_folders.match(line)
     ]
     assert untracked == []
+
+
+def test_the_run_leaves_nothing_in_tmpdir_once_its_processes_have_ended(smoke_run: Path):
+    # The job servers outlive the run until idle (15 s here): wait for them to go, then look.
+    servers = smoke_servers(smoke_run)
+    deadline = time.monotonic() + 180
+    while servers.exists():
+        assert time.monotonic() < deadline, f"job servers still running: {sorted(servers.iterdir())}"
+        time.sleep(0.5)
+    left = sorted(str(p.relative_to(smoke_tmp(smoke_run))) for p in smoke_tmp(smoke_run).rglob("*"))
+    assert left == [], left
+
+
+def test_a_cpu_run_is_not_told_about_gpus_it_did_not_use(smoke_run: Path):
+    md = (smoke_run / "report/default/report.md").read_text()
+    for phrase in ("the GPU waits between kernels", "GPU lease"):
+        assert phrase not in md, phrase
+    assert "job wrapper" in md  # section 8's name for the phase a GPU run spends on its lease
+
+
+def test_the_reports_text_holds_no_literal_markdown_backticks(smoke_run: Path):
+    # The report's sentences are plain text in both files (escaped): a backtick would show as one.
+    html = (smoke_run / "report/default/index.html").read_text()
+    visible = re.sub(r"<(code|pre|script|style)\b.*?</\1>", "", html, flags=re.S)
+    assert "`" not in visible, re.findall(r".{60}`.{60}", visible)[:3]

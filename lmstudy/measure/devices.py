@@ -9,8 +9,9 @@ import torch
 from lmstudy.errors import UserError
 
 NO_CUDA = (
-    "CUDA is not available on this machine, so this GPU preset cannot run here: "
-    "run the CPU preset instead with `snakemake --cores 1 --config preset=smoke`."
+    "CUDA is not available on this machine, so this GPU measurement cannot run here: "
+    "run the CPU smoke study with `snakemake --cores 2 --config preset=smoke` "
+    "(or pass `--device cpu` to a script run by hand)."
 )
 
 

@@ -24,6 +24,8 @@ import time
 import traceback
 from collections.abc import Callable
 
+from lmstudy.errors import UserError
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -45,7 +47,8 @@ def run_forked(function: Callable[..., dict], *args, what: str = "the fresh proc
     """`function(*args)` in a forked child; its dict result, with `fork_s` added.
 
     `fork_s` is the time from the fork to the child's first instruction.
-    Raises ChildFailed, naming `what`, when the child raises or dies.
+    Raises ChildFailed, naming `what`, when the child raises or dies; a
+    UserError in the child is raised again here, as the same sentence.
     """
     read_end, write_end = os.pipe()
     sys.stdout.flush()
@@ -62,6 +65,9 @@ def run_forked(function: Callable[..., dict], *args, what: str = "the fresh proc
             try:
                 result = {"ok": True, "value": function(*args), "fork_s": started - forked_at}
                 status = 0
+            except UserError as error:
+                # The user's to fix (no CUDA for a GPU run, ...): one sentence, no traceback.
+                result = {"ok": False, "user_error": str(error)}
             except BaseException:  # noqa: BLE001 - reported to the parent, whatever it was
                 result = {"ok": False, "error": traceback.format_exc()}
             with os.fdopen(write_end, "w") as pipe:
@@ -82,6 +88,8 @@ def run_forked(function: Callable[..., dict], *args, what: str = "the fresh proc
     except json.JSONDecodeError:
         # Nothing, or a result cut short: the child died while sending it.
         raise ChildFailed(f"{what} died without a result ({_describe(wait_status)})") from None
+    if "user_error" in result:
+        raise UserError(result["user_error"])
     if not result["ok"]:
         raise ChildFailed(f"{what} failed:\n{result['error']}")
     value = result["value"]

@@ -294,13 +294,22 @@ def measure_rung_in_child(spec: BenchSpec) -> dict:
     return _in_child(spec)
 
 
-def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50) -> list[dict]:
-    """Each rung's `steps` losses against plain bf16's: within bf16's noise or not (fresh processes)."""
+def _quiet(_line: str) -> None:
+    pass
+
+
+def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50, say=_quiet) -> list[dict]:
+    """Each rung's `steps` losses against plain bf16's: within bf16's noise or not (fresh processes).
+
+    `say` gets a line as each training run starts: they take minutes on a large model.
+    """
+    say(f"losses over {steps} steps: fp32 and bf16, the noise reference")
     fp32, bf16 = (
         _in_child(dataclasses.replace(base, rung=r), "losses", str(steps)) for r in ("fp32", "bf16")
     )
     rows = []
-    for rung in rungs:
+    for i, rung in enumerate(rungs, 1):
+        say(f"losses over {steps} steps, rung {i}/{len(rungs)}: {RUNGS[rung].name}")
         losses = _in_child(dataclasses.replace(base, rung=rung), "losses", str(steps))
         ok, gap, noise = within_bf16_noise(losses, bf16, fp32)
         rows.append({"rung_key": rung, "rung": RUNGS[rung].name, "steps": steps, "first_loss": losses[0],
@@ -311,20 +320,31 @@ def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50) -> list[dic
 
 def run_bench(
     base: BenchSpec, rungs: list[str], matmul_sizes: tuple[int, ...] = (8192,), warmup_s: float = 1.5,
-    bursts: int = 10, burst_products: int = 20,
+    bursts: int = 10, burst_products: int = 20, say=_quiet,
 ) -> tuple[list[dict], dict]:
     """Rows of every rung (fresh process each), and the matmul ceiling measured before and after them.
 
     The reference is the highest burst of both (lmstudy.analyse.ladder_table):
     the target is never met against a rate the GPU showed it could beat.
+
+    `say` gets a line as each stage starts and ends (a rung of a large model
+    can take minutes: whoever runs this by hand sees where it is).
     """
     import pandas as pd
 
     device = resolve_device(base.device, tf32=False)
     env = environment.describe(device)
+    say(f"matmul ceiling before the rungs: bursts of bf16 {', '.join(map(str, matmul_sizes))}^3 products")
     before = measure_ceiling(list(matmul_sizes), warmup_s, bursts, burst_products, device)
     free_memory(device)
-    rows = [measure_rung_in_child(dataclasses.replace(base, rung=r)) for r in rungs]
+    rows = []
+    for i, rung in enumerate(rungs, 1):
+        say(f"rung {i}/{len(rungs)}: {RUNGS[rung].name} (a fresh process)")
+        row = measure_rung_in_child(dataclasses.replace(base, rung=rung))
+        rows.append(row)
+        done = f"{row['median_ms']:.2f} ms per step" if row["status"] == "ok" else row["status"]
+        say(f"rung {i}/{len(rungs)}: {RUNGS[rung].name}: {done}")
+    say("matmul ceiling after the rungs")
     after = measure_ceiling(list(matmul_sizes), warmup_s, bursts, burst_products, device)
     matmul = pd.DataFrame([{"when": "before", **r} for r in before] + [{"when": "after", **r} for r in after])
     joined = ladder_table.join(pd.DataFrame(rows), matmul)

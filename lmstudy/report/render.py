@@ -139,7 +139,8 @@ def column_formatter(values) -> Callable[[object], str]:
         if spread:
             if abs(number) >= 100:
                 return f"{number:,.0f}"
-            return f"{number:.3g}" if abs(number) >= 1e-3 else f"{number:.2e}"
+            # "#": 0.600 beside 1.37, not 0.6 (g drops trailing zeros)
+            return f"{number:#.3g}" if abs(number) >= 1e-3 else f"{number:.2e}"
         if scientific:
             return f"{number:.2e}"
         return f"{number:,.{decimals}f}"
@@ -221,6 +222,19 @@ LONG_TEXT = 60
 STATUS_CLASSES = {"OOM": "oom", "unsupported": "unsupported", "not measured": "not-measured", MISSING: "na"}
 
 
+def shorten(text: str, width: int = LONG_TEXT) -> str:
+    """`text` cut to `width` characters with "…": at a word's end where the cut keeps at least half,
+    so a sentence does not end mid-word ("need a CUD…"); a kernel name, one long word, is cut where
+    it must be. (textwrap.shorten would show a long first word as "…" alone.)"""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    if space >= width // 2 and text[width - 1] != " ":
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def _status_class(text: str) -> str:
     for status, css in STATUS_CLASSES.items():
         if text == status or text.startswith(f"{status} "):
@@ -239,7 +253,7 @@ def table_html(frame: pd.DataFrame) -> Markup:
         def write(value) -> str:
             text = shown[column](value)
             if len(text) > LONG_TEXT:
-                short = text[: LONG_TEXT - 1].rstrip() + "…"
+                short = shorten(text)
                 return str(Markup('<span title="{}">{}</span>').format(text, short))
             return str(escape(text))
 
@@ -290,11 +304,18 @@ def _slug(text: str, words: int = 6) -> str:
 def name_tables(sections: list[Section]) -> None:
     """Give every table its CSV's path (tables/<name>.csv, unique), and every figure its data's."""
     taken: set[str] = set()
+    # Captions that share their first words (one table per size, context, ...) are named by
+    # their whole caption: a number would name them by position, not by what they hold.
+    short = [f"{s.key}_{_slug(b.caption)}" for s in sections for b in s.blocks
+             if isinstance(b, Table) and not b.name]
+    shared = {n for n in short if short.count(n) > 1}
     for section in sections:
         names = {}
         for block in section.blocks:
             if isinstance(block, Table):
                 base = block.name or f"{section.key}_{_slug(block.caption)}"
+                if base in shared and not block.name:
+                    base = f"{section.key}_{_slug(block.caption, words=20)}"
                 name, number = base, 2
                 while name in taken:
                     name, number = f"{base}_{number}", number + 1
@@ -321,6 +342,9 @@ def render(
     `template`: the templates <template>.html.j2 and <template>.md.j2 in
     `templates`; `context`: what else they show (a comparison's header).
     """
+    from lmstudy.report.sections.labels import environment_label
+
+    environment = {environment_label(k): v for k, v in environment.items()}
     name_tables(sections)
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)

@@ -131,10 +131,11 @@ def environment_table(a: Run, b: Run) -> pd.DataFrame:
     for key in keys:
         va, vb = sa.get(key, "not in this run"), sb.get(key, "not in this run")
         if key == "date":
-            differs = ""  # two runs are always made at different times
+            differs = "not compared"  # two runs are always made at different times
         else:
-            differs = "differs" if va != vb else ""
-        rows.append({"setting": key, f"A: {a.name}": va, f"B: {b.name}": vb, "": differs})
+            differs = "differs" if va != vb else "same"
+        # A named column: a header cell left empty reads as an index to a reader (and the browser check).
+        rows.append({"setting": key, f"A: {a.name}": va, f"B: {b.name}": vb, "A vs B": differs})
     return pd.DataFrame(rows)
 
 

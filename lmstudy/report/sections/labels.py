@@ -13,6 +13,30 @@ PASS_LABELS = {
 }
 
 
+# The report header's names of the provenance columns (lmstudy.environment.ENVIRONMENT_COLUMNS).
+ENVIRONMENT_LABELS = {
+    "gpu": "device",
+    "driver": "driver",
+    "cuda": "CUDA",
+    "torch": "PyTorch",
+    "python": "Python",
+    "host": "host",
+    "commit": "commit",
+    "date": "date",
+    "tf32_matmul": "TF32 in fp32 matrix products",
+    "tf32_cudnn": "TF32 in cuDNN",
+    "gpu_index": "GPU index",
+    "gpu_uuid": "GPU UUID",
+    "gpu_chosen_by": "GPU chosen by",
+    "gpu_foreign_processes": "other processes on the GPU",
+}
+
+
+def environment_label(key: str) -> str:
+    """How the header names a provenance column: words, not the CSV's key."""
+    return ENVIRONMENT_LABELS.get(key, key.replace("_", " "))
+
+
 def faster(ratio: float) -> str:
     """A time ratio (old / new) in words: '2.10× faster' or '1.25× slower'."""
     return f"{ratio:.2f}× faster" if ratio >= 1 else f"{1 / ratio:.2f}× slower"

@@ -77,11 +77,20 @@ def room_above(ax, log: bool = False) -> float:
 
 
 def mark_missing(ax, x, y: float, status: str, color=None) -> None:
-    """Mark OOM or not-measured at (x, y), where the point or the bar would be."""
+    """Mark OOM or not-measured at (x, y), where the point or the bar would be.
+
+    A boxed label, no marker: a marker would read as a measured point. Near
+    either end of the x axis the label grows inwards, so it never runs over
+    the axis and its tick labels.
+    """
     text = MISSING_MARK.get(status, status)
-    ax.scatter([x], [y], marker="x", s=40, color=color or "0.3", zorder=4)
-    ax.annotate(text, (x, y), textcoords="offset points", xytext=(0, 5), ha="center",
-                fontsize="x-small", color=color or "0.3")
+    x_shown = ax.xaxis.convert_units(x)
+    at = ax.transAxes.inverted().transform(ax.transData.transform((x_shown, y)))[0]
+    ha = "left" if at < 0.2 else "right" if at > 0.8 else "center"
+    ax.annotate(text, (x, y), textcoords="offset points", xytext=(0, 2), ha=ha, va="bottom",
+                fontsize="x-small", color=color or "0.3", zorder=4,
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": color or "0.5",
+                      "linestyle": "--", "linewidth": 0.6})
 
 
 def legend_outside(fig, axes, title: str | None = None) -> None:

@@ -12,7 +12,15 @@ from lmstudy.phases import PHASES
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.cost.figures import draw_figures
 from lmstudy.report.sections.cost.findings import concurrency_findings, findings
-from lmstudy.report.sections.cost.tables import SECTION_ORDER, SHORT, by_gpu, by_rule, by_section, slowest
+from lmstudy.report.sections.cost.tables import (
+    SECTION_ORDER,
+    SHORT,
+    by_gpu,
+    by_rule,
+    by_section,
+    phase_names,
+    slowest,
+)
 
 __all__ = [
     "PHASE_LABELS",
@@ -48,15 +56,22 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
+def _phase_label(frame: pd.DataFrame, column: str) -> str:
+    if column == "wait_s" and phase_names(frame) is not SHORT:
+        return "starting the job's wrapper (a CPU run leases no device)"
+    return PHASE_LABELS[column]
+
+
 def build(results: Path, figures: Path) -> Section:
     section = Section("cost", "8. The study's own cost")
     frame = load(results)
     if frame.empty:
         return section.add(Text("No cost records: the run had no jobs."))
+    names = phase_names(frame)
     section.add(Text(
         "Every job's wall time is Snakemake's benchmark record of it (results/<run>/benchmarks/). "
         "Jobs that measure on the device also record their phases: "
-        + "; ".join(f"{SHORT[c]} = {PHASE_LABELS[c]}" for c in [*PHASE_COLUMNS, "other_s"])
+        + "; ".join(f"{names[c]} = {_phase_label(frame, c)}" for c in [*PHASE_COLUMNS, "other_s"])
         + ". Seconds are added up over jobs (job-seconds: with one GPU job at a time, the GPU's time); "
         "where several GPU jobs ran at once, the findings say how many. Not counted: the jobs "
         "that make this section (study_cost, its figure) and render this report."

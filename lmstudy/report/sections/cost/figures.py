@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy.analyse.study_cost import PHASE_COLUMNS  # noqa: E402
-from lmstudy.report.sections.cost.tables import SHORT, by_section  # noqa: E402
+from lmstudy.report.sections.cost.tables import by_section, phase_names  # noqa: E402
 
 
 def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
@@ -24,7 +24,7 @@ def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 0.5 * len(table) + 1.6))
     left = pd.Series(0.0, index=table.index)
     for column in columns:
-        ax.barh(table.index, table[column], left=left, label=SHORT[column])
+        ax.barh(table.index, table[column], left=left, label=phase_names(frame)[column])
         left += table[column]
     ax.invert_yaxis()
     ax.set_xlabel("job seconds, added up")

@@ -10,7 +10,7 @@ import time
 import pandas as pd
 
 from lmstudy.analyse.study_cost import gpu_identity, most_at_once
-from lmstudy.report.sections.cost.tables import SHORT, _leased, _shares, _text, by_section
+from lmstudy.report.sections.cost.tables import _leased, _shares, _text, by_section, phase_names
 
 
 def _clock(seconds: float) -> str:
@@ -93,7 +93,7 @@ def findings(frame: pd.DataFrame) -> list[str]:
         parts = sorted(shares.items(), key=lambda kv: -kv[1])
         items.append(
             "In the measuring jobs the time went to "
-            + ", ".join(f"{SHORT[c]} {100 * s:.0f}%" for c, s in parts if s >= 0.005)
+            + ", ".join(f"{phase_names(frame)[c]} {100 * s:.0f}%" for c, s in parts if s >= 0.005)
             + "."
         )
     sections = by_section(frame)["wall_s"]

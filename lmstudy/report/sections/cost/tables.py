@@ -18,6 +18,20 @@ SHORT = {
 }
 
 
+# On a run without GPU leases (a CPU run) the wait phase is only the wrapper's start.
+NO_LEASE = {"wait_s": "job wrapper"}
+
+
+def phase_names(frame: pd.DataFrame) -> dict[str, str]:
+    """SHORT, with the lease phase named for what it was: a run where no job took a GPU lease
+    (a CPU run) gets no GPU wording."""
+    if "gpu_chosen_by" not in frame:
+        return SHORT
+    # "none": the job recorded that it took no lease; "" is a record from before leases.
+    chosen = set(frame.loc[frame["measuring"], "gpu_chosen_by"].fillna("").astype(str))
+    return {**SHORT, **NO_LEASE} if chosen == {"none"} else SHORT
+
+
 SECTION_ORDER = ["timing", "nsys", "precision", "memory", "attention", "compile", "report"]
 
 
@@ -31,6 +45,7 @@ def _shares(frame: pd.DataFrame) -> dict[str, float]:
 def by_rule(frame: pd.DataFrame) -> pd.DataFrame:
     """Per section and rule: jobs, seconds, share of the run, and each phase's share."""
     total = frame["wall_s"].sum()
+    names = phase_names(frame)
     rows = []
     for (section, rule), part in frame.groupby(["section", "rule"], sort=False):
         row = {
@@ -40,7 +55,7 @@ def by_rule(frame: pd.DataFrame) -> pd.DataFrame:
             "share of run %": 100 * part["wall_s"].sum() / total if total else None,
         }
         for column, share in _shares(part).items():
-            row[f"{SHORT[column]} %"] = 100 * share
+            row[f"{names[column]} %"] = 100 * share
         rows.append(row)
     table = pd.DataFrame(rows)
     order = {s: i for i, s in enumerate(SECTION_ORDER)}
@@ -63,8 +78,9 @@ def by_section(frame: pd.DataFrame) -> pd.DataFrame:
 def slowest(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
     top = frame.nlargest(count, "wall_s")
     table = top[["section", "rule", "job", "wall_s"]].rename(columns={"wall_s": "seconds"})
+    names = phase_names(frame)
     for column in [*PHASE_COLUMNS, "other_s"]:
-        table[f"{SHORT[column]} s"] = top[column]
+        table[f"{names[column]} s"] = top[column]
     return table.reset_index(drop=True)
 
 

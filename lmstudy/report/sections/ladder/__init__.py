@@ -156,6 +156,11 @@ def build(results: Path, figures: Path) -> Section:
             if on_cpu(ladder) else
             "The rest of the step is its median less the GPU's busy time: the GPU waiting for the host."
         )
+        if breakdown["not_busy_ms"].isna().any():
+            note += (
+                " The profiled steps are other steps than the timed ones and run under the profiler: "
+                "where their time exceeds the timed median, the rest of the step is n/a."
+            )
         section.add(
             Table(
                 f"{words} per step by kernel category, per rung",

@@ -211,7 +211,10 @@ def breakdown_frame(ladder: pd.DataFrame) -> pd.DataFrame:
     rows = ladder[(ladder["status"] == "ok") & ladder["gpu_busy_ms"].notna()].copy()
     for column in CATEGORY_COLUMNS:
         rows[column] = pd.to_numeric(rows[column], errors="coerce").fillna(0.0) if column in rows else 0.0
-    rows["not_busy_ms"] = (rows["median_ms"] - rows["gpu_busy_ms"]).clip(lower=0)
+    # The profiled steps are not the timed ones, and run under the profiler: their busy time can
+    # exceed the timed median. Then the rest is unknown (n/a), not zero.
+    rest = rows["median_ms"] - rows["gpu_busy_ms"]
+    rows["not_busy_ms"] = rest.where(rest >= 0)
     return rows
 
 

@@ -157,7 +157,7 @@ def build(results: Path, figures: Path) -> Section:
                     note="Grouped by size and source line; count is per step.",
                 )
             )
-    snapshots = ", ".join(f"`{results / s}`" for s in rows["snapshot"].dropna())
+    snapshots = ", ".join(str(results / s) for s in rows["snapshot"].dropna())
     section.add(
         Text(
             f"The raw snapshots are kept: open one at {MEMORY_VIZ} (drag the .pickle onto the page) "

@@ -74,7 +74,7 @@ def build(results: Path, figures: Path) -> Section:
             f"with AdamW's state in memory; batch {int(first['batch_size'])}, {first['precision']}. "
             "A kernel belongs to the innermost NVTX range around the CUDA call that "
             "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
-            "`backward` range open on the main thread at that moment. Times are per step. "
+            "backward range open on the main thread at that moment. Times are per step. "
             + (
                 "On a CPU the operators stand in for kernels, and their time is CPU time."
                 if said["kernel"] == "operator" else ""

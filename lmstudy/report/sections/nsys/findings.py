@@ -44,8 +44,12 @@ def findings(data: dict[str, pd.DataFrame]) -> list[str]:
             f"{worst['context_length']} {worst['pass']} ({worst['nsys step ms']:.3g} ms vs "
             f"{worst['timer step ms']:.3g} ms"
             + (f"; the timer inside the capture read {inside:.3g} ms" if pd.notna(inside) else "")
-            + "). Far from 1, the step is launch-bound: the GPU waits between kernels, and tracing "
-            "slows the host that launches them."
+            + (
+                "). Far from 1, the step is launch-bound: the GPU waits between kernels, and tracing "
+                "slows the host that launches them."
+                if said["kernel"] == "kernel"
+                else "). Far from 1, the profiler's tracing of every operator slows the CPU that runs them."
+            )
             if (ratio - 1).abs().max() > 0.10
             else f"{said['short'].capitalize()}'s per-step span is {ratio.min():.2f}× to "
             f"{ratio.max():.2f}× the timing section's median over {len(ratio)} configurations."

@@ -1,0 +1,78 @@
+"""Every program runs by hand: it answers --help, says a user's mistake in one line, and a long one
+says what it is doing as it goes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+PROGRAMS = sorted([*(REPO / "scripts").glob("*.py"), *(REPO / "tools").glob("*.py")])
+NO_CUDA_HERE = shutil.which("nvidia-smi") is None and not Path("/proc/driver/nvidia").exists()
+TINY = ["--d-model", "32", "--d-ff", "64", "--num-layers", "1", "--num-heads", "2", "--context-length", "16"]
+
+
+def run(*args, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, cwd=REPO,
+                          **kwargs)
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_program_answers_help(program):
+    done = run(program, "--help", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: {program.name}"), done.stdout[:300]
+    assert "Traceback" not in done.stderr
+
+
+def test_the_lease_wrapper_names_a_command_it_cannot_start_in_one_line(tmp_path):
+    done = run(REPO / "scripts/gpu_lease.py", "--", "no-such-program-here",
+               env={"PATH": "/usr/bin:/bin", "LMSTUDY_GPUS": "", "LMSTUDY_GPU_LEASE_DIR": str(tmp_path)})
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "no-such-program-here" in done.stderr, done.stderr
+
+
+# A GPU measurement run by hand on a machine without CUDA: the reason in one line, exit 2.
+GPU_RUNS = {
+    "time_model": ["--out", "{tmp}/t.csv", "--size", "s", *TINY, "--precision", "fp32"],
+    "ladder_rung": ["--out", "{tmp}/r.csv", "--size", "s", "--rung", "bf16", *TINY],
+    "attention_sweep": ["--out", "{tmp}/a.csv", "--implementation", "sdpa", "--head-dim", "8",
+                        "--seq-lens", "16"],
+    "matmul_reference": ["--out", "{tmp}/m.csv", "--n", "64"],
+    "bench_harness": ["--size-dims", "32", "64", "1", "2", "--context-length", "16"],
+    "bench_ladder": ["--out", "{tmp}/b.csv", *TINY],
+}
+
+
+@pytest.mark.skipif(not NO_CUDA_HERE, reason="this machine has an NVIDIA driver")
+@pytest.mark.parametrize("script", sorted(GPU_RUNS))
+def test_a_gpu_script_on_a_cpu_says_so_in_one_line(script, tmp_path):
+    args = [a.format(tmp=tmp_path) for a in GPU_RUNS[script]]
+    done = run(REPO / "scripts" / f"{script}.py", *args, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("error: CUDA is not available"), done.stderr[-3000:]
+    assert "--device cpu" in said[0] and "preset=smoke" in said[0]
+
+
+def test_bench_ladder_says_each_rung_as_it_goes(tmp_path):
+    out = tmp_path / "ladder.csv"
+    command = [sys.executable, "scripts/bench_ladder.py", "--out", str(out), *TINY, "--device", "cpu",
+               "--rungs", "fp32", "bf16", "--warmup-steps", "1", "--timed-steps", "2",
+               "--profile-steps", "0", "--matmul-n", "64", "--sustained-repeats", "2"]
+    with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as process:
+        first = process.stdout.readline()
+        while first and not first.startswith("rung 1/2: fp32"):
+            first = process.stdout.readline()
+        # The first rung is announced while the program still has the second to run.
+        still_running = process.poll() is None
+        rest = process.stdout.read()
+        assert process.wait() == 0, process.stderr.read()
+    assert first.startswith("rung 1/2: fp32") and still_running
+    assert "rung 2/2: bf16" in rest and out.exists()
