@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.analyse.links import check_links_inside
 from lmstudy.analyse.tables import environment_of
 from lmstudy.environment import ENVIRONMENT_COLUMNS
 from lmstudy.errors import UserError
@@ -79,6 +80,7 @@ def fingerprint(results: Path, name: str) -> str:
 
 def load(results: Path, name: str) -> Run:
     folder = check_run(results, name)
+    check_links_inside(folder)
     tables = {key: result_files.read_csv(folder / path, missing_ok=True) for key, path in TABLES.items()}
     return Run(name, folder, tables)
 

@@ -208,7 +208,9 @@ def top_kernel_changes(a: Run, b: Run, per_configuration: int = 5) -> pd.DataFra
     joined["ms_b"] = joined["ms_per_step_b"].fillna(0.0)
     joined["delta_ms"] = joined["ms_b"] - joined["ms_a"]
     joined["change"] = [
-        "appeared" if x == 0 else "disappeared" if y == 0 else ("slower" if y > x else "faster")
+        # A kernel that took as long in both (a run compared with itself) changed neither way.
+        "appeared" if x == 0 else "disappeared" if y == 0 else
+        ("slower" if y > x else "faster" if y < x else "unchanged")
         for x, y in zip(joined["ms_a"], joined["ms_b"], strict=True)
     ]
     joined["magnitude"] = joined["delta_ms"].abs()
