@@ -393,9 +393,10 @@ def lease_dir_of(environ=os.environ) -> Path:
     if named:
         fix = f"fix it, or name another in {LEASE_DIR_ENV}"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=0o700)
+        if not os.path.lexists(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                path.mkdir(mode=0o700)
         info = os.stat(path, follow_symlinks=False)
     except OSError as error:
         raise LeaseError(f"cannot make the GPU lease folder {path} ({error.strerror}); {fix}") from None

@@ -36,6 +36,7 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -177,6 +178,11 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
         "umask": _umask(),
     }
     try:
+        # The server greets first: the job's streams travel only to a server that answers, since
+        # streams sent to a stopped one would stay open in its queue (and whoever reads them wait).
+        greeting, _ = _receive_message(sock)
+        if greeting is None or not greeting.get("ready"):
+            raise ValueError("no greeting")
         _send_message(sock, request, fds)
         reply, _ = _receive_message(sock)
     except TimeoutError:
@@ -388,6 +394,7 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
     conn.settimeout(30)
     fds: list[int] = []
     try:
+        _send_message(conn, {"ready": True})
         request, fds = _receive_message(conn)
         if request is None or len(fds) != len(request["fds"]):
             raise ValueError("a request without its streams")
@@ -416,10 +423,12 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> int | None:
 
 def _peer_gone(conn: socket.socket) -> bool:
     """Whether the job's side closed its connection (it sends nothing after its request)."""
-    try:
-        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
+    # select, not a non-blocking recv: a socket with a timeout waits that long before receiving.
+    readable, _, _ = select.select([conn], [], [], 0)
+    if not readable:
         return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
 
