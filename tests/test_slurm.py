@@ -220,3 +220,22 @@ def test_a_refused_submission_names_the_setting_to_change(slurm_cluster, tmp_pat
     assert "Requested node configuration is not available" in done.stderr
     assert "lower lmstudy_max_mem_mb (host memory, MiB)" in done.stderr
     assert "profiles/slurm/config.yaml" in done.stderr
+
+
+def test_a_job_over_its_partitions_time_limit_is_stopped_before_submission(slurm_cluster, tmp_path):
+    """Issue 23, item 19: the GPU partition's MaxTime is 4 hours; a job asking for 10 would pend forever."""
+    workdir = new_workdir(tmp_path / "work")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    settings = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    settings["set-resources"] = {"time_model": {"runtime": 600}}
+    (profile / "config.yaml").write_text(yaml.safe_dump(settings))
+    done = subprocess.run(
+        [*SNAKEMAKE, "results/default/timing/raw/tiny_ctx32_fp32_naive.csv", "-d", str(workdir),
+         "--workflow-profile", str(profile), "--config", "preset=smoke"],
+        capture_output=True, text=True, cwd=workdir, timeout=300, env=slurm_env(slurm_cluster),
+    )
+    assert done.returncode != 0
+    assert "time limit of 600 minutes on partition 'gpu', whose MaxTime is 240 minutes" in done.stderr
+    assert "lower lmstudy_max_runtime" in done.stderr and "Traceback" not in done.stderr
+    assert "submitted with SLURM jobid" not in done.stdout + done.stderr  # nothing left pending

@@ -233,3 +233,13 @@ wildcard_constraints:
     ctx=r"\d+",
     precision="fp32|bf16",
     variant="naive|sdpa|naive-compile|sdpa-compile",
+
+
+onstart:
+    # On SLURM, a job asking for more time than its partition's MaxTime would
+    # pend forever (PartitionTimeLimit): stop before the first submission.
+    from lmstudy import slurm_limits
+
+    sentence = slurm_limits.before_submission(workflow)
+    if sentence:
+        raise WorkflowError(sentence)
