@@ -190,6 +190,10 @@ PRODUCTS = (
 class DamagedResult(UserError):
     """A result file is not what its producer writes; the message names it and how to redo it."""
 
+    # Set by damaged(): the file, and what is wrong with it.
+    path: str | Path = ""
+    what: str = ""
+
 
 def product_of(path: str | Path) -> Product | None:
     """The producer of the file at `path`, known by the end of its path; None for a file of unknown kind."""
@@ -201,10 +205,12 @@ def damaged(path: str | Path, what: str) -> DamagedResult:
     """The error for a bad file: what is wrong, and how to redo it (delete it, run Snakemake again)."""
     product = product_of(path)
     made_by = f"the {product.rule} job writes it" if product else "it was written by a program of this study"
-    return DamagedResult(
+    error = DamagedResult(
         f"{path} is damaged or not a result file ({what}); {made_by}: delete it (rm '{path}') "
         "and run the same snakemake command again to redo it and what depends on it."
     )
+    error.path, error.what = path, what
+    return error
 
 
 def _text(path: Path) -> str:

@@ -10,6 +10,7 @@ from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, workflow.basedir)
 
+from lmstudy import code_version as code_version_of  # noqa: E402
 from lmstudy import config as study_config  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
@@ -201,6 +202,15 @@ onerror:
     hint = refused_submission_hint(log)
     if hint:
         print(hint, file=sys.stderr)
+
+
+def code_version(*scripts):
+    """A param that changes when the code a job runs changes: its scripts and the lmstudy modules
+    they import (lmstudy.code_version; comments and docstrings aside), so that an edit reruns the
+    results that code makes and nothing else."""
+    return "code " + code_version_of.digest(
+        *(SCRIPTS / f"{name}.py" for name in scripts)
+    )
 
 
 def flag(name, value):

@@ -29,6 +29,7 @@ rule ladder_rung:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("ladder_rung"),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
@@ -61,6 +62,7 @@ rule matmul_reference:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("matmul_reference"),
         n=flag("--n", MATMUL["n"]),
         burst_repeats=flag("--burst-repeats", MATMUL["burst_repeats"]),
         sustained_repeats=flag("--sustained-repeats", MATMUL["sustained_repeats"]),
@@ -88,6 +90,8 @@ rule aggregate_ladder:
         benchmark_file("ladder", "aggregate_ladder")
     conda:
         LMSTUDY_ENV
+    params:
+        code=code_version("ladder_table"),
     shell:
         "lmstudy ladder_table --out {output} --matmul {input.matmul} {input.rungs} > {log} 2>&1"
 

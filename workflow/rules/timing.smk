@@ -23,6 +23,7 @@ rule time_model:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("time_model"),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
@@ -62,6 +63,8 @@ rule aggregate_timing:
         benchmark_file("timing", "aggregate_timing")
     conda:
         LMSTUDY_ENV
+    params:
+        code=code_version("aggregate"),
     shell:
         "lmstudy aggregate --out {output} {input} > {log} 2>&1"
 
