@@ -208,9 +208,8 @@ def code_version(*scripts):
     """A param that changes when the code a job runs changes: its scripts and the lmstudy modules
     they import (lmstudy.code_version; comments and docstrings aside), so that an edit reruns the
     results that code makes and nothing else."""
-    return "code " + code_version_of.digest(
-        *(SCRIPTS / f"{name}.py" for name in scripts)
-    )
+    digest = code_version_of.digest(*(SCRIPTS / f"{name}.py" for name in scripts))
+    return f"code {digest}"
 
 
 def flag(name, value):
