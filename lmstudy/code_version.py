@@ -90,7 +90,16 @@ def _code_parts(code: types.CodeType, into: hashlib._Hash) -> None:
         if isinstance(const, types.CodeType):
             _code_parts(const, into)
         else:
-            into.update(repr(const).encode())
+            into.update(_stable_repr(const).encode())
+
+
+def _stable_repr(const) -> str:
+    """repr of a constant, the same in every process: a set's order follows the hash seed of strings."""
+    if isinstance(const, frozenset):
+        return "frozenset({" + ", ".join(sorted(_stable_repr(c) for c in const)) + "})"
+    if isinstance(const, tuple):
+        return "(" + ", ".join(_stable_repr(c) for c in const) + ",)"
+    return repr(const)
 
 
 @functools.cache
