@@ -43,7 +43,8 @@ def test_comments_docstrings_and_layout_change_nothing_but_code_does(tmp_path):
     shutil.copy(original, copy)
     before = code_version._code_digest(copy)
     text = original.read_text()
-    copy.write_text('"""Another docstring."""\n# a comment\n\n\n' + text.split('"""', 2)[2] + "\n\n# the end\n")
+    body = text.split('"""', 2)[2]
+    copy.write_text('"""Another docstring."""\n# a comment\n\n\n' + body + "\n\n# the end\n")
     code_version._code_digest.cache_clear()
     assert code_version._code_digest(copy) == before
     copy.write_text(text + "\nEXTRA = 1\n")
