@@ -65,11 +65,34 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text)
 
 
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
 def write_json(path: str | os.PathLike, data) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def csv_text(frame) -> str:
+    """A pandas DataFrame as CSV text that pandas reads back as the same table.
+
+    pandas quotes a value holding a newline but not one holding a bare
+    carriage return (a kernel's or run's name may), which a reader then takes
+    as the end of a row; where a text cell holds one, every text cell is quoted.
+    """
+    import csv
+
+    def has_return(value) -> bool:
+        return isinstance(value, str) and "\r" in value
+
+    # By position: a report table's headers may repeat.
+    columns = (frame.iloc[:, i] for i in range(frame.shape[1]))
+    quoted = any(c.map(has_return).any() for c in columns if c.dtype.kind not in "biufcmM")
+    quoted = quoted or any(has_return(str(c)) for c in frame.columns)
+    return frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC if quoted else csv.QUOTE_MINIMAL)
+
+
 def write_csv(path: str | os.PathLike, frame) -> None:
     """Write a pandas DataFrame as CSV, atomically."""
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
+    write_text(path, csv_text(frame))

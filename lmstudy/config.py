@@ -22,6 +22,33 @@ class ConfigError(Exception):
     """The config is wrong; the message is one sentence naming what to fix."""
 
 
+# The study's own config.yaml has about a thousand values. YAML aliases let a
+# file of a few hundred bytes stand for billions of them (each alias is one
+# shared object, counted here every time it is used, as validation and every
+# later walk would visit it), so anything far beyond the study's size is
+# refused before it is walked.
+MAX_VALUES = 100_000
+MAX_DEPTH = 50
+
+
+def check_size(config, max_values: int = MAX_VALUES, max_depth: int = MAX_DEPTH) -> None:
+    """Raise ConfigError when `config` holds over `max_values` values or nests over `max_depth` deep."""
+    stack, count = [(config, 0)], 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > max_values or depth > max_depth:
+            raise ConfigError(
+                f"config: it holds more than {max_values} values or nests more than {max_depth} deep "
+                "(YAML aliases repeated within each other?), far beyond what the study needs: "
+                "write the values out in config.yaml or your --configfile."
+            )
+        if isinstance(item, Mapping):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+
+
 def deep_merge(base: dict, override: dict) -> dict:
     """Return base updated by override; nested mappings merge, the rest replace."""
     merged = copy.deepcopy(base)
@@ -46,15 +73,40 @@ def apply_preset(config: dict, overrides: list[dict] = ()) -> dict:
         return base
 
     # The preset and the presets themselves may come from the command line too.
+    for layer in (config, *overrides):
+        check_size(layer)
     config = over(copy.deepcopy(config))
     preset = config.get("preset", "full")
     presets = config.get("presets") or {}
+    _check_presets(presets)
+    if not isinstance(preset, str):
+        known = ", ".join(["full", *presets])
+        raise ConfigError(f"config: preset: {preset!r} is not a preset's name; name one of: {known}.")
     if preset != "full" and preset not in presets:
         known = ", ".join(["full", *presets])
         raise ConfigError(f"config: preset {preset!r} does not exist; choose one of: {known}.")
     merged = over(deep_merge(config, presets[preset])) if preset != "full" else config
     merged["preset"] = preset
     return merged
+
+
+def _check_presets(presets) -> None:
+    """Presets are a mapping of names to mappings of overrides, and do not chain (no `preset:` inside one)."""
+    if not isinstance(presets, Mapping):
+        raise ConfigError(
+            "config: presets: must map each preset's name to its overrides, "
+            f"not be a {type(presets).__name__}."
+        )
+    for name, overrides in presets.items():
+        if not isinstance(overrides, Mapping):
+            raise ConfigError(
+                f"config: presets.{name}: must be a mapping of overrides, not a {type(overrides).__name__}."
+            )
+        if "preset" in overrides:
+            raise ConfigError(
+                f"config: presets.{name}: sets preset: {overrides['preset']!r}, but presets do not chain: "
+                f"copy the overrides you want into presets.{name} and remove its preset key."
+            )
 
 
 def typed_command_line(values) -> dict:
@@ -96,6 +148,11 @@ def _where(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"
 
 
+def _shortened(message: str, limit: int = 300) -> str:
+    """A validation message cut to `limit` characters: it quotes the wrong value, which may be huge."""
+    return message if len(message) <= limit else f"{message[:limit]}... (cut)"
+
+
 def validate(config: dict, schema_path: str | Path) -> None:
     """Raise ConfigError naming the first wrong key or value."""
     schema = yaml.safe_load(Path(schema_path).read_text())
@@ -103,7 +160,7 @@ def validate(config: dict, schema_path: str | Path) -> None:
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
-        raise ConfigError(f"config: {_where(first)}: {first.message}.")
+        raise ConfigError(f"config: {_where(first)}: {_shortened(first.message)}.")
     _check_references(config)
 
 
@@ -112,6 +169,11 @@ def _check_references(config: dict) -> None:
         raise ConfigError(
             f"config: run: {config['run']!r} would put results outside results/ "
             "(or hide them): name the run with a letter, digit, '-' or '_' first."
+        )
+    if "_vs_" in config["run"]:
+        raise ConfigError(
+            f"config: run: {config['run']!r} contains '_vs_', which separates the two runs of a "
+            "comparison (report/compare/<A>_vs_<B>/): name the run without it."
         )
     sizes = config["sizes"]
     for name, dims in sizes.items():

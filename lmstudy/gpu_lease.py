@@ -3,8 +3,10 @@
 Two measurements on one GPU spoil each other, and Snakemake's `--resources
 gpu=K` only counts jobs inside one Snakemake process: two runs in one clone,
 or two clones, would share a GPU. So every GPU job takes a lease first: an
-exclusive flock(2) on a lock file per GPU in a directory that every run on the
-machine shares (LMSTUDY_GPU_LEASE_DIR, default /tmp/lmstudy-gpu-leases). The
+exclusive flock(2) on a lock file per GPU in a lease folder: by default this
+user's own, private one (default_lease_dir), shared by every run of this user
+on the machine; LMSTUDY_GPU_LEASE_DIR names one that several users share, which
+is checked (lease_dir_of) and never changed. The
 lock belongs to the open file, which the job's process inherits across exec:
 it is held for the job's whole life and released by the kernel when the job
 ends, however it ends (SIGKILL included). The job sees only its GPU
@@ -28,6 +30,7 @@ Torch-free and stdlib-only: it runs before the job's Python imports anything.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import fcntl
 import io
@@ -43,7 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LEASE_DIR_ENV = "LMSTUDY_GPU_LEASE_DIR"
-DEFAULT_LEASE_DIR = "/tmp/lmstudy-gpu-leases"
 GPUS_ENV = "LMSTUDY_GPUS"
 # Set for the leased job (and read by lmstudy.environment / lmstudy.phases).
 FD_ENV = "LMSTUDY_GPU_LEASE_FD"
@@ -285,39 +287,65 @@ class Lease:
         os.close(self.fd)
 
 
+def _lock_mode(folder_mode: int) -> int:
+    """A lock file is writable by whoever may write its folder: this user, in a shared one others too."""
+    mode = 0o600
+    if folder_mode & 0o020:
+        mode |= 0o060
+    if folder_mode & 0o002:
+        mode |= 0o006
+    return mode
+
+
 def _open_lock(lease_dir: Path, gpu: Gpu) -> int:
-    """The GPU's lock file, opened for writing: never through a symbolic link, and created only
-    where it does not exist (another user's file in a sticky folder cannot be opened with O_CREAT
-    where fs.protected_regular is on)."""
+    """The GPU's lock file, opened for writing: never through a symbolic link or a hard link, and
+    created only where it does not exist (another user's file in a sticky folder cannot be opened
+    with O_CREAT where fs.protected_regular is on)."""
     path = lease_dir / gpu.lock_name
     while True:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-        except FileNotFoundError:
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-            except FileExistsError:
-                continue  # another job created it just now: open theirs
-            # Any user's run on this machine must be able to take it too.
-            os.fchmod(fd, 0o666)
+                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            except FileNotFoundError:
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                except FileExistsError:
+                    continue  # another job created it just now: open theirs
+                os.fchmod(fd, _lock_mode(os.stat(lease_dir).st_mode))
         except OSError as error:
             raise LeaseError(
-                f"cannot open the GPU lease file {path} ({error.strerror}); make {lease_dir} a folder "
-                f"that every user of the study may write (chmod 1777), or name another in {LEASE_DIR_ENV}"
+                f"cannot open the GPU lease file {path} ({error.strerror}); name a folder you can write "
+                f"in {LEASE_DIR_ENV}"
             ) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        # A hard link would let whoever made it have this job truncate another file (as root: any).
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             os.close(fd)
             raise LeaseError(
-                f"{path} is not a regular file; remove it, or name another folder in {LEASE_DIR_ENV}"
+                f"{path} is not a lock file of its own (a special file or a hard link); remove it, or "
+                f"name another folder in {LEASE_DIR_ENV}"
             )
         return fd
 
 
 def _holder(lease_dir: Path, gpu: Gpu) -> str:
     try:
-        return json.loads((lease_dir / gpu.lock_name).read_text() or "{}").get("what", "")
+        with open(lease_dir / gpu.lock_name, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as file:
+            # Only as much as a record takes: the file is anyone's in a shared folder.
+            return str(json.loads(file.read(4096) or b"{}").get("what", ""))[:300]
     except (OSError, ValueError, AttributeError):
         return ""
+
+
+def _still_named(lease_dir: Path, gpu: Gpu, fd: int) -> bool:
+    """Whether the locked file is still the one the folder names: one renamed or replaced after we
+    opened it would let the next job lock another file for the same GPU."""
+    try:
+        named = os.stat(lease_dir / gpu.lock_name, follow_symlinks=False)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _try(lease_dir: Path, gpu: Gpu) -> int | None:
@@ -327,26 +355,73 @@ def _try(lease_dir: Path, gpu: Gpu) -> int | None:
     except BlockingIOError:
         os.close(fd)
         return None
+    if not _still_named(lease_dir, gpu, fd):
+        os.close(fd)
+        return None  # tried again on the next round, with the file the folder names now
     return fd
 
 
+def default_lease_dir(environ=os.environ, uid: int | None = None) -> Path:
+    """This user's own lease folder, where no other user can make or change anything.
+
+    root: /run/lmstudy-gpu-leases (only root writes /run); another user: their
+    XDG_RUNTIME_DIR (/run/user/<uid>, theirs alone) where it is set, else
+    /tmp/lmstudy-gpu-leases-<uid>, made private (checked by lease_dir_of).
+    """
+    uid = os.getuid() if uid is None else uid
+    if uid == 0 and os.access("/run", os.W_OK):
+        return Path("/run/lmstudy-gpu-leases")
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    if uid != 0 and runtime:
+        with contextlib.suppress(OSError):
+            info = os.stat(runtime, follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == uid and not info.st_mode & 0o077:
+                return Path(runtime) / "lmstudy-gpu-leases"
+    return Path(f"/tmp/lmstudy-gpu-leases-{uid}")
+
+
 def lease_dir_of(environ=os.environ) -> Path:
-    path = Path(environ.get(LEASE_DIR_ENV) or DEFAULT_LEASE_DIR)
+    """The lease folder, checked to be safe: never a link, this user's (or root's), and where others
+    may write it, sticky. A folder the user names is never changed; the default one is made private.
+
+    Who shares leases is whoever can write the folder: by default this user alone; with
+    LMSTUDY_GPU_LEASE_DIR, every user the folder's owner lets write it (README, "Install and run").
+    """
+    named = environ.get(LEASE_DIR_ENV, "")
+    path = Path(named) if named else default_lease_dir(environ)
+    fix = f"name a folder of yours in {LEASE_DIR_ENV}"
+    if named:
+        fix = f"fix it, or name another in {LEASE_DIR_ENV}"
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        if not os.path.lexists(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                path.mkdir(mode=0o700)
+        info = os.stat(path, follow_symlinks=False)
     except OSError as error:
-        raise LeaseError(
-            f"cannot make the GPU lease folder {path} ({error.strerror}); name another in {LEASE_DIR_ENV}"
-        ) from None
-    info = os.lstat(path)
+        raise LeaseError(f"cannot make the GPU lease folder {path} ({error.strerror}); {fix}") from None
+    mode = stat.S_IMODE(info.st_mode)
+    if stat.S_ISLNK(info.st_mode):
+        raise LeaseError(f"the GPU lease folder {path} is a symbolic link, which others may redirect; {fix}")
     if not stat.S_ISDIR(info.st_mode):
-        raise LeaseError(f"the GPU lease folder {path} is not a folder; name another in {LEASE_DIR_ENV}")
-    if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != 0o1777:
-        try:
-            # Shared by every user's runs, like /tmp itself.
-            path.chmod(0o1777)
-        except OSError:
-            pass
+        raise LeaseError(f"the GPU lease folder {path} is not a folder; {fix}")
+    if info.st_uid not in (os.getuid(), 0):
+        raise LeaseError(
+            f"the GPU lease folder {path} belongs to another user (uid {info.st_uid}), who could rename or "
+            f"block its lock files; {fix}"
+        )
+    if not named and mode & 0o077:
+        raise LeaseError(
+            f"the GPU lease folder {path} can be read or written by other users (mode {mode:o}), who could "
+            f"rename or block its lock files; remove it, or {fix}"
+        )
+    if mode & 0o002 and not mode & stat.S_ISVTX:
+        raise LeaseError(
+            f"the GPU lease folder {path} is writable by every user but not sticky (mode {mode:o}), so any "
+            f"user could rename a held lock file; make it sticky (chmod +t {path}), or {fix}"
+        )
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise LeaseError(f"the GPU lease folder {path} is not writable by this user (mode {mode:o}); {fix}")
     return path
 
 
@@ -460,13 +535,14 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
         if not gpus:
             env.update(unleased_environment(env))
         else:
-            lease = acquire(gpus, lease_dir_of(environ), " ".join(command)[:300], log=log)
+            lease_dir = lease_dir_of(environ)
+            lease = acquire(gpus, lease_dir, " ".join(command)[:300], log=log)
             cores = cores_for(lease, gpus, listed, sorted(os.sched_getaffinity(0)))
             if cores:
                 os.sched_setaffinity(0, cores)
             foreign = foreign_processes(lease.gpu, ours={os.getpid()})
             env.update(job_environment(lease, cores, foreign))
-            env[LOCK_ENV] = str(lease_dir_of(environ) / lease.gpu.lock_name)
+            env[LOCK_ENV] = str(lease_dir / lease.gpu.lock_name)
             os.set_inheritable(lease.fd, True)
             print(
                 f"gpu lease: GPU {lease.gpu.index} {lease.gpu.uuid} (waited {lease.waited_s:.1f} s), "

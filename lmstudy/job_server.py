@@ -36,6 +36,7 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -60,6 +61,10 @@ PER_JOB_PREFIXES = ("LMSTUDY_GPU_", "LMSTUDY_CPU_CORES")
 ROOT = Path(__file__).resolve().parent.parent
 # How long a server may take to import torch before the job gives up on it.
 START_TIMEOUT_S = 300.0
+# How long a running server may take to accept a job and fork it (milliseconds
+# when it is well); one stopped (SIGSTOP) or stuck would hold every job forever.
+TIMEOUT_ENV = "LMSTUDY_JOB_SERVER_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 30.0
 # At most this many bytes of request (arguments and environment).
 MAX_REQUEST = 1 << 22
 MAX_FDS = 8
@@ -156,11 +161,13 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
 
     Raises ServerUnavailable when no server can be had: nothing ran then.
     """
-    key = server_key(env, kind)
+    timeout_s = _timeout_s(env)
     try:
-        sock = _connect(server_dir(env), key, env, kind)
-    except OSError as error:  # the folder went with the last server's exit just now
-        raise ServerUnavailable(f"no job server could be reached ({error})") from None
+        folder = server_dir(env)
+        key = server_key(env, kind)
+        sock = _connect(folder, key, env, kind, timeout_s)
+    except OSError as error:  # a socket or lock path that is a folder, a full disk, ...
+        raise ServerUnavailable(f"the job server cannot be reached ({error})") from None
     fds = [0, 1, 2, *keep_fds]
     request = {
         "argv": command[1:],
@@ -172,13 +179,25 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
         "umask": _umask(),
     }
     try:
+        # The server greets first: the job's streams travel only to a server that answers, since
+        # streams sent to a stopped one would stay open in its queue (and whoever reads them wait).
+        greeting, _ = _receive_message(sock)
+        if greeting is None or not greeting.get("ready"):
+            raise ValueError("no greeting")
         _send_message(sock, request, fds)
         reply, _ = _receive_message(sock)
+    except TimeoutError:
+        sock.close()  # the server, should it wake, sees the job gone and does not start it
+        raise ServerUnavailable(
+            f"the job server did not answer within {timeout_s:g} s (stopped or stuck; {TIMEOUT_ENV} "
+            "sets how long to wait)") from None
     except (OSError, ValueError) as error:
+        sock.close()
         raise ServerUnavailable(f"the job server did not take the job ({error})") from None
     if reply is None or "pid" not in reply:
         raise ServerUnavailable("the job server closed the connection before starting the job")
-    # From here the job runs: our death kills it (the server sees the socket close).
+    # From here the job runs, for as long as it takes: our death kills it (the server sees the socket close).
+    sock.settimeout(None)
     try:
         done, _ = _receive_message(sock)
     except (OSError, ValueError):
@@ -195,28 +214,36 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
     return os.WEXITSTATUS(status)
 
 
+def _timeout_s(env) -> float:
+    try:
+        value = float(env.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return value if value > 0 else DEFAULT_TIMEOUT_S
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def _connect(folder: Path, key: str, env: dict[str, str], kind: str) -> socket.socket:
+def _connect(folder: Path, key: str, env: dict[str, str], kind: str, timeout_s: float) -> socket.socket:
     path = folder / f"{key}.sock"
     with contextlib.suppress(OSError):
-        return _open(path)
+        return _open(path, timeout_s)
     # One job starts the server; the others wait for it on this lock.
     with open(folder / f"{key}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         with contextlib.suppress(OSError):
-            return _open(path)
+            return _open(path, timeout_s)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         server = _start_server(path, env, kind)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
-                return _open(path)
+                return _open(path, timeout_s)
             if server.poll() is not None:
                 raise ServerUnavailable(
                     f"the job server exited ({server.returncode}) before taking jobs; "
@@ -226,8 +253,9 @@ def _connect(folder: Path, key: str, env: dict[str, str], kind: str) -> socket.s
         raise ServerUnavailable(f"the job server did not start within {START_TIMEOUT_S:.0f} s")
 
 
-def _open(path: Path) -> socket.socket:
+def _open(path: Path, timeout_s: float) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
     try:
         sock.connect(str(path))
     except OSError:
@@ -394,9 +422,12 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> tuple[int | None, s
     conn.settimeout(30)
     fds: list[int] = []
     try:
+        _send_message(conn, {"ready": True})
         request, fds = _receive_message(conn)
         if request is None or len(fds) != len(request["fds"]):
             raise ValueError("a request without its streams")
+        if _peer_gone(conn):
+            raise ValueError("the job gave up waiting before it was taken")
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"job server: refused a request ({error})", flush=True)
         for fd in fds:
@@ -416,6 +447,18 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> tuple[int | None, s
     except OSError:
         _kill_job(pid)
     return pid, request["env"].get("TMPDIR")
+
+
+def _peer_gone(conn: socket.socket) -> bool:
+    """Whether the job's side closed its connection (it sends nothing after its request)."""
+    # select, not a non-blocking recv: a socket with a timeout waits that long before receiving.
+    readable, _, _ = select.select([conn], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def _become_job(request: dict, received: list[int], server_fds: list[int]) -> None:

@@ -32,8 +32,10 @@ def main(argv=None) -> None:
 
     if args.style:
         plt.style.use(args.style)
+    from lmstudy.analyse.links import check_links_inside
     from lmstudy.report.sections.labels import use_size_order
 
+    check_links_inside(args.results)
     use_size_order(args.sizes)
     module = importlib.import_module(f"lmstudy.report.sections.{args.section}")
     args.out.mkdir(parents=True, exist_ok=True)

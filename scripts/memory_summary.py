@@ -37,7 +37,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     from lmstudy.analyse.memory import summary
 
-    meta = summary.read_meta(args.meta or summary.meta_path_for(args.snapshot))
+    meta = summary.read_meta(args.meta or summary.meta_path_for(args.snapshot), named=args.meta is not None)
     result = summary.summarize(args.snapshot, meta, top=args.top)
     summary.write(result, args.out)
     s = result["summary"]

@@ -8,7 +8,6 @@ absent, and the batch size makes the step times unfair to compare.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -164,3 +163,41 @@ def test_no_header_of_the_comparison_is_empty(compared):
     html = (compared / "index.html").read_text()
     headers = re.findall(r"<th[^>]*>(.*?)</th>", html, flags=re.S)
     assert headers and all(re.sub(r"<[^>]+>|&nbsp;|\s", "", h) for h in headers), headers
+
+
+# Issue 23, item 15: the advice after deleting a run's table makes it again.
+def test_the_advice_for_a_deleted_timing_table_remakes_it(two_runs, tmp_path):
+    table = two_runs / "results/b/timing/timing.csv"
+    kept = table.read_bytes()
+    table.unlink()
+    try:
+        done = snakemake(two_runs, "-n", TARGET, check=False)
+        out = done.stdout + done.stderr
+        assert done.returncode != 0
+        assert "naming it as the target" in out and "-- results/b/timing/timing.csv" in out
+        # The advised command, with the settings run b was made with, plans the aggregation.
+        planned = snakemake(two_runs, "-n", "--cores", "1", "--config", "preset=smoke", "run=b",
+                            "batch_size=4", "timing={variants: [naive]}", "--",
+                            "results/b/timing/timing.csv").stdout
+        assert planned_rules(planned) == ["aggregate_timing"], planned
+    finally:
+        table.write_bytes(kept)
+
+
+# Issue 23, item 16: a run name with '_vs_' is never split silently.
+def test_a_comparison_of_a_run_named_with_vs_is_refused(two_runs):
+    (two_runs / "results/x_vs_y").mkdir(exist_ok=True)
+    done = snakemake(two_runs, "-n", "report/compare/default_vs_x_vs_y/index.html", check=False)
+    assert done.returncode != 0
+    assert "contains '_vs_'" in done.stdout + done.stderr and "ambiguous" in done.stdout + done.stderr
+    shutil.rmtree(two_runs / "results/x_vs_y")
+
+
+# Issue 23, item 6: a run compared with itself: no kernel row is faster or slower.
+def test_a_run_compared_with_itself_is_the_same_everywhere(two_runs):
+    snakemake(two_runs, "--cores", "1", "report/compare/default_vs_default/index.html")
+    tables = two_runs / "report/compare/default_vs_default/tables"
+    texts = {csv.name: csv.read_text() for csv in tables.glob("*.csv")}
+    for name, text in texts.items():
+        assert "faster" not in text and "slower" not in text, name
+    assert any(",same," in text for text in texts.values())  # the kernels' rows say so

@@ -189,3 +189,60 @@ def test_a_configfile_standing_in_for_config_yaml_is_the_base_under_the_preset(t
     mine = write_configfile(tmp_path, {"batch_size": 6})
     commands = time_model_commands(workdir, "--configfile", study, str(mine), "--config", "preset=smoke")
     assert flag_values(commands, "--batch-size") == {"6"}
+
+
+# Issue 23, items 3, 9, 12, 14, 16 and 18: configs that expand, presets that chain, names too long.
+YAML_BOMB = "\n".join(
+    ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]" for i in range(8)]
+    + ["run: *i", ""]
+)
+
+
+def test_a_few_hundred_bytes_of_yaml_aliases_are_refused_in_one_sentence_at_once(tmp_path: Path):
+    assert len(YAML_BOMB) < 500
+    bomb = yaml.safe_load(YAML_BOMB)  # shared references: small in memory, a billion values walked
+    config = {**study_config(), **bomb}
+    with pytest.raises(ConfigError, match="more than 100000 values") as error:
+        load(config, SCHEMA)
+    assert len(str(error.value)) < 400 and "\n" not in str(error.value)
+
+
+def test_snakemake_refuses_a_configfile_of_yaml_aliases_in_one_sentence(tmp_path: Path):
+    workdir = new_workdir(tmp_path / "w")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(YAML_BOMB)
+    done = snakemake(workdir, "-n", "--configfile", str(bomb), check=False)
+    assert done.returncode != 0
+    out = done.stderr + done.stdout
+    assert "more than 100000 values" in out and "MemoryError" not in out and len(out) < 20000
+
+
+@pytest.mark.parametrize(("presets", "named"), [
+    (["smoke"], "presets: must map each preset's name to its overrides, not be a list"),
+    ({"smoke": ["device"]}, "presets.smoke: must be a mapping of overrides, not a list"),
+    ({"smoke": {"preset": "smoke"}}, "presets.smoke: sets preset: 'smoke', but presets do not chain"),
+    ({"smoke": {"preset": "nowhere"}}, "presets.smoke: sets preset: 'nowhere', but presets do not chain"),
+])
+def test_malformed_or_chained_presets_are_named(presets, named):
+    config = study_config()
+    config["presets"] = presets
+    config["preset"] = "smoke"
+    with pytest.raises(ConfigError) as error:
+        load(config, SCHEMA)
+    assert named in str(error.value)
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda c: c.update(run="r" * 256), "run: 'rrrr"),
+    (lambda c: c.update(run="a_vs_b"), "contains '_vs_'"),
+    (lambda c: c["timing"].update(timed_steps=10**6), "timed_steps: 1000000 is greater than the maximum"),
+    (lambda c: c["timing"].update(warmup_steps=[0, 1_000_000]), "timing.warmup_steps.1"),
+    (lambda c: c["ladder"]["matmul"].update(sustained_repeats=10**9), "ladder.matmul.sustained_repeats"),
+])
+def test_run_names_and_step_counts_beyond_what_works_are_named(edit, named):
+    config = copy.deepcopy(study_config())
+    edit(config)
+    with pytest.raises(ConfigError) as error:
+        load(config, SCHEMA)
+    assert named in str(error.value) and len(str(error.value)) < 400

@@ -182,7 +182,9 @@ def test_a_timing_table_with_a_compiled_rung_is_whole(tmp_path):
         for pass_name in passes:
             for warmup in (0, 1, 5):
                 rows.append({"size": "2.7B", "context_length": ctx, "pass": pass_name, "precision": "bf16",
-                             "variant": variant, "warmup_steps": warmup, "status": "ok", "params": 3})
+                             "variant": variant, "warmup_steps": warmup, "status": "ok", "params": 3,
+                             "batch_size": 4, "mean_ms": 10.0, "median_ms": 10.0, "min_ms": 9.0,
+                             "max_ms": 11.0, "tokens_per_s": 4 * ctx / 0.010})
     table = tmp_path / "timing" / "timing.csv"
     table.parent.mkdir()
     pd.DataFrame(rows).to_csv(table, index=False)
@@ -192,3 +194,19 @@ def test_a_timing_table_with_a_compiled_rung_is_whole(tmp_path):
     pd.DataFrame(cut).to_csv(table, index=False)
     with pytest.raises(result_files.DamagedResult, match="lack pass forward"):
         result_files.read_csv(table)
+
+
+# Issue 23, item 7: values the producer cannot write are refused by name.
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda f: f.assign(median_ms=[float("nan"), *f["median_ms"][1:]]), "row 2 is ok but has nan for median"),
+    (lambda f: f.assign(tokens_per_s=[f["tokens_per_s"][0] * 2, *f["tokens_per_s"][1:]]),
+     "not its median step's"),
+    (lambda f: f.assign(max_ms=[float("inf"), *f["max_ms"][1:]]), "row 2 has inf for max_ms"),
+    (lambda f: f.assign(min_ms=[-1.0, *f["min_ms"][1:]]), "row 2 is ok but has -1.0 for min_ms"),
+])
+def test_a_timing_row_the_producer_cannot_write_is_named(finished, edit, named):
+    path = finished / TIMING
+    frame = pd.read_csv(path)
+    assert frame.loc[0, "status"] == "ok"
+    edit(frame).to_csv(path, index=False)
+    assert named in damaged_message(path)

@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from lmstudy import gpu_lease
 from lmstudy.analyse import study_cost
@@ -364,3 +367,93 @@ def test_each_gpu_gets_whole_cores_nearest_to_it(tmp_path):
     unknown = [gpu_lease.Gpu(str(i), f"GPU-{i}") for i in range(4)]
     assert cores(unknown[1], unknown, unknown) == [2, 10, 3, 11]
     assert gpu_lease.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+
+
+# -- issue 23, items 2 and 10: the lease folder is the user's, never widened, never a link ---------------
+
+
+def lease_dir_error(environ: dict) -> str:
+    try:
+        gpu_lease.lease_dir_of(environ)
+    except gpu_lease.LeaseError as error:
+        return str(error)
+    raise AssertionError("the lease folder was accepted")
+
+
+def test_a_named_lease_folder_keeps_its_mode(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir(mode=0o700)
+    os.chmod(folder, 0o770)
+    env = {**lease_env(tmp_path, "0"), "LMSTUDY_GPU_LEASE_DIR": str(folder)}
+    subprocess.run([*LEASE, sys.executable, "-c", "pass"], env=env, check=True, capture_output=True)
+    assert (folder / "gpu-0.lock").exists()
+    assert oct(folder.stat().st_mode & 0o7777) == oct(0o770)  # never widened (it was made 1777)
+    assert (folder / "gpu-0.lock").stat().st_mode & 0o777 == 0o660  # writable as the folder is, no more
+
+
+def test_the_default_lease_folder_is_this_users_own(tmp_path):
+    assert gpu_lease.default_lease_dir({}, uid=1234) == Path("/tmp/lmstudy-gpu-leases-1234")
+    runtime = tmp_path / "run-user"
+    runtime.mkdir(mode=0o700)
+    os.chown(runtime, 1234, 1234)
+    xdg = {"XDG_RUNTIME_DIR": str(runtime)}
+    assert gpu_lease.default_lease_dir(xdg, uid=1234) == runtime / "lmstudy-gpu-leases"
+    # A runtime folder that is not the user's own is not used.
+    assert gpu_lease.default_lease_dir(xdg, uid=99) == Path("/tmp/lmstudy-gpu-leases-99")
+    made = tmp_path / "new" / "leases"
+    assert gpu_lease.lease_dir_of({"LMSTUDY_GPU_LEASE_DIR": str(made)}) == made
+    assert made.stat().st_mode & 0o777 == 0o700  # made private
+
+
+@pytest.mark.parametrize(("plant", "named"), [
+    (lambda p, t: p.symlink_to(t), "is a symbolic link"),
+    (lambda p, t: (p.mkdir(), os.chown(p, 65534, 65534)), "belongs to another user (uid 65534)"),
+    (lambda p, t: (p.mkdir(), os.chmod(p, 0o777)), "writable by every user but not sticky"),
+    (lambda p, t: p.write_text(""), "is not a folder"),
+])
+def test_a_lease_folder_another_user_could_redirect_or_rename_in_is_refused(tmp_path, plant, named):
+    folder, target = tmp_path / "leases", tmp_path / "target"
+    target.mkdir()
+    plant(folder, target)
+    message = lease_dir_error({"LMSTUDY_GPU_LEASE_DIR": str(folder)})
+    assert named in message and "LMSTUDY_GPU_LEASE_DIR" in message and "1777" not in message
+    assert not list(target.iterdir())  # nothing made where a link pointed
+
+
+def test_a_shared_sticky_folder_is_used_as_it_is(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    assert gpu_lease.lease_dir_of({"LMSTUDY_GPU_LEASE_DIR": str(shared)}) == shared
+    assert shared.stat().st_mode & 0o7777 == 0o1777
+
+
+def test_a_lock_file_that_is_a_hard_link_is_refused(tmp_path):
+    folder = tmp_path / "leases"
+    folder.mkdir(mode=0o700)
+    precious = tmp_path / "precious"
+    precious.write_text("keep me")
+    os.link(precious, folder / "gpu-0.lock")
+    with pytest.raises(gpu_lease.LeaseError, match="hard link"):
+        gpu_lease.acquire([gpu_lease.Gpu("0")], folder, "test")
+    assert precious.read_text() == "keep me"
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root to become another user")
+def test_a_lease_folder_this_user_cannot_write_is_one_sentence(tmp_path):
+    # Outside pytest's own folder, which only root may enter.
+    with tempfile.TemporaryDirectory(dir="/tmp") as where:
+        os.chmod(where, 0o755)
+        folder = Path(where) / "roots"
+        folder.mkdir(mode=0o755)  # root's, not writable by nobody
+        env = {**lease_env(tmp_path, "0"), "LMSTUDY_GPU_LEASE_DIR": str(folder), "LMSTUDY_JOB_SERVER": "0"}
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *LEASE,
+             sys.executable, "-c", "pass"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"the GPU lease folder {folder} is not writable by this user" in lines[0]

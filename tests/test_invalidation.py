@@ -214,3 +214,41 @@ def test_editing_the_report_side_reruns_no_measurement(repo_copy, edited):
         assert figures == {p.name for p in (run / "results/default/figures").iterdir()}
     else:
         assert "figures" not in {j.rule for j in jobs}
+
+
+# Issue 23, item 5: editing the code a job runs reruns that job's results, and only those.
+def edit(repo: Path, module: str, text: str) -> None:
+    path = repo / module
+    path.write_text(path.read_text() + text)
+
+
+def test_editing_measuring_code_reruns_its_measurements_and_what_reads_them(repo_copy):
+    repo, run = repo_copy
+    edit(repo, "lmstudy/measure/timing.py", "\n_EDITED = 1\n")
+    jobs = dry_run_in_copy(repo, run)
+    rules = {j.rule for j in jobs}
+    # time_model, compile_model, ladder_rung and matmul_reference run lmstudy.measure.timing
+    assert {"time_model", "aggregate_timing", "report"} <= rules
+    assert not rules & {"attention_sweep", "memory_snapshot", "precision_experiments", "nsys_backend"}
+    changed = snakemake(run, "-s", str(repo / "Snakefile"), "--list-changes", "params", *SMOKE).stdout
+    assert "results/default/timing/raw/tiny_ctx32_fp32_naive.csv" in changed
+
+
+def test_editing_analysing_code_reruns_tables_and_report_never_a_measurement(repo_copy):
+    repo, run = repo_copy
+    edit(repo, "lmstudy/analyse/memory/summary.py", "\n_EDITED = 1\n")
+    jobs = dry_run_in_copy(repo, run)
+    rules = {j.rule for j in jobs}
+    assert {"memory_summary", "memory_table", "report"} <= rules
+    assert not [j.rule for j in jobs if j.measures]
+    assert "aggregate_timing" not in rules
+
+
+@pytest.mark.parametrize(("module", "text"), [
+    ("lmstudy/measure/timing.py", "\n# a comment, and blank lines\n\n\n"),
+    ("lmstudy/slurm_limits.py", "\n_EDITED = 1\n"),  # code no job runs (the submit host's check)
+])
+def test_a_comment_or_an_unrelated_module_reruns_nothing(repo_copy, module, text):
+    repo, run = repo_copy
+    edit(repo, module, text)
+    assert dry_run_in_copy(repo, run) == []

@@ -203,3 +203,34 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+# Issue 23, item 11: a server that cannot be had never fails or hangs the job.
+def test_a_socket_path_that_is_a_folder_runs_the_job_without_the_server(tmp_path, job):
+    env = server_env(tmp_path)
+    servers = tmp_path / "servers"
+    servers.mkdir(mode=0o700)
+    key = job_server.server_key(job_server.server_environment({**env, "LMSTUDY_DEVICE": "cpu"}))
+    (servers / f"{key}.sock").mkdir()
+    (servers / f"{key}.lock").mkdir()
+    done, seen = run_job(job, env, "0")
+    assert done.returncode == 0, done.stderr
+    assert "job server: the job server cannot be reached" in done.stderr
+    assert "IsADirectoryError" not in done.stderr
+    assert seen["torch_before_script"] is False  # it ran as a process of its own
+
+
+def test_a_stopped_server_times_out_says_so_and_the_job_runs_alone(tmp_path, job):
+    env = server_env(tmp_path, LMSTUDY_JOB_SERVER_TIMEOUT_S="3")
+    _, seen = run_job(job, env, "0")
+    server = seen["parent"]
+    # Stop the server, never this test: the first job must have been its fork.
+    assert seen["torch_before_script"] is True and server not in (os.getpid(), os.getppid())
+    os.kill(server, signal.SIGSTOP)
+    try:
+        done, alone = run_job(job, env, "0")
+        assert done.returncode == 0, done.stderr
+        assert "the job server did not answer within 3 s" in done.stderr
+        assert alone["torch_before_script"] is False and alone["parent"] != server
+    finally:
+        os.kill(server, signal.SIGCONT)

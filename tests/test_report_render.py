@@ -2,6 +2,7 @@ import html as html_lib
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from markdown_it import MarkdownIt
 
 from lmstudy.report.render import Findings, Section, Table, Text, format_cell, render
@@ -156,3 +157,79 @@ def test_a_long_sentence_is_shortened_at_a_words_end_and_a_kernel_name_where_it_
     kernel = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_bf16_256x128_32x3_nn_align8>(Params)"
     assert len(shorten(kernel)) == LONG_TEXT and kernel.startswith(shorten(kernel)[:-1])
     assert shorten("short") == "short"
+
+
+# Issue 23, item 8: a bare carriage return in a name breaks neither report.md nor the CSV.
+def test_a_carriage_return_in_a_name_keeps_its_row_whole(tmp_path: Path):
+    from lmstudy.analyse import result_files
+    from lmstudy.atomic import write_csv
+
+    kernel = "gemm\rhalf\r\ntwo"
+    frame = pd.DataFrame({"kernel": [kernel, "b"], "share": [0.5, 0.25]})
+    section = Section("k", "Kernels", [Table("top", frame)])
+    render([section], {"gpu": "X"}, REPO / "workflow/templates", tmp_path, "T", "r")
+    shown = markdown_to_html((tmp_path / "report.md").read_text())
+    assert "<td>gemm half two</td>" in shown and shown.count("<tr>") == 2 + 3
+    assert pd.read_csv(tmp_path / "tables/k_top.csv")["kernel"].tolist() == [kernel, "b"]
+    # The project's own writer and reader agree on such a name.
+    table = tmp_path / "results/nsys/kernels.csv"
+    frame = pd.DataFrame({"kernel": [kernel], "kind": ["kernel"], "instances": [1], "total_ns": [5],
+                          "size": ["tiny"], "pass": ["forward"], "status": ["ok"]})
+    write_csv(table, frame)
+    assert result_files.read_csv(table)["kernel"].tolist() == [kernel]
+
+
+# Issue 23, item 4: text a spreadsheet would evaluate reaches no CSV of the report as a formula.
+def test_formulas_in_names_are_neutralised_in_the_reports_csv(tmp_path: Path):
+    names = ["=HYPERLINK(\"http://x\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "plain", "-3.5"]
+    frame = pd.DataFrame({"=kernel": names, "share": [-0.5, 0.1, 0.2, 0.3, 0.4, 0.5]})
+    section = Section("k", "K", [Table("top", frame)])
+    render([section], {"gpu": "X"}, REPO / "workflow/templates", tmp_path, "T", "r")
+    written = pd.read_csv(tmp_path / "tables/k_top.csv", dtype=str)
+    assert list(written.columns) == ["'=kernel", "share"]
+    assert written["'=kernel"].tolist() == [
+        "'=HYPERLINK(\"http://x\")", "'+1+cmd|' /C calc'!A0", "'-2+3", "'@SUM(A1)", "plain", "-3.5"
+    ]
+    assert written["share"].tolist()[0] == "-0.5"  # numbers stay numbers
+
+
+# Issue 23, item 1: the report reads nothing through a link that leaves the run's folder.
+def test_the_report_refuses_a_figure_linked_out_of_the_run(tmp_path: Path):
+    import subprocess
+    import sys
+
+    secret = tmp_path / "secret"
+    secret.write_text("root:hash\n")
+    results = tmp_path / "results/r"
+    (results / "figures/timing").mkdir(parents=True)
+    (results / "figures/timing/step_time.png").symlink_to(secret)
+    out = tmp_path / "report/r"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts/render_report.py"), "--results", str(results), "--run", "r",
+         "--sections", "timing", "--templates", str(REPO / "workflow/templates"), "--out", str(out)],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "step_time.png is a symbolic link to" in lines[0] and "outside" in lines[0]
+    assert not any(p.is_file() and p.read_text(errors="replace") == "root:hash\n" for p in tmp_path.rglob("*")
+                   if p != secret and not p.is_symlink())
+
+
+def test_links_inside_the_run_are_kept_and_a_linked_output_folder_is_refused(tmp_path: Path):
+    from lmstudy.analyse.links import check_links_inside, check_writable_folder
+    from lmstudy.errors import UserError
+
+    run = tmp_path / "r"
+    (run / "timing").mkdir(parents=True)
+    (run / "timing/timing.csv").write_text("a\n1\n")
+    (run / "timing/copy.csv").symlink_to(run / "timing/timing.csv")
+    check_links_inside(run)  # a link that stays inside is harmless
+    (run / "timing/out").symlink_to("../../elsewhere")
+    with pytest.raises(UserError, match="timing/out is a symbolic link to ../../elsewhere"):
+        check_links_inside(run)
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "figures").symlink_to("/etc")
+    with pytest.raises(UserError, match="figures is a symbolic link to /etc"):
+        check_writable_folder(report)

@@ -203,20 +203,34 @@ def test_the_profiler_was_settled_on_the_gpu_partition(slurm_run):
     assert log.startswith("profiling backend: torch (torch.profiler); requested: auto.")
 
 
-def test_a_refused_submission_names_the_setting_to_change(slurm_cluster, tmp_path):
-    """A job asking for more memory than any node has: sbatch refuses it, the run says what to change."""
+def one_timing_job(slurm_cluster, tmp_path, time_model_resources: dict) -> subprocess.CompletedProcess:
+    """One timing job through profiles/slurm with `time_model_resources` set for it."""
     workdir = new_workdir(tmp_path / "work")
     profile = tmp_path / "profile"
     profile.mkdir()
     settings = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
-    settings["set-resources"] = {"time_model": {"mem_mb": 100 * 2**20}}  # 100 TiB
+    settings["set-resources"] = {"time_model": time_model_resources}
     (profile / "config.yaml").write_text(yaml.safe_dump(settings))
-    done = subprocess.run(
+    return subprocess.run(
         [*SNAKEMAKE, "results/default/timing/raw/tiny_ctx32_fp32_naive.csv", "-d", str(workdir),
          "--workflow-profile", str(profile), "--config", "preset=smoke"],
         capture_output=True, text=True, cwd=workdir, timeout=600, env=slurm_env(slurm_cluster),
     )
+
+
+def test_a_refused_submission_names_the_setting_to_change(slurm_cluster, tmp_path):
+    """A job asking for more memory than any node has: sbatch refuses it, the run says what to change."""
+    done = one_timing_job(slurm_cluster, tmp_path, {"mem_mb": 100 * 2**20})  # 100 TiB
     assert done.returncode != 0
     assert "Requested node configuration is not available" in done.stderr
     assert "lower lmstudy_max_mem_mb (host memory, MiB)" in done.stderr
     assert "profiles/slurm/config.yaml" in done.stderr
+
+
+def test_a_job_over_its_partitions_time_limit_is_stopped_before_submission(slurm_cluster, tmp_path):
+    """Issue 23, item 19: the GPU partition's MaxTime is 4 hours; a job asking for 10 would pend forever."""
+    done = one_timing_job(slurm_cluster, tmp_path, {"runtime": 600})
+    assert done.returncode != 0
+    assert "time limit of 600 minutes on partition 'gpu', whose MaxTime is 240 minutes" in done.stderr
+    assert "lower lmstudy_max_runtime" in done.stderr and "Traceback" not in done.stderr
+    assert "submitted with SLURM jobid" not in done.stdout + done.stderr  # nothing left pending

@@ -99,3 +99,71 @@ def test_a_truncated_snapshot_is_named(tmp_path):
     cut.write_bytes(data[: len(data) // 2])
     with pytest.raises(UserError, match="not a readable memory snapshot"):
         snapshot.load_pickle(cut)
+
+
+# Issue 23, items 3, 7, 13 and 17: snapshots that expand, nest, or hold what no allocator writes.
+def test_a_small_snapshot_of_shared_references_is_refused_within_seconds(tmp_path):
+    event = {"action": "alloc", "addr": 4096, "size": 512, "time_us": 1, "frames": []}
+    trace = [event] * 100_000  # one event, referred to 100,000 times: a few hundred KB
+    bomb = tmp_path / "bomb.pickle"
+    bomb.write_bytes(pickle.dumps({"segments": [], "device_traces": [trace] * 10_000}))
+    assert bomb.stat().st_size < 1_000_000  # yet a billion events
+    line = one_sentence_error(summarize(bomb, tmp_path))
+    assert str(bomb) in line and "far more than its size holds" in line
+
+
+def test_a_snapshot_nested_a_million_levels_deep_is_refused(tmp_path):
+    def text(s: str) -> bytes:  # BINUNICODE
+        return b"X" + len(s).to_bytes(4, "little") + s.encode()
+
+    # Written opcode by opcode (pickle.dumps itself recurses): a million empty lists, each
+    # appended to the one below.
+    depth = 1_000_000
+    nested = b"]" * depth + b"a" * (depth - 1)
+    deep = tmp_path / "deep.pickle"
+    deep.write_bytes(
+        b"\x80\x02}" + text("segments") + b"]s" + text("device_traces") + b"]]as" + text("x") + nested + b"s."
+    )
+    line = one_sentence_error(summarize(deep, tmp_path))
+    assert "nests more than 32 levels deep" in line
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda d: d["device_traces"][0][3].update(size=2**70), "device_traces.0.3.size"),
+    (lambda d: d["segments"][0].update(total_size=-1), "segments.0.total_size"),
+    (lambda d: d["device_traces"][0][3].update(time_us=float("nan")), "device_traces.0.3.time_us: nan is"),
+    (lambda d: d["device_traces"][0][3].update(time_us=float("inf")), "device_traces.0.3.time_us: inf is"),
+])
+def test_values_no_allocator_writes_are_named(tmp_path, edit, named):
+    data = real_snapshot()
+    edit(data)
+    bad = tmp_path / "bad.pickle"
+    bad.write_bytes(pickle.dumps(data))
+    line = one_sentence_error(summarize(bad, tmp_path))
+    assert named in line
+
+
+def test_one_address_allocated_twice_without_a_free_is_refused(tmp_path):
+    data = real_snapshot()
+    trace = data["device_traces"][0]
+    first = next(i for i, e in enumerate(trace) if e["action"] == "alloc")
+    trace.insert(first + 1, dict(trace[first]))  # the same block handed out again while live
+    bad = tmp_path / "twice.pickle"
+    bad.write_bytes(pickle.dumps(data))
+    line = one_sentence_error(summarize(bad, tmp_path))
+    assert f"allocates address {trace[first]['addr']:#x}" in line and "without freeing it" in line
+
+
+@pytest.mark.parametrize("meta", ["/etc/passwd", "list"])
+def test_a_meta_file_named_by_the_user_that_is_not_one_is_not_to_be_deleted(tmp_path, meta):
+    if meta == "list":
+        meta = tmp_path / "list.json"
+        meta.write_text("[1, 2]")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts/memory_summary.py"), str(GPU / "snapshot_forward_fp32.pickle"),
+         "--out", str(tmp_path / "out"), "--meta", str(meta)],
+        capture_output=True, text=True,
+    )
+    line = one_sentence_error(done)
+    assert f"{meta} is not a snapshot job's JSON" in line and "as --meta" in line
+    assert "delete" not in line

@@ -46,6 +46,10 @@ class Product:
     may_be_empty: bool = False  # a table without rows (nothing to report) is whole
     # The part of the file's grid that one job measures (default: all of it).
     job_grid: Callable[[dict, set], set] | None = None
+    # Numbers a row of status "ok" always holds, finite and not negative: the measurement itself.
+    measured: tuple[str, ...] = ()
+    # What the producer's rows satisfy between their columns: a sentence naming a row that does not, or None.
+    consistent: Callable[[pd.DataFrame], str | None] | None = None
 
 
 def _timing_job_grid(job: dict, grid: set) -> set:
@@ -55,12 +59,32 @@ def _timing_job_grid(job: dict, grid: set) -> set:
 
 
 _MS = ("mean_ms", "std_ms", "median_ms", "min_ms", "max_ms", "q1_ms", "q3_ms", "iqr_ms")
+
+
+def _timing_consistent(frame: pd.DataFrame) -> str | None:
+    """tokens/s is the batch's tokens over the median step (lmstudy.measure.timing.rows_from_trajectory)."""
+    if not {"tokens_per_s", "median_ms", "batch_size", "context_length", "status"} <= set(frame.columns):
+        return None
+    ok = frame["status"] == "ok"
+    expected = frame["batch_size"] * frame["context_length"] / (frame["median_ms"] / 1e3)
+    off = ok & ((frame["tokens_per_s"] - expected).abs() > 1e-6 * expected.abs())
+    if off.any():
+        value = frame["tokens_per_s"][off].iloc[0]
+        return f"row {_row(off)} has tokens_per_s {value!r}, not its median step's"
+    order = ok & ~((frame["min_ms"] <= frame["median_ms"]) & (frame["median_ms"] <= frame["max_ms"]))
+    if order.any():
+        return f"row {_row(order)} has a median_ms outside its min_ms and max_ms"
+    return None
+
+
 _TIMING = dict(
     required=("size", "context_length", "pass", "precision", "variant", "warmup_steps", "status", "params"),
     numeric=("context_length", "batch_size", "warmup_steps", "timed_steps", "params", *_MS, "tokens_per_s"),
     job=("size", "context_length", "precision", "variant"),
     grid=("pass", "warmup_steps"),
     job_grid=_timing_job_grid,
+    measured=("mean_ms", "median_ms", "min_ms", "max_ms", "tokens_per_s"),
+    consistent=_timing_consistent,
 )
 _ATTENTION = dict(
     required=("implementation", "precision", "head_dim", "seq_len", "status"),
@@ -168,6 +192,10 @@ PRODUCTS = (
 class DamagedResult(UserError):
     """A result file is not what its producer writes; the message names it and how to redo it."""
 
+    # Set by damaged(): the file, and what is wrong with it.
+    path: str | Path = ""
+    what: str = ""
+
 
 def product_of(path: str | Path) -> Product | None:
     """The producer of the file at `path`, known by the end of its path; None for a file of unknown kind."""
@@ -179,10 +207,12 @@ def damaged(path: str | Path, what: str) -> DamagedResult:
     """The error for a bad file: what is wrong, and how to redo it (delete it, run Snakemake again)."""
     product = product_of(path)
     made_by = f"the {product.rule} job writes it" if product else "it was written by a program of this study"
-    return DamagedResult(
+    error = DamagedResult(
         f"{path} is damaged or not a result file ({what}); {made_by}: delete it (rm '{path}') "
         "and run the same snakemake command again to redo it and what depends on it."
     )
+    error.path, error.what = path, what
+    return error
 
 
 def _text(path: Path) -> str:
@@ -248,8 +278,33 @@ def check(frame: pd.DataFrame, product: Product, path: str | Path) -> None:
         wrong = numbers.isna() & values.notna()
         if wrong.any():
             raise damaged(path, f"row {_row(wrong)} has {values[wrong].iloc[0]!r} for {column}, not a number")
+        # No producer writes an infinite number: a division by a zero time, or a hand edit.
+        infinite = numbers.isin([float("inf"), float("-inf")])
+        if infinite.any():
+            raise damaged(path, f"row {_row(infinite)} has {numbers[infinite].iloc[0]!r} for {column}")
+    _check_measured(frame, product, path)
+    if product.consistent is not None:
+        inconsistent = product.consistent(frame)
+        if inconsistent:
+            raise damaged(path, inconsistent)
     if product.grid:
         _check_complete(frame, product, path)
+
+
+def _check_measured(frame: pd.DataFrame, product: Product, path) -> None:
+    """A row of status "ok" holds its measurement: each `measured` column a finite number, not negative."""
+    if not product.measured or "status" not in frame.columns:
+        return
+    ok = frame["status"] == "ok"
+    for column in product.measured:
+        if column not in frame.columns:
+            if ok.any():  # (a job whose every row is OOM has no such column at all)
+                raise damaged(path, f"row {_row(ok)} is ok but there is no column {column}")
+            continue
+        numbers = pd.to_numeric(frame[column], errors="coerce")
+        bad = ok & ~(numbers >= 0)  # NaN (a blank or "nan") and negatives alike
+        if bad.any():
+            raise damaged(path, f"row {_row(bad)} is ok but has {frame[column][bad].iloc[0]!r} for {column}")
 
 
 def _row(mask: pd.Series) -> int:

@@ -16,7 +16,9 @@ from markupsafe import Markup, escape
 from pandas.io.formats.style import Styler
 
 from lmstudy.analyse import result_files
-from lmstudy.atomic import write_text
+from lmstudy.analyse.links import check_links_inside, check_writable_folder
+from lmstudy.atomic import csv_text, write_bytes, write_text
+from lmstudy.report.spreadsheet import safe_frame
 
 MISSING = "n/a"
 
@@ -203,12 +205,16 @@ def _markdown_output(value) -> str:
     return value if isinstance(value, Markup) else markdown_text(value)
 
 
+# What ends a line for a Markdown reader or an editor: a cell holding one would end its row.
+_LINE_BREAKS = re.compile("[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
+
+
 def table_markdown(frame: pd.DataFrame) -> Markup:
     frame = _display(frame)
 
     def cells(row) -> str:
         # A cell is one line of the table: a newline in a value would end it.
-        return "| " + " | ".join(markdown_text(c, cell=True).replace("\n", " ") for c in row) + " |"
+        return "| " + " | ".join(_LINE_BREAKS.sub(" ", markdown_text(c, cell=True)) for c in row) + " |"
 
     lines = [cells(frame.columns), "|" + "|".join("---" for _ in frame.columns) + "|"]
     lines += [cells(row) for row in frame.itertuples(index=False)]
@@ -342,6 +348,7 @@ def render(
     `template`: the templates <template>.html.j2 and <template>.md.j2 in
     `templates`; `context`: what else they show (a comparison's header).
     """
+    check_writable_folder(out_dir)
     from lmstudy.report.sections.labels import environment_label
 
     environment = {environment_label(k): v for k, v in environment.items()}
@@ -351,14 +358,15 @@ def render(
     for section in sections:
         for block in section.blocks:
             if isinstance(block, Table):
-                write_text(out_dir / block.csv, display_frame(block.frame).to_csv(index=False))
+                write_text(out_dir / block.csv, csv_text(safe_frame(display_frame(block.frame))))
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:
         for block in section.blocks:
             if isinstance(block, Figure) and block.path.exists():
                 block.src = f"figures/{section.key}_{block.path.name}"
-                (out_dir / block.src).write_bytes(block.path.read_bytes())
+                # Written beside, then renamed: a link left where the figure goes is replaced, never followed.
+                write_bytes(out_dir / block.src, block.path.read_bytes())
     for fmt, name in (("html", "index.html"), ("md", "report.md")):
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(templates),
@@ -397,6 +405,7 @@ def render_study(
     from lmstudy.analyse.study_cost import most_at_once
     from lmstudy.analyse.tables import environment_of, read_result
 
+    check_links_inside(results)
     sections = build_sections(section_names, results, results / "figures")
     frames = [read_result(Path(p)) for p in environment_tables]
     environment = environment_of(frames)

@@ -28,6 +28,7 @@ rule attention_sweep:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("attention_sweep"),
         seq_lens=flag("--seq-lens", ATTENTION["seq_lens"]),
         batch_size=flag("--batch-size", ATTENTION["batch_size"]),
         steps=flag("--steps", ATTENTION["steps"]),
@@ -60,6 +61,8 @@ rule aggregate_attention:
         benchmark_file("attention", "aggregate_attention")
     conda:
         LMSTUDY_ENV
+    params:
+        code=code_version("aggregate"),
     shell:
         "lmstudy aggregate --out {output} {input} > {log} 2>&1"
 

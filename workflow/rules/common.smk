@@ -10,6 +10,7 @@ from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, workflow.basedir)
 
+from lmstudy import code_version as code_version_of  # noqa: E402
 from lmstudy import config as study_config  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
@@ -203,6 +204,14 @@ onerror:
         print(hint, file=sys.stderr)
 
 
+def code_version(*scripts):
+    """A param that changes when the code a job runs changes: its scripts and the lmstudy modules
+    they import (lmstudy.code_version; comments and docstrings aside), so that an edit reruns the
+    results that code makes and nothing else."""
+    digest = code_version_of.digest(*(SCRIPTS / f"{name}.py" for name in scripts))
+    return f"code {digest}"
+
+
 def flag(name, value):
     """A command-line flag and its value(s) as one param; "" for None.
 
@@ -245,3 +254,13 @@ wildcard_constraints:
     ctx=r"\d+",
     precision="fp32|bf16",
     variant="naive|sdpa|naive-compile|sdpa-compile",
+
+
+onstart:
+    # On SLURM, a job asking for more time than its partition's MaxTime would
+    # pend forever (PartitionTimeLimit): stop before the first submission.
+    from lmstudy import slurm_limits
+
+    sentence = slurm_limits.before_submission(workflow)
+    if sentence:
+        raise WorkflowError(sentence)

@@ -32,6 +32,7 @@ rule compare:
     conda:
         LMSTUDY_ENV
     params:
+        code=code_version("compare_runs"),
         tables_a=lambda w: run_tables_digest(w.a),
         tables_b=lambda w: run_tables_digest(w.b),
         min_effect=flag("--min-effect", COMPARE["min_effect"]),

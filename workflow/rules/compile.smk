@@ -29,6 +29,7 @@ rule compile_model:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("compile_model"),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
@@ -67,6 +68,8 @@ rule aggregate_compile:
         benchmark_file("compile", "aggregate_compile")
     conda:
         LMSTUDY_ENV
+    params:
+        code=code_version("aggregate"),
     shell:
         "lmstudy aggregate --out {output} {input} > {log} 2>&1"
 

@@ -16,6 +16,8 @@ rule study_cost:
         f"{LOGS}/cost/study_cost.log",
     conda:
         LMSTUDY_ENV
+    params:
+        code=code_version("study_cost"),
     shell:
         "lmstudy study_cost --out {output} --benchmarks {input.benchmarks}"
         " --phases {input.phases} > {log} 2>&1"

@@ -36,6 +36,7 @@ rule ladder_rung:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("ladder_rung"),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         processes=noise_flags(),
@@ -81,6 +82,8 @@ rule aggregate_ladder:
         benchmark_file("ladder", "aggregate_ladder")
     conda:
         LMSTUDY_ENV
+    params:
+        code=code_version("ladder_table"),
     shell:
         "lmstudy ladder_table --out {output.table} --matmul-out {output.matmul}"
         " --matmul {input.matmul} --rungs {input.rungs} > {log} 2>&1"

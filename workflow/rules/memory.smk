@@ -54,6 +54,7 @@ rule memory_snapshot:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("memory_snapshot"),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
@@ -92,6 +93,7 @@ rule memory_summary:
     conda:
         LMSTUDY_ENV
     params:
+        code=code_version("memory_summary"),
         out=MEMORY_SUMMARY,
         top=flag("--top", MEMORY["top_allocations"]),
     shell:
@@ -111,6 +113,7 @@ rule memory_table:
     conda:
         LMSTUDY_ENV
     params:
+        code=code_version("memory_table"),
         sizes=flag("--sizes", MEMORY["sizes"]),
         context_lengths=flag("--context-lengths", MEMORY["context_lengths"]),
         passes=flag("--passes", MEMORY["passes"]),

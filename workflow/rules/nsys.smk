@@ -47,6 +47,7 @@ rule nsys_backend:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("nsys_backend"),
         backend=flag("--backend", NSYS["backend"]),
         nsys=flag("--nsys", NSYS["executable"]),
         device=flag("--device", config["device"]),
@@ -74,6 +75,7 @@ rule profile_model:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("profile_job", "profile_model"),
         out_dir=lambda w, output: str(Path(output.profile).parent),
         dims=lambda w: size_dims(w.size),
         passes=NSYS["passes"],
@@ -111,6 +113,8 @@ rule aggregate_nsys:
         benchmark_file("nsys", "aggregate_nsys")
     conda:
         LMSTUDY_ENV
+    params:
+        code=code_version("aggregate_nsys"),
     shell:
         "lmstudy aggregate_nsys --out-dir $(dirname {output.kernels})"
         " --records {input.records} > {log} 2>&1"

@@ -18,6 +18,7 @@ rule precision_experiments:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("precision_experiments"),
         device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
     shell:

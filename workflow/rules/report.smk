@@ -47,6 +47,7 @@ rule figures:
     conda:
         LMSTUDY_ENV
     params:
+        code=code_version("make_figures"),
         run=RUN,
         sizes=flag("--sizes", list(config["sizes"])),
     shell:
@@ -82,6 +83,7 @@ rule report:
     conda:
         LMSTUDY_ENV
     params:
+        code=code_version("render_report"),
         run=RUN,
         sections=flag("--sections", list(SECTION_TABLES)),
         environment=flag("--environment-tables", ENVIRONMENT_TABLES),

@@ -23,6 +23,7 @@ rule time_model:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("time_model"),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
@@ -64,6 +65,7 @@ rule aggregate_timing:
     conda:
         LMSTUDY_ENV
     params:
+        code=code_version("aggregate"),
         min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
         max_spread=flag("--max-spread", config["noise"]["max_spread"]),
     shell:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.analyse.links import check_links_inside
 from lmstudy.analyse.tables import environment_of
 from lmstudy.environment import ENVIRONMENT_COLUMNS
 from lmstudy.errors import UserError
@@ -48,8 +49,36 @@ def _others(results: Path, name: str) -> str:
     return f"the runs here are {', '.join(runs)}" if runs else f"{results}/ holds no run"
 
 
+# As the config allows (workflow/schemas/config.schema.yaml): two names and "_vs_" make one folder name.
+MAX_NAME = 100
+
+
+def remake(name: str, path: Path) -> str:
+    """How to make one table of run `name` again: name it as the target, with the run's own settings.
+
+    The comparison does not declare the runs' tables as its inputs (it must
+    never measure), and a finished study does not remake a deleted table by
+    itself: only naming the table makes Snakemake build it.
+    """
+    return (
+        f"make it again by naming it as the target, with the settings that run was made with "
+        f"(snakemake --cores 1 --config run={name} <its preset and settings> -- {path})"
+    )
+
+
 def check_run(results: Path, name: str) -> Path:
     """results/<name>, or a UserError naming what to do when it is not a run's folder."""
+    if "_vs_" in name:
+        raise UserError(
+            f"The comparison's run name {name!r} contains '_vs_', which separates the two runs of "
+            f"report/compare/<A>_vs_<B>/, so the target is ambiguous: rename the folder results/{name}/ "
+            "(and its run) without '_vs_'."
+        )
+    if len(name) > MAX_NAME:
+        raise UserError(
+            f"The run name {name[:40]!r}... is {len(name)} characters long, too long for a comparison's "
+            f"folder name: rename results/{name[:40]}.../ to at most {MAX_NAME} characters."
+        )
     folder = results / name
     if not folder.is_dir():
         raise UserError(
@@ -58,8 +87,8 @@ def check_run(results: Path, name: str) -> Path:
         )
     if not (folder / TABLES[REQUIRED]).exists():
         raise UserError(
-            f"{folder}/ has no {TABLES[REQUIRED]}, which a comparison needs: run the study for it "
-            f"(snakemake ... --config run={name}) or copy that run's whole results folder, "
+            f"{folder}/ has no {TABLES[REQUIRED]}, which a comparison needs: "
+            f"{remake(name, folder / TABLES[REQUIRED])}, or copy that run's whole results folder, "
             "timing table included."
         )
     return folder
@@ -79,7 +108,20 @@ def fingerprint(results: Path, name: str) -> str:
 
 def load(results: Path, name: str) -> Run:
     folder = check_run(results, name)
-    tables = {key: result_files.read_csv(folder / path, missing_ok=True) for key, path in TABLES.items()}
+    check_links_inside(folder)
+    tables = {}
+    for key, relative in TABLES.items():
+        try:
+            tables[key] = result_files.read_csv(folder / relative, missing_ok=True)
+        except result_files.DamagedResult as error:
+            if not error.what:
+                raise
+            # Its own advice (run the same command again) would fail the same way: the comparison
+            # does not remake a run's tables.
+            raise UserError(
+                f"{error.path} is damaged or not a result file ({error.what}): delete it "
+                f"(rm '{error.path}') and {remake(name, error.path)}."
+            ) from None
     return Run(name, folder, tables)
 
 

@@ -8,9 +8,19 @@ keys but wrong types is named instead of failing deep in the analysis.
 
 from __future__ import annotations
 
+import math
+
 import jsonschema
 
 _INT = {"type": "integer"}
+# What an allocator can report: an address of a 64-bit space, a size no GPU
+# comes near (1 PiB), a device index. A value outside is a damaged or made-up
+# file, whose peak would be made up too.
+_ADDRESS = {"type": "integer", "minimum": 0, "maximum": 2**64 - 1}
+_SIZE = {"type": "integer", "minimum": 0, "maximum": 2**50}
+_DEVICE = {"type": "integer", "minimum": 0, "maximum": 4096}
+# A time in microseconds since the epoch or the process's start: not negative, and finite (below).
+_TIME = {"type": "number", "minimum": 0}
 _FRAMES = {
     "type": "array",
     "items": {"type": "object", "properties": {"name": {"type": "string"}, "filename": {"type": "string"}}},
@@ -25,18 +35,18 @@ SCHEMA = {
                 "type": "object",
                 "required": ["address", "total_size", "blocks"],
                 "properties": {
-                    "device": _INT,
-                    "address": _INT,
-                    "total_size": _INT,
+                    "device": _DEVICE,
+                    "address": _ADDRESS,
+                    "total_size": _SIZE,
                     "blocks": {
                         "type": "array",
                         "items": {
                             "type": "object",
                             "required": ["address", "size", "state"],
                             "properties": {
-                                "address": _INT,
-                                "size": _INT,
-                                "requested_size": _INT,
+                                "address": _ADDRESS,
+                                "size": _SIZE,
+                                "requested_size": _SIZE,
                                 "state": {"type": "string"},
                                 "frames": _FRAMES,
                             },
@@ -54,9 +64,9 @@ SCHEMA = {
                     "required": ["action", "size", "time_us"],
                     "properties": {
                         "action": {"type": "string"},
-                        "addr": _INT,
-                        "size": _INT,
-                        "time_us": {"type": "number"},
+                        "addr": _ADDRESS,
+                        "size": _SIZE,
+                        "time_us": _TIME,
                         "frames": _FRAMES,
                     },
                 },
@@ -71,7 +81,8 @@ SCHEMA = {
                 "properties": {
                     "stage": {"type": "string"},
                     "name": {"type": "string"},
-                    "time_us": {"type": "number"},
+                    "time_us": _TIME,
+                    "device": _DEVICE,
                 },
             },
         },
@@ -84,9 +95,24 @@ def problem(data) -> str | None:
     """The first thing wrong with `data` as a snapshot ('segments.0.blocks.2.size: ...'), or None."""
     error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
     if error is None:
-        return None
+        return _not_finite(data)
     where = ".".join(str(p) for p in error.absolute_path) or "the top level"
-    return f"{where}: {error.message}"
+    message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+    return f"{where}: {message}"
+
+
+def _not_finite(data: dict) -> str | None:
+    """The first time that is NaN or infinite (JSON schema's bounds let NaN through), or None."""
+    places = [
+        *((f"device_traces.{d}.{i}.time_us", e["time_us"])
+          for d, trace in enumerate(data["device_traces"]) for i, e in enumerate(trace)),
+        *((f"external_annotations.{i}.time_us", a["time_us"])
+          for i, a in enumerate(data.get("external_annotations", []))),
+    ]
+    for where, value in places:
+        if not math.isfinite(value):
+            return f"{where}: {value!r} is not a finite time"
+    return None
 
 
 def has_allocations(data: dict) -> bool:

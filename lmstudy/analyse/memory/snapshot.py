@@ -146,7 +146,7 @@ def load_pickle(path: str | Path) -> dict:
         data = plain_pickle.load(path)
     except FileNotFoundError:
         raise UserError(f"{path} does not exist: pass the path of a memory snapshot pickle.") from None
-    except plain_pickle.NotPlainData as error:
+    except (plain_pickle.NotPlainData, plain_pickle.TooLarge) as error:
         raise UserError(f"{path} is refused as a memory snapshot because {error}: {redo}.") from None
     except Exception as error:  # noqa: BLE001 - any failure to parse means a damaged file
         raise UserError(f"{path} is not a readable memory snapshot ({error!r}): {redo}.") from None
@@ -195,10 +195,15 @@ def rebuild(data: dict, path: str | Path = "", device: int | None = None) -> Sna
         if action == ALLOC:
             allocation = open_.pop(addr, None)
             if allocation is None:
-                # Freed without a free_requested in the trace: cannot happen in
-                # a consistent trace; keep the event rather than lose its bytes.
-                allocation = Allocation(addr, block_size(event["size"]), event["size"], size_known=False)
-                allocation.free_index = index
+                # Neither freed later in the trace nor live at the end: the
+                # address is allocated again before it is freed, or the block
+                # vanished; the allocator writes neither, and a peak from it
+                # would be made up.
+                raise UserError(
+                    f"{path}: the trace allocates address {addr:#x} (event {index}) without freeing it "
+                    "before it is allocated again or the snapshot ends; the snapshot is corrupt, "
+                    "record it again."
+                )
             allocation.alloc_index = index
             allocation.requested = event["size"]
             allocation.alloc_frames = event.get("frames", [])

@@ -35,15 +35,47 @@ def meta_path_for(snapshot_path: Path) -> Path:
     return snapshot_path.with_suffix(".json")
 
 
-def read_meta(path: Path | None) -> dict:
-    if path is None or not path.exists():
+# What summarize reads of the snapshot job's JSON; the rest is copied as it is.
+_COUNT = {"type": "integer", "minimum": 0}
+META_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "device_index": {"type": "integer", "minimum": 0, "maximum": 4096},
+        "max_memory_allocated": {"type": ["integer", "null"], "minimum": 0, "maximum": 2**50},
+        "tensors": {"type": "object", "additionalProperties": {"type": "array", "items": _COUNT}},
+        "batch_size": _COUNT,
+        "context_length": _COUNT,
+        "d_model": _COUNT,
+        "residual_dtype": {"type": "string"},
+    },
+}
+
+
+def read_meta(path: Path | None, named: bool = False) -> dict:
+    """The snapshot job's JSON at `path`; {} where there is none beside the snapshot.
+
+    `named`: the user passed it (--meta), so the advice is to pass the right
+    file; the one found beside the snapshot is the job's own, to be rewritten.
+    """
+    if path is None or (not named and not path.exists()):
         return {}
+    fix = (
+        "pass the JSON that scripts/memory_snapshot.py wrote beside the snapshot as --meta, "
+        "or leave --meta out"
+        if named else "delete it and rerun the snapshot job"
+    )
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise UserError(
-            f"{path} is not valid JSON ({error}): delete it and rerun the snapshot job."
-        ) from None
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) else f"not valid JSON: {error}"
+        raise UserError(f"{path} is not a snapshot job's JSON ({reason}): {fix}.") from None
+    import jsonschema
+
+    wrong = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(META_SCHEMA).iter_errors(meta))
+    if wrong is not None:
+        where = ".".join(str(p) for p in wrong.absolute_path) or "the top level"
+        raise UserError(f"{path} is not a snapshot job's JSON ({where}: {wrong.message[:200]}): {fix}.")
+    return meta
 
 
 def summarize(snapshot_path: str | Path, meta: dict | None = None, top: int = 10) -> dict:

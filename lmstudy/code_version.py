@@ -1,0 +1,122 @@
+"""The version of the code a job runs, so that editing it reruns the job's results and nothing else.
+
+Snakemake reruns a job whose code changed only for code inside the rule
+(run: blocks, scripts:); this workflow's rules call scripts/<name>.py, which
+import the library. So each rule takes as a param a digest of its script and
+of every lmstudy module that script imports, directly or through others
+(found by reading the sources, never by importing them: parse time imports no
+torch). A measuring rule's script imports lmstudy.measure, so an edit there
+reruns the measurements; an aggregating or report rule's imports the analysis
+and the report, so an edit there reruns only tables, figures and the report.
+
+The digest is of each module's compiled code without docstrings or line
+numbers, so an edit to a comment, a docstring, blank lines or layout reruns nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "lmstudy"
+
+# Imports anywhere in a source (inside functions too): `import lmstudy.x`, `from lmstudy.x import a, b`
+# (parenthesised over several lines or not), and import_module(f"lmstudy.x.{name}") with a computed name.
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+(lmstudy[\w.]*)", re.MULTILINE)
+_FROM = re.compile(r"^[ \t]*from[ \t]+(lmstudy[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.MULTILINE)
+_DYNAMIC = re.compile(r"import_module\(f[\"'](lmstudy[\w.]*)\.\{")
+
+
+@functools.cache
+def _module_file(name: str) -> Path | None:
+    """The source of lmstudy module `name` (a package: its __init__.py), or None if there is none."""
+    base = ROOT.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _with_packages(name: str) -> list[str]:
+    """`name` and the packages above it, which importing it runs too."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+@functools.cache
+def _imports(path: Path) -> frozenset[str]:
+    """The lmstudy modules the source at `path` imports, anywhere in it.
+
+    `from lmstudy.a import b` is module lmstudy.a.b where that is a module, else a
+    name of lmstudy.a; import_module(f"lmstudy.x.{...}") stands for every module
+    of the package lmstudy.x.
+    """
+    text = path.read_text(encoding="utf-8")
+    found = set(_IMPORT.findall(text))
+    for module, names in _FROM.findall(text):
+        found.add(module)
+        for name in re.findall(r"\w+", names.split("#")[0] if "(" not in names else names):
+            found.add(f"{module}.{name}")
+    for package in _DYNAMIC.findall(text):
+        folder = ROOT.joinpath(*package.split("."))
+        found |= {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in folder.rglob("*.py")}
+    found = {name.removesuffix(".__init__") for name in found}
+    return frozenset(m for name in found for m in _with_packages(name) if _module_file(m))
+
+
+@functools.cache
+def modules_of(script: Path) -> tuple[Path, ...]:
+    """The script and every lmstudy source it imports, directly or not, sorted."""
+    seen: set[Path] = set()
+    todo = [script]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        todo.extend(_module_file(name) for name in _imports(path))
+    return tuple(sorted(seen))
+
+
+def _code_parts(code: types.CodeType, into: hashlib._Hash) -> None:
+    """What a code object does: its instructions, names and constants, not its line numbers."""
+    into.update(code.co_code)
+    into.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars)).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _code_parts(const, into)
+        else:
+            into.update(_stable_repr(const).encode())
+
+
+def _stable_repr(const) -> str:
+    """repr of a constant, the same in every process: a set's order follows the hash seed of strings."""
+    if isinstance(const, frozenset):
+        return "frozenset({" + ", ".join(sorted(_stable_repr(c) for c in const)) + "})"
+    if isinstance(const, tuple):
+        return "(" + ", ".join(_stable_repr(c) for c in const) + ",)"
+    return repr(const)
+
+
+@functools.cache
+def _code_digest(path: Path) -> str:
+    """One source's code, without comments, docstrings or layout: compiled without docstrings
+    (optimize=2, which also drops asserts: the library has none), read without line numbers."""
+    code = compile(path.read_bytes(), str(path), "exec", optimize=2, dont_inherit=True)
+    digest = hashlib.sha256()
+    _code_parts(code, digest)
+    return digest.hexdigest()
+
+
+def digest(*scripts: str | Path) -> str:
+    """A short digest of what the scripts run: their code and the library code they import."""
+    total = hashlib.sha256()
+    for script in scripts:
+        for path in modules_of(Path(script).resolve()):
+            label = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            total.update(f"{label}\0{_code_digest(path)}\0".encode())
+    return total.hexdigest()[:16]

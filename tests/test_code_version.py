@@ -1,0 +1,52 @@
+"""The digest of the code a job runs (lmstudy.code_version; issue 23, item 5): the dry-runs are in
+tests/test_invalidation.py, these are the digest's own properties."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from lmstudy import code_version
+
+from .conftest import REPO
+
+
+def test_the_digest_is_the_same_in_every_process():
+    # A set constant's order follows the hash seed of strings; the digest must not.
+    program = "import sys; sys.path.insert(0, sys.argv[1]); from lmstudy import code_version as c; " \
+              "print(c.digest(sys.argv[1] + '/scripts/render_report.py'))"
+    seen = {
+        subprocess.run([sys.executable, "-c", program, str(REPO)], capture_output=True, text=True,
+                       check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(seen) == 1
+
+
+def test_a_script_imports_what_its_library_imports_and_no_more():
+    def modules(script: str) -> set[str]:
+        return {p.relative_to(REPO).as_posix() for p in code_version.modules_of(REPO / script)}
+
+    measuring = modules("scripts/time_model.py")
+    assert "lmstudy/measure/timing.py" in measuring and "lmstudy/measure/__init__.py" in measuring
+    assert not {m for m in measuring if m.startswith("lmstudy/report/")}
+    report = modules("scripts/render_report.py")
+    # Sections are imported by a computed name (importlib): every one of them counts.
+    assert "lmstudy/report/sections/timing/tables.py" in report and "lmstudy/measure/timing.py" not in report
+
+
+def test_comments_docstrings_and_layout_change_nothing_but_code_does(tmp_path):
+    original = REPO / "lmstudy/flops.py"
+    copy = tmp_path / "flops.py"
+    shutil.copy(original, copy)
+    before = code_version._code_digest(copy)
+    text = original.read_text()
+    body = text.split('"""', 2)[2]
+    copy.write_text('"""Another docstring."""\n# a comment\n\n\n' + body + "\n\n# the end\n")
+    code_version._code_digest.cache_clear()
+    assert code_version._code_digest(copy) == before
+    copy.write_text(text + "\nEXTRA = 1\n")
+    code_version._code_digest.cache_clear()
+    assert code_version._code_digest(copy) != before
