@@ -39,11 +39,12 @@ PEAKS: dict[str, tuple[float, float, float]] = {
 
 def peak_tflops(device_name: str, precision: str, tf32: bool) -> float | None:
     """Dense peak TFLOP/s of the unit that `precision` runs on, or None."""
-    if precision not in ("bf16", "fp32"):
+    if precision not in ("bf16", "fp16", "fp32"):
         raise ValueError(f"unknown precision {precision!r}")
     rates = PEAKS.get(device_name.strip())
     if rates is None:
         return None
     bf16, tf32_rate, fp32 = rates
-    rate = bf16 if precision == "bf16" else tf32_rate if tf32 else fp32
+    # fp16 and bf16 run on the same tensor cores at the same dense rate on every GPU listed.
+    rate = bf16 if precision in ("bf16", "fp16") else tf32_rate if tf32 else fp32
     return None if rate != rate else rate

@@ -26,9 +26,45 @@ rule precision_experiments:
         " --phases {output.phases} > {log} 2>&1"
 
 
+# The normalisation experiment (section 3 b) on the study model's own activations:
+# the first size and the shortest context of the timing section, the study's
+# smallest model, whose residual stream is as any size's at initialisation.
+NORM_SIZE = config["timing"]["sizes"][0]
+NORM_CONTEXT = min(config["timing"]["context_lengths"])
+
+
+rule precision_norms:
+    output:
+        errors=f"{RESULTS}/precision/norm_errors.csv",
+        phases=phases_file("precision", "precision_norms"),
+    log:
+        f"{LOGS}/precision/norms.log",
+    benchmark:
+        benchmark_file("precision", "precision_norms")
+    conda:
+        LMSTUDY_ENV
+    resources:
+        **gpu_job_resources(),
+    params:
+        dims=size_dims(NORM_SIZE),
+        size=flag("--size", NORM_SIZE),
+        context=flag("--context-length", NORM_CONTEXT),
+        batch_size=flag("--batch-size", config["batch_size"]),
+        vocab_size=flag("--vocab-size", config["vocab_size"]),
+        device=flag("--device", config["device"]),
+    shell:
+        "lmstudy_gpu norm_errors {params.device} --out {output.errors}"
+        " --phases {output.phases} {params.size} {params.context}"
+        " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
+        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
+        " {params.batch_size} {params.vocab_size} > {log} 2>&1"
+
+
 if PRECISION["enabled"]:
     count_cost("precision", "precision_experiments", measuring=True)
+    count_cost("precision", "precision_norms", measuring=True)
     SECTION_TABLES["precision"] = [
         f"{RESULTS}/precision/accumulation.csv",
         f"{RESULTS}/precision/toy_dtypes.csv",
+        f"{RESULTS}/precision/norm_errors.csv",
     ] + ([f"{RESULTS}/timing/timing.csv"] if config["timing"]["enabled"] else [])

@@ -71,7 +71,7 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     )
     table = table.dropna(how="all")
     table.columns = [f"{precision} {value}" for value, precision in table.columns]
-    ordered = [f"{p} {v}" for p in ("fp32", "bf16") for v in values if f"{p} {v}" in table]
+    ordered = [f"{p} {v}" for p in ("fp32", "bf16", "fp16") for v in values if f"{p} {v}" in table]
     # A column with nothing in it (MFU and peak memory on a CPU) is left out, not shown as n/a.
     ordered = [c for c in ordered if table[c].notna().any()]
     table = table[ordered].reset_index()
