@@ -8,7 +8,10 @@ import pandas as pd
 
 from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
+from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.labels import in_size_order
+from lmstudy.report.sections.nsys import answers as nsys_answers
 from lmstudy.report.sections.nsys.figures import SHARES_FIGURE, draw_figures
 from lmstudy.report.sections.nsys.findings import findings
 from lmstudy.report.sections.nsys.tables import _with_status, words
@@ -84,8 +87,9 @@ def build(results: Path, figures: Path) -> Section:
     chosen = backend_record(results)
     if chosen.get("note"):
         section.add(Text(chosen["note"]))
+    section.add(Answers(nsys_answers.answers(data)))
     section.add(Findings(findings(data)))
-    a = T.forward_time_table(data["ranges"], runs, data["timing"])
+    a = in_size_order(T.forward_time_table(data["ranges"], runs, data["timing"]))
     section.add(
         Table(
             f"(a) Time per step: {said['profiler']}'s span of each range vs the Python timer (the "
@@ -100,11 +104,11 @@ def build(results: Path, figures: Path) -> Section:
     section.add(
         Table(
             "(b) Top kernel of forward, backward and optimizer",
-            T.top_kernels(kernels),
+            in_size_order(T.top_kernels(kernels)),
             name="nsys_top_kernels",
         )
     )
-    c = T.top_non_gemm_forward(kernels)
+    c = in_size_order(T.top_non_gemm_forward(kernels))
     if not c.empty:
         section.add(
             Table(
@@ -116,24 +120,27 @@ def build(results: Path, figures: Path) -> Section:
     section.add(
         Table(
             f"(d) GEMM share of {said['time']}, inference vs training step (%)",
-            T.gemm_share(kernels),
+            in_size_order(T.gemm_share(kernels)),
             name="nsys_gemm_share",
         )
     )
-    e = T.attention_table(kernels)
+    e = in_size_order(T.attention_table(kernels))
     if not e.empty:
         section.add(
             Table(
                 "(e) Attention: softmax vs matmul time per step, next to their FLOP ratio",
                 e,
-                note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax.",
+                note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax. "
+                "Scale and mask: the division by sqrt(d_head) and the causal mask's masked_fill, in "
+                "the score "
+                "matmul's range; with softmax they are attention's non-matmul work.",
                 name="nsys_attention",
             )
         )
     section.add(
         Table(
             f"Share of {said['time']} by kernel category (%)",
-            T.category_shares(kernels),
+            in_size_order(T.category_shares(kernels)),
             name="nsys_category_shares",
         )
     )
