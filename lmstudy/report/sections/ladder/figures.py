@@ -5,6 +5,7 @@ The functions that draw its figures (matplotlib).
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -75,7 +76,8 @@ def _time_figure(ladder: pd.DataFrame, breakdown: pd.DataFrame, path: Path) -> N
             if busy != busy:
                 shown = status if isinstance(status, str) and status != "ok" else "not profiled"
                 plots.mark_missing(ax, xi, low + 0.04 * (high - low), shown)
-        ax.set_xticks(x, [part.loc[rung, "rung_key"] for rung in rungs], rotation=35, ha="right",
+        # The rungs by the names the tables use, wrapped to stay readable under a narrow bar.
+        ax.set_xticks(x, [textwrap.fill(str(rung), 16) for rung in rungs], rotation=35, ha="right",
                       fontsize="x-small")
         ax.set_title(size)
         ax.set_ylabel(f"{words} per step (ms)")
