@@ -44,7 +44,18 @@ def grid_answer(frame: pd.DataFrame) -> Answer:
         text += f". It runs out of memory from seq {int(first['seq_len'])} (d={int(first['head_dim'])})."
     else:
         text += f". No configuration ran out of memory up to seq {int(naive['seq_len'].max())}."
-    return Answer(Q["grid"], text, "attention_time_memory")
+    headline = f"Naive {precision} attention at d={int(big['head_dim'])}, seq {int(big['seq_len'])}: " + (
+        f"{big['total_ms']:.3g} ms forward+backward"
+        + (f", {memory / MIB:,.0f} MiB before the backward" if pd.notna(memory) else "")
+        + "."
+    )
+    return Answer(
+        Q["grid"],
+        text,
+        "attention_time_memory",
+        headline=headline,
+        trust=f"median of {int(big['steps'])} steps" if "steps" in big else "",
+    )
 
 
 def backend_answer(frame: pd.DataFrame) -> Answer | None:

@@ -156,11 +156,17 @@ def build(results: Path, figures: Path) -> Section:
                     f"{row['precision']}",
                 )
             )
-    snapshots = ", ".join(f"`{results / s}`" for s in rows["snapshot"].dropna())
-    section.add(
-        Text(
-            f"The raw snapshots are kept: open one at {MEMORY_VIZ} (drag the .pickle onto the page) "
-            f"for the interactive timeline and every allocation's stack. Files: {snapshots}."
+    # Point only at files that are there: a copied run folder may lack the large ones.
+    paths = [results / s for s in rows["snapshot"].dropna()]
+    kept = ", ".join(f"`{p}`" for p in paths if p.exists())
+    absent = ", ".join(f"`{p}`" for p in paths if not p.exists())
+    if kept:
+        section.add(
+            Text(
+                f"The raw snapshots are kept: open one at {MEMORY_VIZ} (drag the .pickle onto the page) "
+                f"for the interactive timeline and every allocation's stack. Files: {kept}."
+            )
         )
-    )
+    if absent:
+        section.add(Text(f"Absent from this run's folder (copied without them?): {absent}."))
     return section

@@ -84,7 +84,31 @@ def peak_answer(phases: pd.DataFrame) -> Answer:
             "states and the update's parameter-sized temporaries are alive at once: it moves little with "
             "context, while the forward phase's activations grow with it."
         )
-    return Answer(Q["b"], answer, "memory_phase_peaks")
+    headline = ""
+    if len(train) and "forward peak GiB" in train:
+        one = "fp32" if (train["precision"] == "fp32").any() else train["precision"].iloc[0]
+        r = train[train["precision"] == one].sort_values("context")
+        first, last = r.iloc[0], r.iloc[-1]
+        headline = (
+            f"{last['size']}'s training step ({last['precision']}) peaks at "
+            f"{last['step peak GiB']:.3g} GiB in the "
+            f"{last['peak in phase']} phase at context {last['context']}"
+            + (
+                f"; its forward phase grows from {first['forward peak GiB']:.3g} GiB at context "
+                f"{first['context']} "
+                f"to {last['forward peak GiB']:.3g} GiB"
+                if len(r) > 1
+                else ""
+            )
+            + "."
+        )
+    return Answer(
+        Q["b"],
+        answer,
+        "memory_phase_peaks",
+        headline=headline,
+        trust="one snapshot each; the allocator's own peak agrees, see below" if headline else "",
+    )
 
 
 def precision_answer(frame: pd.DataFrame) -> Answer:

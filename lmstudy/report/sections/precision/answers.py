@@ -185,7 +185,19 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
             )
         else:
             sentences.append(f"At {scale:g}× the activations nothing overflows.")
-    return Answer(question, " ".join(sentences), "precision_norm_errors")
+    whole = base[base["low_precision_op"] == ALL].set_index(["norm", "precision"])["error_mean"]
+    headline = (
+        "Normalisation computed wholly in low precision is off from fp32 by "
+        + ", ".join(f"{e:.1e} ({n} {p})" for (n, p), e in whole.items())
+        + "."
+    )
+    return Answer(
+        question,
+        " ".join(sentences),
+        "precision_norm_errors",
+        headline=headline,
+        trust=f"mean relative error over {int(first['tokens'])} tokens of the model's activations",
+    )
 
 
 def speedup_answer(timing: pd.DataFrame) -> Answer | None:

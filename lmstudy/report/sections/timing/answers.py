@@ -127,7 +127,13 @@ def forward_backward_answer(frame: pd.DataFrame) -> Answer:
     trust = trust_of(rows)
     if trust:
         text += f" Variation: {trust}."
-    return Answer(question, text, "timing_step_time")
+    largest = rows[(rows["size"] == last["size"]) & (rows["context_length"] == context)]
+    headline = (
+        f"{last['size']} at context {context} in {precision}: forward "
+        f"{_time(cell(last['size'], 'forward'))}, "
+        f"forward+backward {_time(cell(last['size'], 'forward_backward'))} per step."
+    )
+    return Answer(question, text, "timing_step_time", headline=headline, trust=trust_of(largest))
 
 
 def _trajectory(row) -> list[float]:
@@ -170,7 +176,18 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
         f"{percent(after.max())}), so one warm-up step removes the cold start and a timing without it "
         "overstates the step."
     )
-    return Answer(question, text, "timing_warmup")
+    headline = (
+        f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; the second "
+        "is within "
+        f"{percent(after.median())}."
+    )
+    return Answer(
+        question,
+        text,
+        "timing_warmup",
+        headline=headline,
+        trust=f"median over {len(ratios)} configurations, up to {ratios.max():.1f}×",
+    )
 
 
 @computes_table
@@ -269,7 +286,18 @@ def fit_answer(table: pd.DataFrame) -> Answer | None:
         )
         + f". On a 40 GB GPU, {int((table['40 GB'] != 'fits').sum())} would not fit or are borderline."
     )
-    return Answer("Would it fit on an 80 GB (or 40 GB) GPU?", text, "timing_fit_smaller_gpus")
+    headline = (
+        f"On an 80 GB GPU {len(out)} of the configurations this GPU ran would not fit or are borderline."
+        if len(out)
+        else ""
+    )
+    return Answer(
+        "Would it fit on an 80 GB (or 40 GB) GPU?",
+        text,
+        "timing_fit_smaller_gpus",
+        headline=headline,
+        trust="peak memory reserved by each process, the CUDA context not counted",
+    )
 
 
 def answers(frame: pd.DataFrame) -> list[Answer]:
