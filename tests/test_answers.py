@@ -214,3 +214,12 @@ def test_answers_link_to_their_table_and_headlines_make_the_summary(tmp_path: Pa
     md = (tmp_path / "report.md").read_text()
     assert "## Summary" in md and "- A headline. (±1%)" in md
     assert "**(b) question** computed answer" in md
+
+
+def test_the_operation_of_an_allocation_is_the_code_at_its_line(tmp_path: Path):
+    from lmstudy.analyse.memory.sources import source_code
+
+    source = tmp_path / "model.py"
+    source.write_text("def f(q, k):\n    scores  =  q @ k.transpose(-2, -1)\n    return scores\n")
+    assert source_code({"filename": str(source), "line": 2}) == "scores = q @ k.transpose(-2, -1)"
+    assert source_code({"filename": str(tmp_path / "gone.py"), "line": 2}) == ""
