@@ -88,3 +88,8 @@ def span(low: float, high: float, fmt: str = ".2f", unit: str = "") -> str:
     """'1.8–2.1×', or one number when both ends print the same."""
     a, b = f"{low:{fmt}}", f"{high:{fmt}}"
     return f"{a}{unit}" if a == b else f"{a}–{b}{unit}"
+
+
+def count(n: int, word: str) -> str:
+    """'1 configuration', '3 configurations': never '1 configuration(s)'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -65,6 +65,7 @@ COLUMN_LABELS = {
     "seconds": "time (s)",
     "jobs": "jobs",
     "d_model": "d_model",
+    "d_ff": "d_ff",
     "warmup_steps": "warm-up steps",
     "instances": "invocations",
 }

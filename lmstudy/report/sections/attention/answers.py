@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.answers import Answer, span
+from lmstudy.report.answers import Answer, count, span
 from lmstudy.report.sections.attention.tables import MIB, ratio_frame
 
 Q = {
@@ -66,10 +66,11 @@ def backend_answer(frame: pd.DataFrame) -> Answer | None:
     for precision, part in rows.groupby("precision", sort=False):
         counts = part["sdpa_backend"].fillna("unknown").value_counts()
         said.append(
-            f"in {precision} "
-            + ", ".join(f"{b} in {n} of {len(part)} configurations" for b, n in counts.items())
+            f"{precision}: "
+            + ", ".join(f"{b} in {n} of {count(len(part), 'configuration')}" for b, n in counts.items())
         )
-    return Answer(Q["backend"], "SDPA dispatched to " + "; ".join(said) + ".", "attention_sdpa_backend")
+    text = "The backend SDPA dispatched to, by precision: " + "; ".join(said) + "."
+    return Answer(Q["backend"], text, "attention_sdpa_backend")
 
 
 def compile_answer(frame: pd.DataFrame) -> Answer | None:
@@ -80,7 +81,8 @@ def compile_answer(frame: pd.DataFrame) -> Answer | None:
     text = (
         "Compiled naive attention over eager (forward+backward): "
         f"{span(ratios['total'].min(), ratios['total'].max())}× "
-        f"over {len(ratios)} configurations, {span(longest['total'].min(), longest['total'].max())}× at the "
+        f"over {count(len(ratios), 'configuration')}, "
+        f"{span(longest['total'].min(), longest['total'].max())}× at the "
         f"longest sequence ({int(longest['seq_len'].iloc[0])})."
     )
     return Answer(Q["compile"], text, "attention_compile")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.answers import Answer, span
+from lmstudy.report.answers import Answer, count, span
 from lmstudy.report.sections.labels import PASS_LABELS
 
 QUESTION = (
@@ -24,7 +24,7 @@ def answers(comp: pd.DataFrame) -> list[Answer]:
         parts.append(
             f"the {PASS_LABELS.get(pass_name, pass_name)} "
             f"{span(part['speedup'].min(), part['speedup'].max())}× "
-            f"as fast as eager over {len(part)} sizes"
+            f"as fast as eager over {count(len(part), 'size')}"
         )
     compile_s = ok["compile_s"].dropna()
     text = "Compiled, " + "; ".join(parts) + "."

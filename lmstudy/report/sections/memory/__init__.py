@@ -92,8 +92,10 @@ def build(results: Path, figures: Path) -> Section:
         reasons = sorted(set(frame["error"].dropna().astype(str))) if "error" in frame else []
         configs = ", ".join(_label(r) for _, r in frame.iterrows())
         why = f"No memory snapshot was taken: {'; '.join(reasons) or 'no snapshot job ran'}."
-        unanswered = f"Not answered: {why[0].lower()}{why[1:]}"
-        section.add(Answers([Answer(q, unanswered) for q in memory_answers.Q.values()]))
+        questions = list(memory_answers.Q.values())
+        unanswered = [Answer(questions[0], f"Not answered: {why[0].lower()}{why[1:]}")]
+        unanswered += [Answer(q, "Not answered: no snapshot, as (a) says.") for q in questions[1:]]
+        section.add(Answers(unanswered))
         return section.add(Text(f"{why} Configured: {configs}."))
     section.add(Text(_method_text(rows)))
     section.add(Answers(memory_answers.answers(results, frame, rows)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.nsys import tables as T
-from lmstudy.report.answers import Answer, span
+from lmstudy.report.answers import Answer, count, span
 from lmstudy.report.render import short_texts
 from lmstudy.report.sections.labels import in_size_order
 from lmstudy.report.sections.nsys.tables import words
@@ -52,7 +52,7 @@ def time_answer(data: dict[str, pd.DataFrame], said: dict) -> Answer:
     ratio = rows["nsys step / timer"].dropna()
     text += "."
     if len(ratio) > 1:
-        text += f" Over {len(ratio)} configurations the ratio is {span(ratio.min(), ratio.max())}×."
+        text += f" Over {count(len(ratio), 'configuration')} the ratio is {span(ratio.min(), ratio.max())}×."
     return Answer(Q["a"], text, "nsys_step_time")
 
 
@@ -95,17 +95,24 @@ def top_kernel_answer(kernels: pd.DataFrame, said: dict) -> Answer:
         total = same + len(differ)
         if not differ:
             text += (
-                f" Over forward+backward of a training step the top {said['kernel']} is the same one in all "
-                f"{total} configurations."
+                f" Yes: over forward+backward of a training step the top {said['kernel']} is the same one in "
+                f"{'all ' if total > 1 else ''}{count(total, 'configuration')}."
             )
         else:
             size, context, other = differ[-1]
+            category = train.loc[train["kernel"] == other, "category"].iloc[0]
             text += (
-                f" Over forward+backward of a training step it is the same in {same} of {total} "
-                "configurations; "
-                f"elsewhere another takes the lead (for {size} ctx {context}: {name(other)}), as the "
-                "backward's "
-                "matrix products use other kernels (transposed operands)."
+                f" {'No' if not same else 'Not always'}: over forward+backward of a training step it "
+                "is the same "
+                f"in {same} of {count(total, 'configuration')}; in the others a different "
+                f"{said['kernel']} leads "
+                f"(for {size} ctx {context}: {name(other)}, "
+                + (
+                    "another GEMM: the backward multiplies by transposed matrices"
+                    if category == "GEMM"
+                    else category
+                )
+                + ")."
             )
     return Answer(Q["b"], text, "nsys_top_kernels")
 
@@ -144,13 +151,12 @@ def gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
         f"{span(both['inference GEMM %'].min(), both['inference GEMM %'].max(), '.1f')}% "
         f"of {said['time']} in inference and "
         f"{span(both['training GEMM %'].min(), both['training GEMM %'].max(), '.1f')}% in a training step "
-        f"(over {len(both)} configurations)"
+        f"(over {count(len(both), 'configuration')})"
     )
     if len(second):
         text += (
             f"; in the training step the next categories are {second.index[0]} ({second.iloc[0]:.1f}%)"
             + (f" and {second.index[1]} ({second.iloc[1]:.1f}%)" if len(second) > 1 else "")
-            + ", the backward's and the optimizer's elementwise work"
         )
     inference, training = both["inference GEMM %"], both["training GEMM %"]
     headline = (
@@ -158,7 +164,7 @@ def gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
         "inference and "
         f"{span(training.min(), training.max(), '.0f')}% in a training step."
     )
-    trust = f"{said['time']} from the profiler, range over {len(both)} configurations"
+    trust = f"{said['time']} from the profiler, range over {count(len(both), 'configuration')}"
     return Answer(Q["d"], text + ".", "nsys_gemm_share", headline=headline, trust=trust)
 
 
@@ -173,7 +179,12 @@ def attention_answer(kernels: pd.DataFrame) -> Answer:
         f"for the two attention matmuls ({row['time softmax/matmul']:.2f}×) while doing "
         f"{row['FLOPs softmax/matmul']:.3f}× their FLOPs: per FLOP it is "
         f"{row['time ratio / FLOP ratio']:.0f}× "
-        "slower, since it reads and writes the whole score matrix for few operations (memory-bound)."
+        "slower"
+        + (
+            ": it reads and writes the whole score matrix for few operations (memory-bound)."
+            if row["time ratio / FLOP ratio"] > 2
+            else "."
+        )
     )
     if pd.notna(row.get("non-matmul/matmul time")):
         text += (

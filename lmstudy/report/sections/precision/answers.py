@@ -43,8 +43,14 @@ def dtypes_answer(frame: pd.DataFrame) -> Answer:
             if len(gone):
                 parts.append(f"{precision} autocast did not run here ({gone['note'].iloc[0]})")
             continue
-        groups = part.groupby("dtype", sort=False)["tensor"].apply(lambda t: ", ".join(t))
-        parts.append(f"under {precision} autocast " + "; ".join(f"{d}: {t}" for d, t in groups.items()))
+        # Every parameter (and gradient) in one word when they all share a dtype: the layers differ.
+        shown = part["tensor"].where(~part["tensor"].str.startswith("parameter "), "parameters")
+        shown = shown.where(~part["tensor"].str.startswith("gradient of "), "gradients")
+        shown = shown.str.replace(r"^output of (\w+) \((\w+)\)$", r"\2 \1", regex=True)
+        groups = part.assign(tensor=shown).groupby("dtype", sort=False)["tensor"].apply(
+            lambda t: ", ".join(dict.fromkeys(t))
+        )
+        parts.append(f"under {precision} autocast, " + "; ".join(f"{d}: {t}" for d, t in groups.items()))
     text = (
         ("Observed at run time: " + ". ".join(parts) + ".")
         if parts
@@ -232,8 +238,12 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
         sentences.append(
             f"{low} autocast runs the {PASS_LABELS.get(pass_name, pass_name)} "
             f"{ratio.loc[(size, context)]:.2f}× "
-            f"as fast as fp32 for {size} at context {context}{interval}; at each size's longest context: "
-            + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items())
+            f"as fast as fp32 for {size} at context {context}{interval}"
+            + (
+                "; at each size's longest context: " + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items())
+                if len(by_size) > 1
+                else ""
+            )
             + "."
         )
         if not headline:

@@ -13,7 +13,7 @@ import json
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.report.answers import Answer, percent, span
+from lmstudy.report.answers import Answer, count, percent, span
 from lmstudy.report.sections.labels import PASS_LABELS
 
 # The GPUs a student most often has, by the memory torch.cuda reports for them (total_memory): an
@@ -120,7 +120,7 @@ def forward_backward_answer(frame: pd.DataFrame) -> Answer:
         left = len(fwd.index.intersection(both.index)) - len(ratio)
         text += (
             f" The backward alone (forward+backward minus forward) takes {span(ratio.min(), ratio.max())}× "
-            f"the forward over {len(ratio)} configurations"
+            f"the forward over {count(len(ratio), 'configuration')}"
             + (f", leaving out {left} host-bound or noisy ones" if left else "")
             + "."
         )
@@ -168,7 +168,7 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
     after = pd.Series(second).abs()
     text = (
         f"Without warm-up the first step takes {ratios.median():.1f}× the steady median (median over "
-        f"{len(ratios)} configurations; up to {ratios.max():.1f}× for {worst['size']} ctx "
+        f"{count(len(ratios), 'configuration')}; up to {ratios.max():.1f}× for {worst['size']} ctx "
         f"{int(worst['context_length'])} {PASS_LABELS.get(str(worst['pass']), worst['pass'])} "
         f"{worst['precision']}): it pays one-time costs (the CUDA context and kernel loading, cuBLAS's "
         f"handle and algorithm choice, the caching allocator's first cudaMallocs). The second step is "
@@ -186,7 +186,7 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
         text,
         "timing_warmup",
         headline=headline,
-        trust=f"median over {len(ratios)} configurations, up to {ratios.max():.1f}×",
+        trust=f"median over {count(len(ratios), 'configuration')}, up to {ratios.max():.1f}×",
     )
 
 
