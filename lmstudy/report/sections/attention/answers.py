@@ -13,9 +13,10 @@ from lmstudy.report.answers import Answer, count, span
 from lmstudy.report.sections.attention.tables import MIB, ratio_frame
 
 Q = {
-    "grid": "Time and memory of attention over head size and sequence length; where does it run out "
+    "grid": "pytorch_attention: time and memory of attention over head size and sequence length; "
+    "where does it run out "
     "of memory?",
-    "backend": "Which kernel did PyTorch's SDPA run?",
+    "backend": "pytorch_attention: which kernel did PyTorch's SDPA run?",
     "compile": "torch_compile (a): how much faster is compiled attention than eager?",
 }
 

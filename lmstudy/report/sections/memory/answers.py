@@ -12,11 +12,11 @@ from lmstudy.report.sections.labels import PASS_LABELS
 from lmstudy.report.sections.memory.tables import GIB, phase_peak_table
 
 Q = {
-    "a": "(a) What do the memory timelines of a forward pass and a training step show?",
-    "b": "(b) What is the peak memory of each context length, forward and training step?",
-    "c": "(c) What does mixed precision change in the peak memory?",
-    "d": "(d) How large is one residual-stream activation?",
-    "e": "(e) Which are the largest allocations of the forward pass, and what makes them?",
+    "a": "memory_profiling (a): what do the memory timelines of a forward pass and a training step show?",
+    "b": "memory_profiling (b): what is the peak memory of each context length, forward and training step?",
+    "c": "memory_profiling (c): what does mixed precision change in the peak memory?",
+    "d": "memory_profiling (d): how large is one residual-stream activation?",
+    "e": "memory_profiling (e): which are the largest allocations of the forward pass, and what makes them?",
 }
 
 

@@ -11,13 +11,16 @@ from lmstudy.report.sections.labels import in_size_order
 from lmstudy.report.sections.nsys.tables import words
 
 Q = {
-    "a": "(a) How long does a forward pass take under the profiler, against the Python timer?",
-    "b": "(b) Which kernel takes the most time in the forward pass, how often is it called, and is "
+    "a": "nsys_profile (a): how long does a forward pass take under the profiler, against the Python timer?",
+    "b": "nsys_profile (b): which kernel takes the most time in the forward pass, how often is it "
+    "called, and is "
     "it the same "
     "over forward and backward?",
-    "c": "(c) Which non-matrix-multiply kernels take the most forward time?",
-    "d": "(d) What share of the time is matrix multiplication, in inference and in a training step?",
-    "e": "(e) Inside attention: softmax (and scaling, masking) time against the matmuls', against "
+    "c": "nsys_profile (c): which non-matrix-multiply kernels take the most forward time?",
+    "d": "nsys_profile (d): what share of the time is matrix multiplication, in inference and in a "
+    "training step?",
+    "e": "nsys_profile (e): inside attention: softmax (and scaling, masking) time against the "
+    "matmuls', against "
     "their FLOPs?",
 }
 

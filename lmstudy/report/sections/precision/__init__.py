@@ -91,7 +91,7 @@ def build(results: Path, figures: Path) -> Section:
                 "operations, run on the study model's own activations with every operation in fp16 or bf16, "
                 "with one operation at a time, and as the model computes RMSNorm (fp32 inside); the error "
                 "is ||y − y_fp32|| / ||y_fp32|| per token, its mean over tokens. The ×100 columns scale the "
-                "activations up, as a trained model's residual stream grows."
+                "activations up 100×: large residual values, where fp16's range matters."
             )
         )
         section.add(

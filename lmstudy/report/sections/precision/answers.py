@@ -28,9 +28,8 @@ def accumulation_answer(frame: pd.DataFrame) -> Answer:
         + ". The error of a low-precision sum grows as it rounds each addition; an fp32 accumulator keeps "
         "only the error of storing 0.01 in fp16, which is why mixed precision accumulates in fp32."
     )
-    return Answer(
-        "Accumulation: fp32 vs fp16, and fp16 into an fp32 accumulator", text, "precision_accumulation"
-    )
+    question = "mixed_precision_accumulation: fp32 vs fp16, and fp16 into an fp32 accumulator"
+    return Answer(question, text, "precision_accumulation")
 
 
 def dtypes_answer(frame: pd.DataFrame) -> Answer:
@@ -47,8 +46,10 @@ def dtypes_answer(frame: pd.DataFrame) -> Answer:
         shown = part["tensor"].where(~part["tensor"].str.startswith("parameter "), "parameters")
         shown = shown.where(~part["tensor"].str.startswith("gradient of "), "gradients")
         shown = shown.str.replace(r"^output of (\w+) \((\w+)\)$", r"\2 \1", regex=True)
-        groups = part.assign(tensor=shown).groupby("dtype", sort=False)["tensor"].apply(
-            lambda t: ", ".join(dict.fromkeys(t))
+        groups = (
+            part.assign(tensor=shown)
+            .groupby("dtype", sort=False)["tensor"]
+            .apply(lambda t: ", ".join(dict.fromkeys(t)))
         )
         parts.append(f"under {precision} autocast, " + "; ".join(f"{d}: {t}" for d, t in groups.items()))
     text = (
@@ -57,7 +58,8 @@ def dtypes_answer(frame: pd.DataFrame) -> Answer:
         else "Not answered: no dtype was observed."
     )
     return Answer(
-        "(a) Which dtypes do autocast's parameters, outputs, loss and gradients have?",
+        "benchmarking_mixed_precision (a): which dtypes do the parameters, outputs, loss and gradients have "
+        "under autocast?",
         text,
         "precision_autocast_dtypes",
     )
@@ -100,13 +102,12 @@ def norm_table(frame: pd.DataFrame) -> pd.DataFrame:
         for v, n, t in zip(rows["error_mean"], rows["nonfinite_tokens"], rows["tokens"], strict=True)
     ]
     rows["column"] = rows["precision"] + " ×" + rows["scale"].map(lambda s: f"{s:g}") + " scale"
-    order = list(dict.fromkeys(rows["low_precision_op"]))
+    # Each norm's operations in the order they run, as the experiment lists them.
+    order = pd.MultiIndex.from_frame(rows[["norm", "low_precision_op"]].drop_duplicates())
     table = rows.pivot_table(
         index=["norm", "low_precision_op"], columns="column", values="cell", aggfunc="first", sort=False
     )
-    table = table.reindex(
-        sorted(table.index, key=lambda k: (list(dict.fromkeys(rows["norm"])).index(k[0]), order.index(k[1])))
-    )
+    table = table.reindex(order)
     table.columns.name = None
     table = table.reset_index().rename(columns={"low_precision_op": "in low precision"})
     return table
@@ -128,31 +129,41 @@ def _lost(rows: pd.DataFrame) -> pd.Series:
 def norm_answer(frame: pd.DataFrame) -> Answer:
     """(b): which operation of RMSNorm and LayerNorm causes the low-precision error, measured."""
     question = (
-        "(b) What in the normalisation layer is sensitive to low precision; does bf16 still need it in fp32?"
+        "benchmarking_mixed_precision (b): what in the normalisation layer is sensitive to low precision; "
+        "does bf16 still need it in fp32?"
     )
     if frame.empty:
         return Answer(question, "Not answered: the normalisation experiment produced no rows.")
     base = frame[frame["scale"] == frame["scale"].min()]
     first = base.iloc[0]
+    precisions = list(dict.fromkeys(base["precision"]))
+
+    def per_precision(values: dict) -> str:
+        return " / ".join(f"{values[p]:.1e}" for p in precisions)
+
+    rows = {
+        key: part.set_index("low_precision_op")["error_mean"]
+        for key, part in base.groupby(["norm", "precision"])
+    }
+    norms = list(dict.fromkeys(base["norm"]))
+    wholly = "; ".join(
+        f"{norm} {per_precision({p: rows[(norm, p)][ALL] for p in precisions})}"
+        for norm in dict.fromkeys(base["norm"])
+    )
+    rounding = per_precision({p: max(rows[(n, p)]["input"] for n in norms) for p in precisions})
+    singles = base[~base["low_precision_op"].isin([ALL, AS_MODEL, "input"])]
+    worst = singles.loc[singles.groupby("precision")["error_mean"].idxmax()].set_index("precision")
     sentences = [
         f"On the residual stream entering {first['size']}'s final norm (RMS "
-        f"{first['input_rms']:.2g}), computing "
-        "the whole norm in low precision is off from fp32 by"
-    ]
-    said, ratios = [], []
-    for (norm, precision), part in base.groupby(["norm", "precision"], sort=False):
-
-        def error(label, part=part):
-            return part.loc[part["low_precision_op"] == label, "error_mean"].iloc[0]
-
-        single = _one_op(part)
-        said.append(
-            f"{error(ALL):.1e} ({norm}, {precision}; rounding the input alone {error('input'):.1e}, "
-            "the worst "
-            f"single operation '{single.idxmax()}' {single.max():.1e})"
+        f"{first['input_rms']:.2g}), computed "
+        f"wholly in {' / '.join(precisions)} the norm is off from fp32 by {wholly} (mean relative error); "
+        f"rounding the input alone gives {rounding}, and the worst single operation adds "
+        + " / ".join(
+            f"'{worst.loc[p, 'low_precision_op']}' {worst.loc[p, 'error_mean']:.1e}" for p in precisions
         )
-        ratios.append(error(ALL) / error(AS_MODEL))
-    sentences[0] += " " + ", ".join(said) + "."
+        + "."
+    ]
+    ratios = [rows[key][ALL] / rows[key][AS_MODEL] for key in rows]
     low, high = min(ratios), max(ratios)
     sentences.append(
         f"Computing inside in fp32 and casting back, as the study model's RMSNorm does, changes that "
@@ -177,17 +188,15 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
             kept = whole[~_lost(whole)]
             sentences.append(
                 f"At {scale:g}× the activations (|x| up to {big['input_abs_max'].max():.3g}) the "
-                f"output is lost in {'; '.join(causes)}: the squares overflow "
-                "fp16's largest value, 65504"
+                f"output is lost in {'; '.join(causes)}: the squares overflow fp16's largest value, 65504"
                 + (
                     f", while {', '.join(f'{r.norm} {r.precision}' for r in kept.itertuples())} stay within "
                     f"{kept['error_mean'].max():.1e}"
                     if len(kept)
                     else ""
                 )
-                + ". fp16's risk is range, bf16's is precision (8 significant bits against fp16's 11): "
-                "both keep "
-                "the norm's reductions in fp32."
+                + ". fp16's risk is range, bf16's precision (8 significant bits against fp16's 11): both "
+                "keep the norm's reductions in fp32."
             )
         else:
             sentences.append(f"At {scale:g}× the activations nothing overflows.")
@@ -209,7 +218,10 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
 def speedup_answer(timing: pd.DataFrame) -> Answer | None:
     """(c): the low-precision speed-up of the largest size's training step at its longest context,
     with an interval from the timing rows' own intervals where they have them."""
-    question = "(c) How much faster is mixed precision, and how does it change with model size?"
+    question = (
+        "benchmarking_mixed_precision (c): how much faster is mixed precision, and how does it change with "
+        "model size?"
+    )
     rows = timing[(timing["warmup_steps"] == timing["warmup_steps"].max()) & (timing["status"] == "ok")]
     lows = [p for p in ("bf16", "fp16") if p in set(rows["precision"])]
     if "fp32" not in set(rows["precision"]) or not lows:
@@ -270,7 +282,8 @@ def answers(
     items.append(
         speed
         or Answer(
-            "(c) How much faster is mixed precision, and how does it change with model size?",
+            "benchmarking_mixed_precision (c): how much faster is mixed precision, and how does it change "
+            "with model size?",
             "Not answered: the timing section did not measure fp32 and a lower precision of one "
             "configuration.",
         )

@@ -22,6 +22,8 @@ SMALLER_GPUS = {"80 GB": 79.2 * 2**30, "40 GB": 39.6 * 2**30}
 # Within this fraction of a GPU's memory a configuration may or may not fit (the CUDA context,
 # fragmentation): called borderline rather than guessed.
 BORDERLINE = 0.05
+# A second step within this of the steady median has left the cold start behind.
+WARM = 0.05
 
 
 def _steady_ok(frame: pd.DataFrame) -> pd.DataFrame:
@@ -69,7 +71,10 @@ def trust_of(rows: pd.DataFrame) -> str:
 
 def forward_backward_answer(frame: pd.DataFrame) -> Answer:
     """(b): forward and backward time per size at the longest context, fp32, with trust."""
-    question = "(b) How long do the forward and the backward pass take, and how much do they vary?"
+    question = (
+        "benchmarking_script (b): how long do the forward and the backward pass take, and how much do they "
+        "vary?"
+    )
     rows = _steady_ok(frame)
     precision = (
         "fp32" if (rows["precision"] == "fp32").any() else str(rows["precision"].iloc[0]) if len(rows) else ""
@@ -149,7 +154,7 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
     Single steps, not overlapping windows: step 1 (no warm-up) and step 2 (after one) against the
     median of the steady window, so the comparison shares no sample.
     """
-    question = "(c) What does warming up change, and why?"
+    question = "benchmarking_script (c): what does warming up change, and why?"
     rows = _steady_ok(frame)
     if "trajectory_ms" not in rows or rows.empty:
         return Answer(
@@ -173,8 +178,12 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
         f"{worst['precision']}): it pays one-time costs (the CUDA context and kernel loading, cuBLAS's "
         f"handle and algorithm choice, the caching allocator's first cudaMallocs). The second step is "
         f"already within {percent(after.median())} of the steady median (median; at most "
-        f"{percent(after.max())}), so one warm-up step removes the cold start and a timing without it "
-        "overstates the step."
+        f"{percent(after.max())})"
+        + (
+            ": one warm-up step removes the cold start, and a timing without it overstates the step."
+            if after.median() < WARM
+            else f": more than {percent(WARM)} off, so one warm-up step is not enough here."
+        )
     )
     headline = (
         f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; the second "

@@ -35,7 +35,7 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
     # One colour per size (light to dark, small to large), one line style per precision.
     sizes = size_order(frame["size"].astype(str))
     palette = plt.get_cmap("viridis")
-    hue = {s: palette(0.85 * i / max(len(sizes) - 1, 1)) for i, s in enumerate(sizes)}
+    hue = {s: palette(0.85 - 0.85 * i / max(len(sizes) - 1, 1)) for i, s in enumerate(sizes)}
     doubtful = _doubtful(frame)
     for ax, pass_name in zip(axes[0], passes, strict=True):
         part = frame[frame["pass"] == pass_name]
