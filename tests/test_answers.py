@@ -341,3 +341,20 @@ def test_the_operation_of_an_allocation_is_the_code_at_its_line(tmp_path: Path):
     source.write_text("def f(q, k):\n    scores  =  q @ k.transpose(-2, -1)\n    return scores\n")
     assert source_code({"filename": str(source), "line": 2}) == "scores = q @ k.transpose(-2, -1)"
     assert source_code({"filename": str(tmp_path / "gone.py"), "line": 2}) == ""
+
+
+def test_the_report_points_only_at_profiles_that_are_in_the_run_folder(tmp_path: Path):
+    from lmstudy.report.sections.nsys import _kept_profiles
+
+    results = tmp_path / "results" / "run"
+    kept = results / "nsys/raw/a/profile/profile.nsys-rep"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("")
+    runs = pd.DataFrame({"files": [
+        "results/run/nsys/raw/a/profile/profile.nsys-rep results/run/nsys/raw/a/profile/profile.sqlite",
+        "results/run/nsys/raw/a/profile/profile.nsys-rep",
+        None,
+    ]})
+    text = _kept_profiles(results, runs)
+    assert text.count("profile.nsys-rep") == 1 and "kept" in text
+    assert "Absent from this run's folder: `results/run/nsys/raw/a/profile/profile.sqlite`." in text

@@ -39,7 +39,7 @@ def timeline_answer(phases: pd.DataFrame) -> Answer:
         text.append(
             f"The forward pass of {r['size']} ctx {r['context']} {r['precision']} starts at "
             f"{r['at start GiB']:.3g} GiB "
-            f"(the model) and climbs layer by layer as activations are kept, to {r['step peak GiB']:.3g} GiB."
+            f"(the model in memory) and rises to {r['step peak GiB']:.3g} GiB while it runs."
         )
     if len(train):
         r = train.iloc[-1]
@@ -81,9 +81,19 @@ def peak_answer(phases: pd.DataFrame) -> Answer:
     if len(train) and (train["peak in phase"] == "optimizer").any():
         answer += (
             " A training step's peak comes in the optimizer phase, where parameters, gradients, AdamW's two "
-            "states and the update's parameter-sized temporaries are alive at once: it moves little with "
-            "context, while the forward phase's activations grow with it."
+            "states and the update's parameter-sized temporaries are alive at once."
         )
+        for (size, precision), part in train.groupby(["size", "precision"], sort=False, observed=True):
+            part = part.sort_values("context")
+            if len(part) > 1 and "forward peak GiB" in part:
+                step = part["step peak GiB"].iloc[-1] / part["step peak GiB"].iloc[0]
+                forward = part["forward peak GiB"].iloc[-1] / part["forward peak GiB"].iloc[0]
+                answer += (
+                    f" From context {part['context'].iloc[0]} to {part['context'].iloc[-1]} ({size} "
+                    f"{precision}) "
+                    f"the step's peak changes {step:.2f}× and its forward phase's {forward:.2f}×."
+                )
+                break
     headline = ""
     if len(train) and "forward peak GiB" in train:
         one = "fp32" if (train["precision"] == "fp32").any() else train["precision"].iloc[0]
@@ -141,7 +151,7 @@ def residual_answer(frame: pd.DataFrame) -> Answer:
     rows = frame[frame.get("residual_stream_bytes", pd.Series(dtype=float)).notna()]
     if rows.empty:
         return Answer(Q["d"], "Not answered: the snapshots do not record the model's width.")
-    rows = rows.drop_duplicates(["size", "context_length", "precision"])
+    rows = rows.drop_duplicates(["size", "context_length", "residual_dtype"])
     first = rows.iloc[0]
     items = _list(
         f"{r['residual_stream_bytes'] / 2**20:.3g} MiB (ctx {int(r['context_length'])}, "
@@ -168,8 +178,8 @@ def largest_answer(results: Path, frame: pd.DataFrame) -> Answer:
     items = []
     for _, a in top.head(3).iterrows():
         code = a.get("code")
-        made = f"`{code}`" if isinstance(code, str) and code else str(a.get("source", ""))
-        items.append(f"{_gib(a['size_bytes'])} × {int(a['count'])} by {made} ({a['source']})")
+        made = f"`{code}` ({a['source']})" if isinstance(code, str) and code else str(a.get("source", ""))
+        items.append(f"{_gib(a['size_bytes'])} × {int(a['count'])} by {made}")
     return Answer(
         Q["e"],
         f"In the forward pass of {row['size']} ctx {int(row['context_length'])} {row['precision']}: "

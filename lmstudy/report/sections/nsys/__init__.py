@@ -53,6 +53,25 @@ def backend_record(results: Path) -> dict:
     return result_files.read_json(path) if path.exists() else {}
 
 
+def _kept_profiles(results: Path, runs: pd.DataFrame) -> str:
+    """Where the profiles themselves are: only the files that are there (a copied run folder may
+    lack them), each once; runs.csv names them from the project's root."""
+    listed = runs.get("files", pd.Series(dtype=str)).dropna()
+    named = dict.fromkeys(f for files in listed for f in str(files).split())
+    root = results.parent.parent
+    kept = [f for f in named if (root / f).exists() or Path(f).exists()]
+    absent = [f for f in named if f not in kept]
+    text = (
+        "The profiles are kept (an .nsys-rep opens in Nsight Systems, a trace.json.gz in Perfetto): "
+        + ", ".join(f"`{f}`" for f in kept) + "."
+        if kept
+        else "No profile file is in this run's folder."
+    )
+    if absent:
+        text += " Absent from this run's folder: " + ", ".join(f"`{f}`" for f in absent) + "."
+    return text
+
+
 def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(load(results), out_dir)
 
@@ -144,6 +163,7 @@ def build(results: Path, figures: Path) -> Section:
             name="nsys_category_shares",
         )
     )
+    section.add(Text(_kept_profiles(results, runs)))
     section.add(
         Figure(
             figures / SHARES_FIGURE,
