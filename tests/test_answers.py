@@ -358,3 +358,15 @@ def test_the_report_points_only_at_profiles_that_are_in_the_run_folder(tmp_path:
     text = _kept_profiles(results, runs)
     assert text.count("profile.nsys-rep") == 1 and "kept" in text
     assert "Absent from this run's folder: `results/run/nsys/raw/a/profile/profile.sqlite`." in text
+
+
+def test_a_block_the_backward_made_in_cpp_is_named_by_its_autograd_operation():
+    from lmstudy.analyse.memory.sources import autograd_operation
+
+    frames = [
+        {"filename": "??", "line": 0, "name": "c10::cuda::CUDACachingAllocator::malloc"},
+        {"filename": "??", "line": 0, "name": "torch::autograd::generated::SoftmaxBackward0::apply(...)"},
+        {"filename": "??", "line": 0, "name": "torch::autograd::Engine::evaluate_function"},
+    ]
+    assert autograd_operation(frames) == "SoftmaxBackward0"
+    assert autograd_operation([{"filename": "model.py", "line": 3, "name": "forward"}]) == ""

@@ -58,6 +58,20 @@ def source_code(frame: dict) -> str:
     return " ".join(text.split())
 
 
+# A C++ frame of an autograd node's apply: the backward operation that allocated the block.
+_AUTOGRAD = re.compile(r"\b(\w+Backward\d*)\b")
+
+
+def autograd_operation(frames: list[dict]) -> str:
+    """The autograd operation (MmBackward0, SoftmaxBackward0, ...) among an allocation's C++
+    frames, innermost first; "" where the snapshot has none (stacks="python" records no C++)."""
+    for frame in frames:
+        found = _AUTOGRAD.search(frame.get("name", ""))
+        if found:
+            return found.group(1)
+    return ""
+
+
 def largest(
     allocations: list[Allocation],
     labels: list[str],
@@ -83,7 +97,8 @@ def largest(
         group["requested"] = a.requested
         if "code" not in group:
             user = [f for f in a.alloc_frames if is_user_frame(f)]
-            group["code"] = source_code(user[0]) if user else ""
+            backward = autograd_operation(a.alloc_frames)
+            group["code"] = source_code(user[0]) if user else (f"autograd {backward}" if backward else "")
     rows = []
     for (size, frames), group in groups.items():
         rows.append(
