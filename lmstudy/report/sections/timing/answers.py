@@ -250,11 +250,12 @@ def fit_table(frame: pd.DataFrame) -> pd.DataFrame:
     if capacity is None or capacity <= max(SMALLER_GPUS.values()) * (1 + BORDERLINE):
         return pd.DataFrame()
     rows = _steady_ok(frame)
-    peak_column = (
-        "peak_reserved_bytes"
-        if rows.get("peak_reserved_bytes", pd.Series()).notna().any()
-        else ("peak_allocated_bytes")
-    )
+    # What the process took from the device (reserved) where recorded, else what tensors held.
+    columns = ("peak_reserved_bytes", "peak_allocated_bytes")
+    peaks = [c for c in columns if c in rows and rows[c].notna().any()]
+    if not peaks:
+        return pd.DataFrame()
+    peak_column = peaks[0]
     rows = rows[rows[peak_column].notna()]
     smallest = min(SMALLER_GPUS.values())
     rows = rows[rows[peak_column] > smallest * (1 - BORDERLINE)]
