@@ -350,11 +350,16 @@ def test_the_report_points_only_at_profiles_that_are_in_the_run_folder(tmp_path:
     kept = results / "nsys/raw/a/profile/profile.nsys-rep"
     kept.parent.mkdir(parents=True)
     kept.write_text("")
-    runs = pd.DataFrame({"files": [
-        "results/run/nsys/raw/a/profile/profile.nsys-rep results/run/nsys/raw/a/profile/profile.sqlite",
-        "results/run/nsys/raw/a/profile/profile.nsys-rep",
-        None,
-    ]})
+    runs = pd.DataFrame(
+        {
+            "files": [
+                "results/run/nsys/raw/a/profile/profile.nsys-rep "
+                "results/run/nsys/raw/a/profile/profile.sqlite",
+                "results/run/nsys/raw/a/profile/profile.nsys-rep",
+                None,
+            ]
+        }
+    )
     text = _kept_profiles(results, runs)
     assert text.count("profile.nsys-rep") == 1 and "kept" in text
     assert "Absent from this run's folder: `results/run/nsys/raw/a/profile/profile.sqlite`." in text
@@ -370,3 +375,26 @@ def test_a_block_the_backward_made_in_cpp_is_named_by_its_autograd_operation():
     ]
     assert autograd_operation(frames) == "SoftmaxBackward0"
     assert autograd_operation([{"filename": "model.py", "line": 3, "name": "forward"}]) == ""
+
+
+def test_kernel_aliases_name_what_real_kernels_do():
+    from lmstudy.analyse.nsys.names import kernel_alias
+
+    from .conftest import FIXTURES
+
+    names = pd.read_csv(FIXTURES / "gpu/nsys_train_fp32_cuda_gpu_kern_sum.csv")["Name"]
+    aliases = {kernel_alias(n) for n in names}
+    # The three the review could not tell apart: Mul, copy and masked_fill, each an
+    # elementwise_kernel<128, 2, ...>.
+    assert {
+        "elementwise_kernel(MulFunctor)",
+        "elementwise_kernel(direct_copy_kernel_cuda)",
+        "elementwise_kernel(masked_fill_kernel)",
+    } <= aliases
+    gemm = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4"
+    assert (
+        kernel_alias(gemm + "_execute_kernel__5x_cublas")
+        == "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_ffma"
+    )
+    assert kernel_alias("aten::mm") == "aten::mm"
+    assert all(len(a) <= 70 for a in aliases)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
+from lmstudy.analyse.nsys.names import kernel_alias
 from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.labels import in_size_order
@@ -72,6 +73,15 @@ def _kept_profiles(results: Path, runs: pd.DataFrame) -> str:
     return text
 
 
+def with_alias(table: pd.DataFrame) -> pd.DataFrame:
+    """A kernel table with each kernel's short name (what it does) first, its full name beside."""
+    if table.empty or "kernel" not in table:
+        return table
+    table = table.rename(columns={"kernel": "full name"})
+    table.insert(list(table.columns).index("full name"), "kernel", table["full name"].map(kernel_alias))
+    return table
+
+
 def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(load(results), out_dir)
 
@@ -123,11 +133,11 @@ def build(results: Path, figures: Path) -> Section:
     section.add(
         Table(
             "(b) Top kernel of forward, backward and optimizer",
-            in_size_order(T.top_kernels(kernels)),
+            with_alias(in_size_order(T.top_kernels(kernels))),
             name="nsys_top_kernels",
         )
     )
-    c = in_size_order(T.top_non_gemm_forward(kernels))
+    c = with_alias(in_size_order(T.top_non_gemm_forward(kernels)))
     if not c.empty:
         section.add(
             Table(

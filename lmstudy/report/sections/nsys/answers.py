@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.nsys import tables as T
+from lmstudy.analyse.nsys.names import kernel_alias
 from lmstudy.report.answers import Answer, count, span
-from lmstudy.report.render import short_texts
 from lmstudy.report.sections.labels import in_size_order
 from lmstudy.report.sections.nsys.tables import words
 
@@ -69,8 +69,7 @@ def top_kernel_answer(kernels: pd.DataFrame, said: dict) -> Answer:
     train = kernels[(kernels["pass"] == "train_step") & kernels["phase"].isin(["forward", "backward"])]
     if forward.empty:
         return Answer(Q["b"], "Not answered: no forward pass was profiled.")
-    names = short_texts(kernels["kernel"].unique())
-    name = lambda k: names.get(k, k)  # noqa: E731
+    name = kernel_alias
     configs = in_size_order(forward[T.CONFIG].drop_duplicates())
     row = configs[configs["context_length"] == configs["context_length"].max()].iloc[-1]
     here = forward[(forward["size"] == row["size"]) & (forward["context_length"] == row["context_length"])]
@@ -124,11 +123,10 @@ def non_gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
     table = T.top_non_gemm_forward(kernels)
     if table.empty:
         return Answer(Q["c"], "Not answered: no forward pass was profiled.")
-    names = short_texts(table["kernel"].unique())
     row = _largest(table)
     part = table[(table["size"] == row["size"]) & (table["context_length"] == row["context_length"])]
     listed = "; ".join(
-        f"{names.get(k['kernel'], k['kernel'])} ({k['category']}, {k['share of forward %']:.1f}%)"
+        f"{kernel_alias(k['kernel'])} ({k['category']}, {k['share of forward %']:.1f}%)"
         for _, k in part.iterrows()
     )
     return Answer(
