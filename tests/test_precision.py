@@ -148,3 +148,16 @@ def test_the_model_s_activations_are_the_input_of_its_final_norm():
     assert x.shape == (2, 8, 16) and x.dtype == torch.float32
     with torch.no_grad():
         assert torch.allclose(model.lm_head(model.ln_final(x)), model(tokens))
+
+
+def test_fp16_is_a_timing_precision_with_the_tensor_core_peak():
+    from lmstudy import hardware
+    from lmstudy.measure.steps import autocast_context
+
+    with autocast_context("fp16", CPU):
+        out = torch.ones(4, 4) @ torch.ones(4, 4)
+    assert out.dtype == torch.float16
+    gpu = "NVIDIA H100 80GB HBM3"
+    assert hardware.peak_tflops(gpu, "fp16", False) == hardware.peak_tflops(gpu, "bf16", False) == 989.4
+    with pytest.raises(ValueError):
+        autocast_context("fp8", CPU)
