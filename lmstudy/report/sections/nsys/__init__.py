@@ -77,6 +77,8 @@ def with_alias(table: pd.DataFrame) -> pd.DataFrame:
     """A kernel table with each kernel's short name (what it does) first, its full name beside."""
     if table.empty or "kernel" not in table:
         return table
+    if (table["kernel"].map(kernel_alias) == table["kernel"]).all():
+        return table  # short names already (operators on a CPU): nothing to add
     table = table.rename(columns={"kernel": "full name"})
     table.insert(list(table.columns).index("full name"), "kernel", table["full name"].map(kernel_alias))
     return table
