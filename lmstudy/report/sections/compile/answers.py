@@ -30,8 +30,15 @@ def answers(comp: pd.DataFrame) -> list[Answer]:
     text = "Compiled, " + "; ".join(parts) + "."
     if len(compile_s):
         text += f" Compiling costs {span(compile_s.min(), compile_s.max(), '.1f')} s once"
-        even = ok["break_even_steps"].dropna()
-        text += f", paid back after {span(even.min(), even.max(), '.0f')} steps." if len(even) else "."
+        paying = ok.dropna(subset=["break_even_steps"])
+        even = paying["break_even_steps"]
+        passes = ", ".join(dict.fromkeys(PASS_LABELS.get(p, p) for p in paying["pass"]))
+        text += (
+            f"; where compiled is faster ({passes}) it pays for itself after "
+            f"{span(even.min(), even.max(), ',.0f')} steps."
+            if len(even)
+            else "; compiled is faster nowhere, so it never pays for itself."
+        )
     largest = ok.iloc[-1]
     headline = (
         f"torch.compile makes {largest['size']}'s {PASS_LABELS.get(largest['pass'], largest['pass'])} "
