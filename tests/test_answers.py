@@ -202,6 +202,12 @@ def test_fp16_stands_beside_bf16_in_the_speed_answer():
     assert answer.headline.startswith("bf16 autocast makes big's training step at context 256 3.00× as fast")
     table = precision_answers.low_precision_speedup_table(pd.DataFrame(rows))
     assert table[["fp16 speed-up ×", "bf16 speed-up ×"]].iloc[0].tolist() == [2.5, 3.0]
+    assert answer.trust == "one process each: step-to-step CV 2.0% (fp32), 2.0% (bf16)"
+    # A host-bound cell says so where the timing table marks it.
+    marked = pd.DataFrame(rows).assign(host_bound=[False, True, False])
+    assert precision_answers.speedup_answer(marked).trust.endswith(
+        "host-bound or noisy: wall time is launch overhead"
+    )
 
 
 def _kernels(rows):

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.report.answers import Answer, span
+from lmstudy.report.answers import Answer, percent, span
 from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.timing import answers as timing_answers
 
 ALL = "(every operation)"  # as lmstudy.measure.norm_precision names them (no torch here)
 AS_MODEL = "(fp32 inside, as the study model)"
@@ -247,6 +248,14 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
             lo, hi = a["ci_low_ms"] / b["ci_high_ms"], a["ci_high_ms"] / b["ci_low_ms"]
             interval = f" (interval {lo:.2f}–{hi:.2f}×)"
             trust = trust or f"interval {lo:.2f}–{hi:.2f}× from the two medians' 95% intervals"
+        elif "cv" in rows and not trust:
+            a, b = fp32.loc[(size, context)], other.loc[(size, context)]
+            trust = f"one process each: step-to-step CV {percent(a['cv'])} (fp32), {percent(b['cv'])} ({low})"
+        if "host-bound" not in trust and (
+            timing_answers.trusted(fp32.loc[[(size, context)]].reset_index()).eq(False).any()
+            or timing_answers.trusted(other.loc[[(size, context)]].reset_index()).eq(False).any()
+        ):
+            trust += "; host-bound or noisy: wall time is launch overhead"
         sentences.append(
             f"{low} autocast runs the {PASS_LABELS.get(pass_name, pass_name)} "
             f"{ratio.loc[(size, context)]:.2f}× "
