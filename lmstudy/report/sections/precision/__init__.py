@@ -37,7 +37,10 @@ def load(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def load_norms(results: Path) -> pd.DataFrame:
-    return _read(results / "precision" / "norm_errors.csv")
+    """The normalisation experiment's rows (precision/norm_errors_<size>.csv, one size per run)."""
+    frames = [_read(path) for path in sorted((results / "precision").glob("norm_errors_*.csv"))]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
