@@ -135,9 +135,9 @@ def add_model_arguments(
     p.add_argument("--size", required=True, help=f"the size's name, recorded in the {recorded_in}")
     add_dimension_arguments(p)
     if precision_default is None:
-        p.add_argument("--precision", choices=["fp32", "bf16"], required=True)
+        p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], required=True)
     else:
-        p.add_argument("--precision", choices=["fp32", "bf16"], default=precision_default)
+        p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default=precision_default)
     add_device_arguments(p)
 
 

@@ -87,8 +87,11 @@ def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | boo
         gpu = torch.cuda.get_device_name(device)
         driver = facts["driver"]
         cuda = torch.version.cuda or ""
+        # The whole GPU's memory: the report says what would not fit a smaller one.
+        memory = torch.cuda.get_device_properties(device).total_memory
     else:
         gpu, driver, cuda = f"cpu ({platform.processor() or platform.machine()})", "", ""
+        memory = None
     return {
         "cpu": facts.get("cpu") or cpu_model(),
         "gpu_power_limit_w": facts.get("gpu_power_limit_w", "") if device.type == "cuda" else "",
@@ -102,6 +105,7 @@ def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | boo
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "gpu_memory_bytes": memory,
         # Which GPU of the machine, how it was chosen (lmstudy.gpu_lease), and
         # processes not ours that shared it.
         **gpu_lease.facts(),

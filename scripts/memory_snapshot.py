@@ -33,6 +33,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--pass", dest="pass_name", choices=["forward", "train_step"], required=True)
     p.add_argument("--warmup-steps", type=int, default=2, help="untimed steps before recording")
     p.add_argument("--max-entries", type=int, default=1_000_000, help="trace events kept")
+    p.add_argument("--stacks", choices=["python", "all"], default="python",
+                   help="frames recorded per allocation: all adds C++ (names the backward's autograd ops)")
     return p.parse_args(argv)
 
 
@@ -54,6 +56,7 @@ def main(argv=None) -> None:
         pass_name=args.pass_name,
         warmup_steps=args.warmup_steps,
         max_entries=args.max_entries,
+        stacks=args.stacks,
     )
     meta = capture(spec, args.out, clock)
     if args.phases:

@@ -16,6 +16,7 @@ from lmstudy.analyse.attention_memory import fit_constant_plus_power
 from lmstudy.atomic import write_csv
 from lmstudy.measure import attention
 from lmstudy.measure.model import scaled_dot_product_attention
+from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Table
 from lmstudy.report.sections import attention as section
 
@@ -138,6 +139,10 @@ def test_section_from_real_rows(sweep_rows, tmp_path):
         "naive eager ran out of memory in 2 of 4" in f and f"d={IMPOSSIBLE_D}, seq 16" in f for f in findings
     )
     assert any("SDPA in fp32 dispatched to the flash backend" in f for f in findings)
+    answers = next(b for b in built.blocks if isinstance(b, Answers)).items
+    backend = "The backend SDPA dispatched to, by precision: fp32: flash in"
+    assert any(a.text.startswith(backend) for a in answers)
+    assert any(f"runs out of memory from seq 16 (d={IMPOSSIBLE_D})" in a.text for a in answers)
     tables = {b.caption: b.frame for b in built.blocks if isinstance(b, Table)}
     accounting = next(f for c, f in tables.items() if c.startswith("Memory accounting of the smallest"))
     expected = attention.predicted_bytes(2, 16, IMPOSSIBLE_D, "fp32")["before_backward"]

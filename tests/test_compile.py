@@ -12,6 +12,7 @@ import pytest
 from lmstudy.atomic import write_csv
 from lmstudy.environment import REPO_ROOT
 from lmstudy.measure import compile_bench, ladder_bench
+from lmstudy.report.answers import Answers
 from lmstudy.report.render import Findings, Table
 from lmstudy.report.sections import compile as section
 
@@ -77,6 +78,9 @@ def test_section_from_real_rows(compile_rows, tmp_path):
     findings = next(b for b in built.blocks if isinstance(b, Findings)).items
     assert any(f.startswith("4 measurement(s) ran out of memory") for f in findings)
     assert any(f.startswith("Compiling costs") for f in findings)
+    (answer,) = next(b for b in built.blocks if isinstance(b, Answers)).items
+    assert answer.question.startswith("torch_compile (b)") and answer.source == "compile_eager_vs_compiled"
+    assert f"the training step {expected:.2f}× as fast as eager over 1 size" in answer.text
 
 
 def _bench_spec(rung: str, **overrides) -> ladder_bench.BenchSpec:

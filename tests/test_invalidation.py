@@ -89,7 +89,7 @@ def test_an_added_context_length_runs_only_its_jobs_and_the_report(finished):
     existing = {
         m.group(1, 3, 4)
         for p in (finished / "results/default/timing/raw").glob("*.csv")
-        if (m := re.fullmatch(r"(.+)_ctx(\d+)_(fp32|bf16)_(.+)\.csv", p.name)) and m.group(2) == first
+        if (m := re.fullmatch(r"(.+)_ctx(\d+)_(fp32|bf16|fp16)_(.+)\.csv", p.name)) and m.group(2) == first
     }
     new = [(j.wildcards["size"], j.wildcards["precision"], j.wildcards["variant"]) for j in measured]
     assert sorted(new) == sorted(existing)

@@ -13,6 +13,7 @@ from lmstudy.analyse.memory import summary, table
 from lmstudy.measure.memory.capture import _observe_residual_dtype
 from lmstudy.measure.model import ModelConfig
 from lmstudy.measure.steps import build_workload, make_step
+from lmstudy.report.answers import Answers, percent
 from lmstudy.report.render import Figure, Findings, Table, Text
 from lmstudy.report.sections import memory as section
 
@@ -93,8 +94,9 @@ def test_report_section(results):
     built = section.build(results, results / "figures" / "memory")
     findings = next(b for b in built.blocks if isinstance(b, Findings)).items
     frame = pd.read_csv(results / "memory" / "memory.csv").dropna(subset=["peak_bytes"])
-    worst = frame["peak_vs_allocator"].abs().max() * 100
-    assert any(f"within {worst:.3f}% in all 4 snapshots" in f for f in findings)
+    worst = frame["peak_vs_allocator"].abs().max()
+    said = "to the byte in all 4 snapshots" if worst == 0 else f"within {percent(worst)} in all 4 snapshots"
+    assert any(said in f for f in findings), findings
     wide = frame.pivot_table(index="precision", columns="pass", values="peak_bytes")
     ratio = wide["train_step"] / wide["forward"]
     assert any(f"{ratio.min():.1f}× to {ratio.max():.1f}×" in f for f in findings)
@@ -111,6 +113,17 @@ def test_report_section(results):
     )
     largest = [c for c in tables if c.startswith("Largest allocations during fixture ctx 128 training step")]
     assert len(largest) == 2
+    # The forward pass's too (the course asks for them), each with the code that made the block.
+    forward = [c for c in tables if c.startswith("Largest allocations during fixture ctx 128 forward")]
+    assert len(forward) == 2
+    assert "operation (the code at that line)" in tables[forward[0]].columns
+    phases = tables["Peak of each phase, from the timelines (GiB): the forward phase's beside the step's"]
+    train = phases[phases["pass"] == "training step"]
+    assert (train["forward peak GiB"] <= train["step peak GiB"]).all()
+    answers = next(b for b in built.blocks if isinstance(b, Answers)).items
+    assert [a.question.split(":")[0] for a in answers] == [f"memory_profiling ({k})" for k in "abcde"]
+    assert not any(a.text.startswith("Not answered") for a in answers)
+    assert answers[4].text.startswith("In the forward pass of fixture ctx 128")
     for block in built.blocks:
         if isinstance(block, Figure):
             assert block.path.exists()
@@ -124,7 +137,9 @@ def test_section_says_why_nothing_was_measured(tmp_path):
     frame.to_csv(tmp_path / "memory" / "memory.csv", index=False)
     section.make_figures(tmp_path, tmp_path / "figures")
     built = section.build(tmp_path, tmp_path / "figures")
-    (block,) = built.blocks
+    answers, block = built.blocks
+    assert answers.items[0].text == "Not answered: no memory snapshot was taken: device is cpu: no GPU."
+    assert all(a.text.startswith("Not answered") for a in answers.items)
     assert "No memory snapshot was taken: device is cpu: no GPU" in block.text
     assert "tiny ctx 32 forward fp32" in block.text
 

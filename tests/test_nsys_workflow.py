@@ -11,6 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lmstudy.report.answers import Answers
+from lmstudy.report.render import Findings
 from lmstudy.report.sections import nsys as section
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,8 +77,13 @@ def test_smoke_section_has_its_tables_figure_and_findings(smoke):
     captions = [getattr(b, "caption", "") for b in built.blocks]
     for label in ("(a)", "(b)", "(d)", "(e)"):
         assert any(c.startswith(label) for c in captions), label
-    findings = next(b for b in built.blocks if hasattr(b, "items")).items
+    findings = next(b for b in built.blocks if isinstance(b, Findings)).items
     assert any("ran out of memory (oversized" in f for f in findings)
+    # The course's five questions answered first, each from its table.
+    answers = next(b for b in built.blocks if isinstance(b, Answers)).items
+    assert [a.question.split(":")[0] for a in answers] == [f"nsys_profile ({k})" for k in "abcde"]
+    assert all(a.source.startswith("nsys_") for a in answers)
+    assert "The profiles are kept" in " ".join(getattr(b, "text", "") for b in built.blocks)
     assert any("GEMMs take" in f for f in findings)
     table_a = next(b for b in built.blocks if getattr(b, "caption", "").startswith("(a)")).frame
     assert set(table_a[table_a["size"] == "oversized"]["profiler step ms"]) == {"OOM"}  # torch.profiler ran

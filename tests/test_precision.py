@@ -88,14 +88,16 @@ def test_script_and_section(tmp_path):
     assert {"gpu", "torch", "commit"} <= set(accumulation.columns)
     built = section.build(results, tmp_path / "figures")
     text = " ".join(
-        " ".join(b.items) if hasattr(b, "items") else getattr(b, "text", "") for b in built.blocks
+        " ".join(getattr(i, "text", i) for i in b.items) if hasattr(b, "items") else getattr(b, "text", "")
+        for b in built.blocks
     )
     worst = accumulation.loc[accumulation["abs_error"].idxmax()]
     assert worst["method"] == "fp16 into fp16"
     assert f"{worst['result']:.4f}" in text
     assert "the loss is float32" in text
-    # Without timing results the speed-up part says why it is absent.
+    # Without timing results the speed-up part says why it is absent, as does the answer (c).
     assert "No bf16 vs fp32 speed-ups" in text
+    assert "Not answered: the timing section did not measure fp32 and a lower precision" in text
     tables = [b for b in built.blocks if hasattr(b, "frame")]
     dtypes = tables[1].frame.set_index("tensor")
     assert dtypes.loc["loss", "bf16 autocast"] == "float32"
@@ -112,3 +114,50 @@ def test_dtype_table_shows_not_run():
     assert table.loc["logits", "fp16 autocast"] == "not run: no fp16 here"
     assert table.loc["logits", "bf16 autocast"] == "bfloat16"
     assert any("not run here" in f for f in section.dtype_findings(frame))
+
+
+def test_norm_errors_find_the_fp16_overflow_in_the_squares_and_none_in_bf16():
+    from lmstudy.measure import norm_precision
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 64)
+    rows = pd.DataFrame(norm_precision.norm_errors(x, scales=(1.0, 1000.0)))
+    every = rows[rows["low_precision_op"] == norm_precision.ALL].set_index(["norm", "precision", "scale"])
+    # |x| up to ~3000: x² overflows fp16's 65504 (the output is lost), never bf16's range.
+    assert every.loc[("RMSNorm", "fp16", 1000.0), "error_mean"] > 0.5
+    assert every.loc[("RMSNorm", "bf16", 1000.0), "error_mean"] < 0.02
+    big = rows[(rows["scale"] == 1000.0) & (rows["precision"] == "fp16") & (rows["norm"] == "RMSNorm")]
+    lost = set(big.loc[big["error_mean"] > 0.5, "low_precision_op"])
+    assert "square" in lost and "input" not in lost and "gain" not in lost
+    # At the activations' own scale every error is of the order of the format's rounding.
+    small = every.xs(1.0, level="scale")["error_mean"]
+    assert (small.xs("fp16", level="precision") < 2e-3).all()
+    assert (small.xs("bf16", level="precision") < 2e-2).all()
+    assert (small.xs("bf16", level="precision") > small.xs("fp16", level="precision")).all()
+
+
+def test_the_model_s_activations_are_the_input_of_its_final_norm():
+    from lmstudy.measure import norm_precision
+    from lmstudy.measure.model import ModelConfig, TransformerLM
+
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(vocab_size=32, context_length=8, d_model=16, d_ff=32, num_layers=1,
+                                      num_heads=2))
+    tokens = torch.randint(32, (2, 8))
+    x = norm_precision.model_activations(model, tokens)
+    assert x.shape == (2, 8, 16) and x.dtype == torch.float32
+    with torch.no_grad():
+        assert torch.allclose(model.lm_head(model.ln_final(x)), model(tokens))
+
+
+def test_fp16_is_a_timing_precision_with_the_tensor_core_peak():
+    from lmstudy import hardware
+    from lmstudy.measure.steps import autocast_context
+
+    with autocast_context("fp16", CPU):
+        out = torch.ones(4, 4) @ torch.ones(4, 4)
+    assert out.dtype == torch.float16
+    gpu = "NVIDIA H100 80GB HBM3"
+    assert hardware.peak_tflops(gpu, "fp16", False) == hardware.peak_tflops(gpu, "bf16", False) == 989.4
+    with pytest.raises(ValueError):
+        autocast_context("fp8", CPU)

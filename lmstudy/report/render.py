@@ -248,6 +248,34 @@ def _status_class(text: str) -> str:
     return ""
 
 
+def short_texts(values, limit: int = LONG_TEXT) -> dict[str, str]:
+    """Each text longer than `limit` as a reader tells it from the others: what it shares with
+    the other long texts of its column at the start and at the end is cut, the part where they
+    differ is kept. Two kernels `void at::native::elementwise_kernel<128, 2, ...MulFunctor...>`
+    and `...<128, 2, ...CopyFunctor...>` read `void at::native::el…MulFunctor…` and
+    `…CopyFunctor…`, not two identical starts."""
+    import os
+
+    long = sorted({str(v) for v in values if isinstance(v, str) and len(v) > limit})
+    head = 20  # of a shared start, enough to tell what kind of thing it is
+    if len(long) < 2:
+        return {v: v[: limit - 1].rstrip() + "…" for v in long}
+    prefix = len(os.path.commonprefix(long))
+    suffix = len(os.path.commonprefix([v[::-1] for v in long]))
+    shown = {}
+    for value in long:
+        end = max(prefix, len(value) - suffix)
+        # Namespaces and repeated element types say nothing that tells two kernels apart.
+        middle = re.sub(r"\b(?:float|double|bool|int|long|Half|BFloat16), ", "", value[prefix:end])
+        middle = re.sub(r"(?:\b[A-Za-z_]\w*|\(anonymous namespace\))::(?=[A-Za-z_(])", "", middle)
+        start = value[: min(prefix, head)] + ("…" if prefix > head else "")
+        budget = max(limit - len(start) - 1, 10)
+        middle = middle if len(middle) <= budget else middle[: budget - 1] + "…"
+        text = start + middle + ("…" if end < len(value) and not middle.endswith("…") else "")
+        shown[value] = text
+    return shown
+
+
 def table_html(frame: pd.DataFrame) -> Markup:
     """The table as HTML through pandas' Styler: per-column number formats, text escaped
     (kernel names like `void f<int>` stay text), long text shortened with the whole on hover,
@@ -255,11 +283,13 @@ def table_html(frame: pd.DataFrame) -> Markup:
     frame = display_frame(frame)
     shown = {column: column_formatter(frame[column]) for column in frame.columns}
 
+    shortened = {column: short_texts([shown[column](v) for v in frame[column]]) for column in frame.columns}
+
     def cell(column):
         def write(value) -> str:
             text = shown[column](value)
             if len(text) > LONG_TEXT:
-                short = shorten(text)
+                short = shortened[column].get(text) or shorten(text)
                 return str(Markup('<span title="{}">{}</span>').format(text, short))
             return str(escape(text))
 
@@ -333,6 +363,15 @@ def name_tables(sections: list[Section]) -> None:
                 block.csv = names.get(block.data, f"tables/{block.data}.csv")
 
 
+def _anchor(block, section) -> str:
+    """The id of a table or figure in the page, for the answers that point at it."""
+    from lmstudy.report import answers
+
+    if isinstance(block, Table):
+        return answers.table_anchor(block.csv.removeprefix("tables/").removesuffix(".csv"))
+    return answers.figure_anchor(section.key, block.path.name)
+
+
 def render(
     sections: list[Section],
     environment: dict[str, str],
@@ -352,6 +391,8 @@ def render(
     from lmstudy.report.sections.labels import environment_label
 
     environment = {environment_label(k): v for k, v in environment.items()}
+    from lmstudy.report import answers
+
     name_tables(sections)
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
@@ -367,6 +408,9 @@ def render(
                 block.src = f"figures/{section.key}_{block.path.name}"
                 # Written beside, then renamed: a link left where the figure goes is replaced, never followed.
                 write_bytes(out_dir / block.src, block.path.read_bytes())
+    # Answers link to the tables and figures just named and copied; the summary gathers them.
+    answers.link_answers(sections)
+    context.setdefault("summary", answers.summary(sections))
     for fmt, name in (("html", "index.html"), ("md", "report.md")):
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(templates),
@@ -381,6 +425,8 @@ def render(
         env.tests["figure"] = lambda b: isinstance(b, Figure)
         env.tests["text"] = lambda b: isinstance(b, Text)
         env.tests["findings"] = lambda b: isinstance(b, Findings)
+        env.tests["answers"] = lambda b: isinstance(b, answers.Answers)
+        env.filters["anchor"] = _anchor
         text = env.get_template(f"{template}.{fmt}.j2").render(
             title=title, run=run, environment=environment, sections=sections,
             escape=escape, **context,

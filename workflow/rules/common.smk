@@ -252,7 +252,7 @@ def run_tables_digest(name):
 wildcard_constraints:
     size=alternatives(config["sizes"]),
     ctx=r"\d+",
-    precision="fp32|bf16",
+    precision="fp32|bf16|fp16",
     variant="naive|sdpa|naive-compile|sdpa-compile",
 
 

@@ -60,6 +60,7 @@ rule memory_snapshot:
         vocab_size=flag("--vocab-size", config["vocab_size"]),
         warmup_steps=flag("--warmup-steps", MEMORY["warmup_steps"]),
         max_entries=flag("--max-entries", MEMORY["max_entries"]),
+        stacks=flag("--stacks", MEMORY.get("stacks", "python")),
         device=flag("--device", config["device"]),
         tf32="--tf32" if config["tf32"] else "",
         memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
@@ -71,7 +72,7 @@ rule memory_snapshot:
         " --context-length {wildcards.ctx} --pass {wildcards.mempass}"
         " --precision {wildcards.precision} {params.batch_size}"
         " {params.vocab_size} {params.warmup_steps}"
-        " {params.max_entries} {params.device}"
+        " {params.max_entries} {params.stacks} {params.device}"
         " {params.tf32} {params.memory_cap} > {log} 2>&1"
 
 

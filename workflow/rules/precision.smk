@@ -27,9 +27,52 @@ rule precision_experiments:
         " --phases {output.phases} > {log} 2>&1"
 
 
+# The normalisation experiment (section 3 b) on the study model's own activations:
+# the first size and the shortest context of the timing section, the study's
+# smallest model, whose residual stream is as any size's at initialisation.
+# The size is in the file's name: changing that size reruns this job, as its own.
+NORM_SIZE = config["timing"]["sizes"][0]
+NORM_CONTEXT = min(config["timing"]["context_lengths"])
+NORM_ERRORS = f"{RESULTS}/precision/norm_errors_{NORM_SIZE}.csv"
+
+
+rule precision_norms:
+    output:
+        errors=f"{RESULTS}/precision/norm_errors_{{size}}.csv",
+        phases=phases_file("precision", "precision_norms", "{size}"),
+    log:
+        f"{LOGS}/precision/norms_{{size}}.log",
+    benchmark:
+        benchmark_file("precision", "precision_norms", "{size}")
+    conda:
+        LMSTUDY_ENV
+    resources:
+        **gpu_job_resources(),
+    params:
+        dims=lambda w: size_dims(w.size),
+        context=flag("--context-length", NORM_CONTEXT),
+        batch_size=flag("--batch-size", config["batch_size"]),
+        vocab_size=flag("--vocab-size", config["vocab_size"]),
+        device=flag("--device", config["device"]),
+    shell:
+        "lmstudy_gpu norm_errors {params.device} --out {output.errors}"
+        " --phases {output.phases} --size {wildcards.size} {params.context}"
+        " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
+        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
+        " {params.batch_size} {params.vocab_size} > {log} 2>&1"
+
+
 if PRECISION["enabled"]:
     count_cost("precision", "precision_experiments", measuring=True)
+    count_cost(
+        "precision",
+        "precision_norms",
+        "{size}",
+        jobs=[{"size": NORM_SIZE}],
+        measuring=True,
+    )
     SECTION_TABLES["precision"] = [
         f"{RESULTS}/precision/accumulation.csv",
         f"{RESULTS}/precision/toy_dtypes.csv",
+        NORM_ERRORS,
     ] + ([f"{RESULTS}/timing/timing.csv"] if config["timing"]["enabled"] else [])

@@ -8,8 +8,10 @@ project's code (or the user's script), shown relative to the project.
 
 from __future__ import annotations
 
+import linecache
 import re
 from collections import defaultdict
+from pathlib import Path
 
 from lmstudy.analyse.memory.snapshot import Allocation
 
@@ -38,6 +40,38 @@ def user_frames(frames: list[dict], depth: int = 4) -> list[str]:
     return shown[:depth]
 
 
+def source_code(frame: dict) -> str:
+    """The code at a user frame's line: the operation that made the block (`scores = q @ k...`).
+
+    Read as text where the file is (the analysis runs where the snapshot was taken), else from
+    this project's file of the same relative path; "" where neither has the line.
+    """
+    filename, line = frame.get("filename", ""), int(frame.get("line", 0) or 0)
+    if line <= 0:
+        return ""
+    text = linecache.getline(filename, line) if Path(filename).is_file() else ""
+    if not text:
+        from lmstudy.environment import REPO_ROOT
+
+        local = Path(REPO_ROOT) / short_path(filename)
+        text = linecache.getline(str(local), line) if local.is_file() else ""
+    return " ".join(text.split())
+
+
+# A C++ frame of an autograd node's apply: the backward operation that allocated the block.
+_AUTOGRAD = re.compile(r"\b(\w+Backward\d*)\b")
+
+
+def autograd_operation(frames: list[dict]) -> str:
+    """The autograd operation (MmBackward0, SoftmaxBackward0, ...) among an allocation's C++
+    frames, innermost first; "" where the snapshot has none (stacks="python" records no C++)."""
+    for frame in frames:
+        found = _AUTOGRAD.search(frame.get("name", ""))
+        if found:
+            return found.group(1)
+    return ""
+
+
 def largest(
     allocations: list[Allocation],
     labels: list[str],
@@ -61,6 +95,10 @@ def largest(
         group["phases"].add(labels[a.alloc_index])
         group["kinds"].add(kinds[id(a)])
         group["requested"] = a.requested
+        if "code" not in group:
+            user = [f for f in a.alloc_frames if is_user_frame(f)]
+            backward = autograd_operation(a.alloc_frames)
+            group["code"] = source_code(user[0]) if user else (f"autograd {backward}" if backward else "")
     rows = []
     for (size, frames), group in groups.items():
         rows.append(
@@ -73,6 +111,7 @@ def largest(
                 "kinds": ", ".join(sorted(group["kinds"])),
                 "source": frames[0] if frames else "(no Python frame: made by C++, e.g. autograd)",
                 "stack": " <- ".join(frames),
+                "code": group.get("code", ""),
             }
         )
     rows.sort(key=lambda r: (-r["size_bytes"], -r["count"], r["source"]))

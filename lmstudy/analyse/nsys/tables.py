@@ -199,7 +199,8 @@ def attention_table(kernels: pd.DataFrame) -> pd.DataFrame:
 
     Per step, summed over layers. Matmul time is the GEMM kernels in the
     "computing attention scores" and "final matmul" ranges; softmax time is
-    every kernel in "computing softmax". FLOPs per layer: 2·B·T²·d_model for
+    every kernel in "computing softmax"; scale and mask time the non-GEMM kernels of the two
+    matmul ranges (the division by sqrt(d) and masked_fill). FLOPs per layer: 2·B·T²·d_model for
     each of the two matmuls, SOFTMAX_FLOPS_PER_ELEMENT·B·H·T² for the softmax.
     """
     rows = []
@@ -208,9 +209,11 @@ def attention_table(kernels: pd.DataFrame) -> pd.DataFrame:
             continue
         steps = part["profiled_steps"].iloc[0]
         softmax = part[part["range"] == SOFTMAX_RANGE]["total_ns"].sum()
-        matmul = part[part["range"].isin(ATTENTION_MATMUL_RANGES) & (part["category"] == "GEMM")][
-            "total_ns"
-        ].sum()
+        in_matmul_ranges = part["range"].isin(ATTENTION_MATMUL_RANGES)
+        matmul = part[in_matmul_ranges & (part["category"] == "GEMM")]["total_ns"].sum()
+        # The scaling by 1/sqrt(d) and the causal mask run beside the score matmul, in its range:
+        # with softmax, attention's non-matmul work.
+        scale_mask = part[in_matmul_ranges & (part["category"] != "GEMM")]["total_ns"].sum()
         if softmax == 0 and matmul == 0:
             continue
         first = part.iloc[0]
@@ -227,6 +230,8 @@ def attention_table(kernels: pd.DataFrame) -> pd.DataFrame:
                 "softmax ms": softmax / steps / 1e6,
                 "matmul ms": matmul / steps / 1e6,
                 "time softmax/matmul": softmax / matmul if matmul else None,
+                "scale and mask ms": scale_mask / steps / 1e6,
+                "non-matmul/matmul time": (softmax + scale_mask) / matmul if matmul else None,
                 "FLOPs softmax/matmul": softmax_flops / matmul_flops,
             }
         )

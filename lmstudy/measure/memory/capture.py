@@ -37,6 +37,9 @@ class SnapshotSpec(ModelSpec):
     pass_name: str
     warmup_steps: int = 2
     max_entries: int = 1_000_000
+    # "python": Python frames only; "all": C++ frames too, which name the autograd operation
+    # (MmBackward0, ...) behind each block the backward allocates, at a slower capture.
+    stacks: str = "python"
 
     def describe(self) -> dict:
         row = dataclasses.asdict(self)
@@ -112,7 +115,7 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
             torch.cuda.reset_peak_memory_stats(device)
             meta["memory_allocated_before"] = torch.cuda.memory_allocated(device)
             stage = "recorded step"
-            torch.cuda.memory._record_memory_history(max_entries=spec.max_entries, stacks="python")
+            torch.cuda.memory._record_memory_history(max_entries=spec.max_entries, stacks=spec.stacks)
             recording = True
             step()
             synchronize(device)

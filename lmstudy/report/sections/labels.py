@@ -116,6 +116,7 @@ COLUMN_LABELS = {
     "seconds": "time (s)",
     "jobs": "jobs",
     "d_model": "d_model",
+    "d_ff": "d_ff",
     "warmup_steps": "warm-up steps",
     "instances": "invocations",
 }
@@ -134,3 +135,13 @@ def column_label(name: str) -> str:
         if label.endswith(f" {unit}") and not label.endswith(f"({unit})"):
             return f"{label[: -len(unit) - 1]} ({unit})"
     return label
+
+
+def in_size_order(table: pd.DataFrame, column: str = "size") -> pd.DataFrame:
+    """`table`'s rows with sizes in the config's order, every other order kept (a stable sort):
+    tables computed by grouping on a size's name come out alphabetical (2.7B before small)."""
+    if table.empty or column not in table:
+        return table
+    rank = {s: i for i, s in enumerate(size_order(table[column].astype(str)))}
+    order = table[column].astype(str).map(rank).to_numpy().argsort(kind="stable")
+    return table.iloc[order].reset_index(drop=True)

@@ -7,7 +7,9 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.attention import answers as attention_answers
 from lmstudy.report.sections.attention.figures import draw_figures
 from lmstudy.report.sections.attention.findings import findings
 from lmstudy.report.sections.attention.tables import (
@@ -91,6 +93,7 @@ def build(results: Path, figures: Path) -> Section:
             "the caching allocator reports (n/a on a CPU). Times are medians."
         )
     )
+    section.add(Answers(attention_answers.answers(frame)))
     section.add(Findings(findings(frame)))
     section.add(
         Table(

@@ -16,11 +16,30 @@ import pandas as pd  # noqa: E402
 from lmstudy.report.sections import plots  # noqa: E402
 from lmstudy.report.sections.attention.tables import LABELS, MIB, ratio_frame  # noqa: E402
 
+# Colour per implementation, line style per precision; naive compiled drawn over naive eager with
+# open markers, so equal values (their memory) show both series rather than one.
+IMPL_STYLE = {
+    "naive": dict(color="tab:blue", marker="o", lw=2.4, ms=7, zorder=2),
+    "naive-compile": dict(color="tab:orange", marker="s", lw=1.2, ms=5, mfc="white", zorder=3),
+    "sdpa": dict(color="tab:green", marker="^", lw=1.6, ms=6, zorder=3),
+}
+PRECISION_LINES = {"fp32": "-", "bf16": "--"}
 
-def _plot(frame: pd.DataFrame, y: str, ylabel: str, out: Path, scale: float = 1.0) -> None:
+
+def _reference(ax, seq: pd.Series, values: pd.Series, power: int, label: str) -> None:
+    """A slope ∝ seq^power through the series' last point: how N² (or N) growth looks on log axes."""
+    if values.empty:
+        return
+    x0, y0 = float(seq.iloc[-1]), float(values.iloc[-1])
+    xs = sorted(seq.unique())
+    ax.plot(xs, [y0 * (x / x0) ** power for x in xs], ls=":", color="0.45", lw=1, zorder=1, label=label)
+
+
+def _plot(
+    frame: pd.DataFrame, y: str, ylabel: str, out: Path, scale: float = 1.0, slopes: bool = False
+) -> None:
     dims = sorted(frame["head_dim"].unique())
     fig, axes = plots.subplots(1, len(dims), figsize=(3.4 * len(dims) + 2.0, 3.4), sharey=True)
-    markers = {"naive": "o", "naive-compile": "s", "sdpa": "^"}
     for ax, d in zip(axes[0], dims, strict=True):
         if not plots.has_values(frame[frame["head_dim"] == d][y]):
             # Every configuration of this head size ran out of memory: say so, no empty axes.
@@ -33,14 +52,16 @@ def _plot(frame: pd.DataFrame, y: str, ylabel: str, out: Path, scale: float = 1.
         for (impl, precision), line in part.groupby(["implementation", "precision"], observed=True):
             line = line.sort_values("seq_len")
             good = line[line["status"] == "ok"]
-            style = "-" if precision == "fp32" else "--"
             drawn = ax.plot(
                 good["seq_len"],
                 good[y] / scale,
-                style,
-                marker=markers[impl],
+                ls=PRECISION_LINES.get(precision, ":"),
                 label=f"{LABELS[impl]} {precision}",
+                **IMPL_STYLE[impl],
             )
+            if slopes and impl in ("naive", "sdpa") and precision == part["precision"].iloc[0]:
+                power = 2 if impl == "naive" else 1
+                _reference(ax, good["seq_len"], good[y] / scale, power, f"∝ seq{'²' if power == 2 else ''}")
             bad = line[line["status"] != "ok"]
             if len(bad):
                 color = drawn[0].get_color()
@@ -67,6 +88,7 @@ def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
             "in use before backward (MiB)",
             out_dir / "memory.png",
             scale=MIB,
+            slopes=True,
         )
     ratios = ratio_frame(frame, "naive", "naive-compile")
     if not ratios.empty:

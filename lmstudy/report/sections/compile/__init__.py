@@ -7,7 +7,9 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.compile import answers as compile_answers
 from lmstudy.report.sections.compile.figures import draw_figures
 from lmstudy.report.sections.compile.findings import findings
 from lmstudy.report.sections.compile.tables import KEY, comparison, comparison_table
@@ -57,6 +59,7 @@ def build(results: Path, figures: Path) -> Section:
             "median; the eager first step's excess is shown beside it for scale."
         )
     )
+    section.add(Answers(compile_answers.answers(comparison(frame))))
     section.add(Findings(findings(frame)))
     section.add(
         Table(

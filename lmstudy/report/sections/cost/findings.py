@@ -60,9 +60,11 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
         ]
     column = "waited_s" if "waited_s" in jobs else "wait_s"
     waited = jobs[column].sum()
-    if waited > 0:
+    # Under half a second in all is the lease's own bookkeeping, not a wait worth a sentence.
+    if waited >= 0.5:
+        count = int((jobs[column] > 0).sum())
         items.append(
-            f"{(jobs[column] > 0).sum()} job(s) waited {waited:.0f} s in all for a GPU that another job "
+            f"{count} job{'s' if count != 1 else ''} waited {waited:.0f} s in all for a GPU that another job "
             "held (another run on this machine, or more GPU jobs than GPUs)."
         )
     jobs = jobs.assign(gpu_index=jobs["index"], foreign_processes=_text(jobs["foreign_processes"]))

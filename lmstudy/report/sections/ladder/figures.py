@@ -5,6 +5,7 @@ The functions that draw its figures (matplotlib).
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -56,7 +57,7 @@ def _time_figure(ladder: pd.DataFrame, breakdown: pd.DataFrame, path: Path) -> N
     words = time_words(ladder)
     colors = plt.get_cmap("tab10").colors
     fig, axes = plots.subplots(
-        1, len(sizes), figsize=(max(4.0, 0.55 * len(rungs) + 1.6) * len(sizes) + 1.8, 4.2)
+        1, len(sizes), figsize=(max(4.0, 1.05 * len(rungs) + 1.2) * len(sizes) + 1.8, 4.4)
     )
     for ax, size in zip(axes[0], sizes, strict=True):
         part = ladder[ladder["size"].astype(str) == size].set_index("rung").reindex(rungs)
@@ -75,8 +76,8 @@ def _time_figure(ladder: pd.DataFrame, breakdown: pd.DataFrame, path: Path) -> N
             if busy != busy:
                 shown = status if isinstance(status, str) and status != "ok" else "not profiled"
                 plots.mark_missing(ax, xi, low + 0.04 * (high - low), shown)
-        ax.set_xticks(x, [part.loc[rung, "rung_key"] for rung in rungs], rotation=35, ha="right",
-                      fontsize="x-small")
+        # The rungs by the names the tables use, wrapped to stay readable under a narrow bar.
+        ax.set_xticks(x, [textwrap.fill(str(rung), 14) for rung in rungs], fontsize="x-small")
         ax.set_title(size)
         ax.set_ylabel(f"{words} per step (ms)")
     plots.legend_outside(fig, axes, title="category")

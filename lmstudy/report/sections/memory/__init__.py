@@ -7,8 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.report.answers import Answer, Answers
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
+from lmstudy.report.sections.memory import answers as memory_answers
 from lmstudy.report.sections.memory.figures import PHASE_COLORS, _timeline_name, draw_figures
 from lmstudy.report.sections.memory.findings import findings
 from lmstudy.report.sections.memory.tables import (
@@ -95,13 +97,14 @@ def build(results: Path, figures: Path) -> Section:
     if rows.empty:
         reasons = sorted(set(frame["error"].dropna().astype(str))) if "error" in frame else []
         configs = ", ".join(_label(r) for _, r in frame.iterrows())
-        return section.add(
-            Text(
-                f"No memory snapshot was taken: {'; '.join(reasons) or 'no snapshot job ran'}. "
-                f"Configured: {configs}."
-            )
-        )
+        why = f"No memory snapshot was taken: {'; '.join(reasons) or 'no snapshot job ran'}."
+        questions = list(memory_answers.Q.values())
+        unanswered = [Answer(questions[0], f"Not answered: {why[0].lower()}{why[1:]}")]
+        unanswered += [Answer(q, "Not answered: no snapshot, as (a) says.") for q in questions[1:]]
+        section.add(Answers(unanswered))
+        return section.add(Text(f"{why} Configured: {configs}."))
     section.add(Text(_method_text(rows)))
+    section.add(Answers(memory_answers.answers(results, frame, rows)))
     section.add(Findings(findings(frame)))
     section.add(
         Table(
@@ -117,6 +120,18 @@ def build(results: Path, figures: Path) -> Section:
             data="memory_peaks",
         )
     )
+    phases = phase_peak_table(results, rows)
+    if not phases.empty:
+        section.add(
+            Table(
+                "Peak of each phase, from the timelines (GiB): the forward phase's beside the step's",
+                phases,
+                name="memory_phase_peaks",
+                note="A training step starts with the parameters, AdamW's state and the last step's "
+                     "gradients "
+                "in memory; its peak is in the phase named.",
+            )
+        )
     section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows), name="memory_by_kind"))
     phases = phase_peak_table(rows)
     if not phases.empty:
@@ -146,7 +161,8 @@ def build(results: Path, figures: Path) -> Section:
                 "the dotted line is the peak.",
             )
         )
-    for _, part in rows[rows["pass"] == "train_step"].groupby(["size", "precision"], observed=True):
+    # The forward pass's first: the course asks where its largest allocations come from.
+    for _, part in rows.groupby(["pass", "size", "precision"], observed=True):
         row = part.sort_values("context_length").iloc[-1]
         largest = largest_table(results, row)
         if not largest.empty:
@@ -155,13 +171,21 @@ def build(results: Path, figures: Path) -> Section:
                     f"Largest allocations during {_label(row)}",
                     largest,
                     note="Grouped by size and source line; count is per step.",
+                    name=f"memory_largest_{row['size']}_{int(row['context_length'])}_{row['pass']}_"
+                    f"{row['precision']}",
                 )
             )
-    snapshots = ", ".join(str(results / s) for s in rows["snapshot"].dropna())
-    section.add(
-        Text(
-            f"The raw snapshots are kept: open one at {MEMORY_VIZ} (drag the .pickle onto the page) "
-            f"for the interactive timeline and every allocation's stack. Files: {snapshots}."
+    # Point only at files that are there: a copied run folder may lack the large ones.
+    paths = [results / s for s in rows["snapshot"].dropna()]
+    kept = ", ".join(f"{p}" for p in paths if p.exists())
+    absent = ", ".join(f"{p}" for p in paths if not p.exists())
+    if kept:
+        section.add(
+            Text(
+                f"The raw snapshots are kept: open one at {MEMORY_VIZ} (drag the .pickle onto the page) "
+                f"for the interactive timeline and every allocation's stack. Files: {kept}."
+            )
         )
-    )
+    if absent:
+        section.add(Text(f"Absent from this run's folder (copied without them?): {absent}."))
     return section

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.memory.kinds import KINDS
+from lmstudy.report.answers import percent
 from lmstudy.report.sections.labels import PASS_LABELS
 from lmstudy.report.sections.memory.tables import GIB, KIND_LABELS, _label, measured
 
@@ -20,8 +21,11 @@ def findings(frame: pd.DataFrame) -> list[str]:
     if len(agree):
         worst = agree.loc[agree["peak_vs_allocator"].abs().idxmax()]
         items.append(
-            f"The snapshot's peak agrees with torch.cuda.max_memory_allocated() within "
-            f"{abs(worst['peak_vs_allocator']) * 100:.3f}% in all {len(agree)} snapshots "
+            f"The snapshot's peak equals torch.cuda.max_memory_allocated() to the byte in all {len(agree)} "
+            "snapshots."
+            if worst["peak_vs_allocator"] == 0
+            else f"The snapshot's peak agrees with torch.cuda.max_memory_allocated() within "
+            f"{percent(worst['peak_vs_allocator'])} in all {len(agree)} snapshots "
             f"(largest difference: {_label(worst)})."
         )
     for _, row in frame[frame["status"] == "OOM"].iterrows():

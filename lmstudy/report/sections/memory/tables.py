@@ -132,12 +132,51 @@ def largest_table(results: Path, row, top: int = 5) -> pd.DataFrame:
     frame = result_files.read_csv(path, missing_ok=True).head(top)
     if frame.empty:
         return frame
-    return pd.DataFrame(
+    no_frame = (
+        "(no Python frame: made in C++ by autograd, as the backward of a forward operation; the snapshot "
+        "records Python frames only)"
+    )
+    table = pd.DataFrame(
         {
             "size MiB": frame["size_bytes"] / 2**20,
             "count": frame["count"],
             "phase": frame["phases"],
             "kind": frame["kinds"],
-            "made by (innermost user frames)": frame["stack"],
         }
-    ).fillna({"made by (innermost user frames)": "(no Python frame: made in C++, e.g. autograd)"})
+    )
+    if "code" in frame:
+        # The operation itself, the line of code that made the block: what a reader looks for.
+        table["operation (the code at that line)"] = frame["code"].astype(object).fillna("")
+    table["made by (innermost user frames)"] = frame["stack"]
+    return table.fillna({"made by (innermost user frames)": no_frame})
+
+
+PHASE_ORDER = ("forward", "backward", "optimizer")
+
+
+@computes_table
+def phase_peak_table(results: Path, rows: pd.DataFrame) -> pd.DataFrame:
+    """The peak of each phase of each snapshot, from its timeline: a training step's peak sits in
+    one phase (the optimizer's, for AdamW), and the forward phase's beside it shows what context
+    does to the activations that the step's peak hides."""
+    out = []
+    for _, row in rows.iterrows():
+        path = results / row["summary_dir"] / "timeline.csv"
+        line = result_files.read_csv(path, missing_ok=True)
+        if line.empty:
+            continue
+        by_phase = line.groupby("phase")["allocated_bytes"].max()
+        record = {
+            "size": row["size"],
+            "context": row["context_length"],
+            "pass": PASS_LABELS[row["pass"]],
+            "precision": row["precision"],
+            "at start GiB": line["allocated_bytes"].iloc[0] / GIB,
+        }
+        for phase in PHASE_ORDER:
+            if phase in by_phase:
+                record[f"{phase} peak GiB"] = by_phase[phase] / GIB
+        record["step peak GiB"] = row["peak_bytes"] / GIB
+        record["peak in phase"] = row.get("peak_phase")
+        out.append(record)
+    return pd.DataFrame(out)

@@ -8,7 +8,11 @@ import pandas as pd
 
 from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
+from lmstudy.analyse.nsys.names import kernel_alias
+from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.labels import in_size_order
+from lmstudy.report.sections.nsys import answers as nsys_answers
 from lmstudy.report.sections.nsys.figures import SHARES_FIGURE, draw_figures
 from lmstudy.report.sections.nsys.findings import findings
 from lmstudy.report.sections.nsys.tables import _with_status, words
@@ -50,6 +54,36 @@ def backend_record(results: Path) -> dict:
     return result_files.read_json(path) if path.exists() else {}
 
 
+def _kept_profiles(results: Path, runs: pd.DataFrame) -> str:
+    """Where the profiles themselves are: only the files that are there (a copied run folder may
+    lack them), each once; runs.csv names them from the project's root."""
+    listed = runs.get("files", pd.Series(dtype=str)).dropna()
+    named = dict.fromkeys(f for files in listed for f in str(files).split())
+    root = results.parent.parent
+    kept = [f for f in named if (root / f).exists() or Path(f).exists()]
+    absent = [f for f in named if f not in kept]
+    text = (
+        "The profiles are kept (an .nsys-rep opens in Nsight Systems, a trace.json.gz in Perfetto): "
+        + ", ".join(f"`{f}`" for f in kept) + "."
+        if kept
+        else "No profile file is in this run's folder."
+    )
+    if absent:
+        text += " Absent from this run's folder: " + ", ".join(f"`{f}`" for f in absent) + "."
+    return text
+
+
+def with_alias(table: pd.DataFrame) -> pd.DataFrame:
+    """A kernel table with each kernel's short name (what it does) first, its full name beside."""
+    if table.empty or "kernel" not in table:
+        return table
+    if (table["kernel"].map(kernel_alias) == table["kernel"]).all():
+        return table  # short names already (operators on a CPU): nothing to add
+    table = table.rename(columns={"kernel": "full name"})
+    table.insert(list(table.columns).index("full name"), "kernel", table["full name"].map(kernel_alias))
+    return table
+
+
 def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(load(results), out_dir)
 
@@ -84,8 +118,9 @@ def build(results: Path, figures: Path) -> Section:
     chosen = backend_record(results)
     if chosen.get("note"):
         section.add(Text(chosen["note"]))
+    section.add(Answers(nsys_answers.answers(data)))
     section.add(Findings(findings(data)))
-    a = T.forward_time_table(data["ranges"], runs, data["timing"])
+    a = in_size_order(T.forward_time_table(data["ranges"], runs, data["timing"]))
     section.add(
         Table(
             f"(a) Time per step: {said['profiler']}'s span of each range vs the Python timer (the "
@@ -100,11 +135,11 @@ def build(results: Path, figures: Path) -> Section:
     section.add(
         Table(
             "(b) Top kernel of forward, backward and optimizer",
-            T.top_kernels(kernels),
+            with_alias(in_size_order(T.top_kernels(kernels))),
             name="nsys_top_kernels",
         )
     )
-    c = T.top_non_gemm_forward(kernels)
+    c = with_alias(in_size_order(T.top_non_gemm_forward(kernels)))
     if not c.empty:
         section.add(
             Table(
@@ -116,27 +151,31 @@ def build(results: Path, figures: Path) -> Section:
     section.add(
         Table(
             f"(d) GEMM share of {said['time']}, inference vs training step (%)",
-            T.gemm_share(kernels),
+            in_size_order(T.gemm_share(kernels)),
             name="nsys_gemm_share",
         )
     )
-    e = T.attention_table(kernels)
+    e = in_size_order(T.attention_table(kernels))
     if not e.empty:
         section.add(
             Table(
                 "(e) Attention: softmax vs matmul time per step, next to their FLOP ratio",
                 e,
-                note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax.",
+                note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax. "
+                "Scale and mask: the division by sqrt(d_head) and the causal mask's masked_fill, in "
+                "the score "
+                "matmul's range; with softmax they are attention's non-matmul work.",
                 name="nsys_attention",
             )
         )
     section.add(
         Table(
             f"Share of {said['time']} by kernel category (%)",
-            T.category_shares(kernels),
+            in_size_order(T.category_shares(kernels)),
             name="nsys_category_shares",
         )
     )
+    section.add(Text(_kept_profiles(results, runs)))
     section.add(
         Figure(
             figures / SHARES_FIGURE,

@@ -61,12 +61,16 @@ def findings(data: dict[str, pd.DataFrame]) -> list[str]:
         part = b[b["phase"] == phase] if not b.empty else b
         if len(part):
             common = part["category"].value_counts()
-            items.append(
-                f"The top {phase} {said['kernel']} is {_a(common.index[0])} {said['kernel']} in "
-                f"{common.iloc[0]} of {len(part)} configurations, taking "
-                f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}% "
-                f"of {phase} {said['time']}."
+            share = f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}%"
+            # "The top optimizer kernel is an optimizer kernel" says nothing: only its share then.
+            kind = (
+                f"is {_a(common.index[0])} {said['kernel']} in {common.iloc[0]} of {len(part)} "
+                "configurations, "
+                "taking "
+                if common.index[0] != phase
+                else "takes "
             )
+            items.append(f"The top {phase} {said['kernel']} {kind}{share} of {phase} {said['time']}.")
     d = T.gemm_share(kernels)
     if {"inference GEMM %", "training GEMM %"} <= set(d.columns):
         both = d.dropna(subset=["inference GEMM %", "training GEMM %"])

@@ -7,8 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.report.answers import Answers
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections import timing as timing_section
+from lmstudy.report.sections.precision import answers as precision_answers
 from lmstudy.report.sections.precision.findings import accumulation_findings, dtype_findings, speedup_findings
 from lmstudy.report.sections.precision.tables import PRECISIONS, accumulation_table, dtype_table
 
@@ -34,6 +36,13 @@ def load(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _read(folder / "accumulation.csv"), _read(folder / "toy_dtypes.csv")
 
 
+def load_norms(results: Path) -> pd.DataFrame:
+    """The normalisation experiment's rows (precision/norm_errors_<size>.csv, one size per run)."""
+    frames = [_read(path) for path in sorted((results / "precision").glob("norm_errors_*.csv"))]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def make_figures(results: Path, out_dir: Path) -> None:
     """The speed-up figure belongs to the timing section; this section draws none."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -42,8 +51,11 @@ def make_figures(results: Path, out_dir: Path) -> None:
 def build(results: Path, figures: Path) -> Section:
     section = Section("precision", "3. Mixed precision")
     accumulation, dtypes = load(results)
-    if accumulation.empty and dtypes.empty:
+    norms = load_norms(results)
+    if accumulation.empty and dtypes.empty and norms.empty:
         return section.add(Text("No mixed-precision results: the experiments produced no rows."))
+    timing = timing_section.study_model(timing_section.load(results))
+    section.add(Answers(precision_answers.answers(accumulation, dtypes, norms, timing)))
     if not accumulation.empty:
         section.add(
             Text(
@@ -75,7 +87,23 @@ def build(results: Path, figures: Path) -> Section:
                 name="precision_autocast_dtypes",
             )
         )
-    timing = timing_section.study_model(timing_section.load(results))
+    if not norms.empty:
+        section.add(
+            Text(
+                "(b) The normalisation layer, measured: RMSNorm and LayerNorm written out as their inner "
+                "operations, run on the study model's own activations with every operation in fp16 or bf16, "
+                "with one operation at a time, and as the model computes RMSNorm (fp32 inside); the error "
+                "is ||y − y_fp32|| / ||y_fp32|| per token, its mean over tokens. The ×100 columns scale the "
+                "activations up 100×: large residual values, where fp16's range matters."
+            )
+        )
+        section.add(
+            Table(
+                "Normalisation error against fp32 (mean relative error per token)",
+                precision_answers.norm_table(norms),
+                name="precision_norm_errors",
+            )
+        )
     if timing.empty:
         section.add(Text("(c) No bf16 vs fp32 speed-ups: the timing section is switched off or has no rows."))
         return section
@@ -102,4 +130,13 @@ def build(results: Path, figures: Path) -> Section:
             name="precision_bf16_speedup",
         )
     )
+    both = precision_answers.low_precision_speedup_table(timing)
+    if not both.empty:
+        section.add(
+            Table(
+                "fp16 and bf16 autocast speed-up over fp32 (×)",
+                both,
+                name="precision_fp16_bf16_speedup",
+            )
+        )
     return section

@@ -7,9 +7,11 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections import plots
 from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
+from lmstudy.report.sections.timing import answers as timing_answers
 from lmstudy.report.sections.timing.figures import draw_figures
 from lmstudy.report.sections.timing.findings import findings
 from lmstudy.report.sections.timing.tables import (
@@ -92,7 +94,11 @@ def build(results: Path, figures: Path) -> Section:
         "host's launches and Python and moves from process to process; ‡ noisy: the processes' medians "
         "still differ by more than noise.max_spread. Findings leave such cells out of trends and say so."
     ))
+    section.add(Answers(timing_answers.answers(frame)))
     section.add(Findings(findings(frame)))
+    model = timing_answers.model_table(frame)
+    if not model.empty:
+        section.add(Table("The model of each size", model, name="timing_model"))
     section.add(
         Table(
             f"Step time by size, context and pass (warm-up {top})",
@@ -147,6 +153,17 @@ def build(results: Path, figures: Path) -> Section:
         section.add(Text(
             f"No MFU: it needs the datasheet peak of a known GPU (lmstudy/hardware.py), and this run "
             f"measured on {gpus}."
+        ))
+    fit = timing_answers.fit_table(frame)
+    if not fit.empty:
+        section.add(Table(
+            "Configurations near or beyond an 80 GB (or 40 GB) GPU's memory: peak memory reserved from the "
+            "device",
+            fit,
+            name="timing_fit_smaller_gpus",
+            note=f"'borderline': within {timing_answers.BORDERLINE:.0%} of the GPU's memory; the CUDA "
+                 "context "
+            "(about 0.5 GiB) comes on top.",
         ))
     variants = variants_table(every_variant)
     if not variants.empty:

@@ -12,8 +12,19 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmstudy.report.sections import plots  # noqa: E402
-from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
+from lmstudy.report.sections.labels import PASS_LABELS, size_order  # noqa: E402
 from lmstudy.report.sections.timing.tables import KEY, speedup_frame, steady  # noqa: E402
+
+PRECISION_LINES = {"fp32": "-", "bf16": "--", "fp16": ":"}
+
+
+def _doubtful(frame: pd.DataFrame) -> pd.Series:
+    """Rows the timing table marks host-bound or noisy (False where it has no such columns)."""
+    marked = pd.Series(False, index=frame.index)
+    for column in ("host_bound", "noisy"):
+        if column in frame:
+            marked |= frame[column].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0"))
+    return marked
 
 
 def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=False):
@@ -21,14 +32,24 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
     (rows with a status other than ok) marked where their points would be."""
     passes = [p for p in PASS_LABELS if p in set(frame["pass"])]
     fig, axes = plots.subplots(1, len(passes), figsize=(3.6 * len(passes) + 1.6, 3.4))
+    # One colour per size (light to dark, small to large), one line style per precision.
+    sizes = size_order(frame["size"].astype(str))
+    palette = plt.get_cmap("viridis")
+    hue = {s: palette(0.85 - 0.85 * i / max(len(sizes) - 1, 1)) for i, s in enumerate(sizes)}
+    doubtful = _doubtful(frame)
     for ax, pass_name in zip(axes[0], passes, strict=True):
         part = frame[frame["pass"] == pass_name]
-        colors = {}
         for (size, precision), line in part.groupby(["size", "precision"], observed=True):
             line = line.sort_values("context_length")
-            style = "-" if precision == "fp32" else "--"
-            drawn = ax.plot(line["context_length"], line[y], style, marker="o", label=f"{size} {precision}")
-            colors[(size, precision)] = drawn[0].get_color()
+            style = PRECISION_LINES.get(precision, "-.")
+            color = hue[str(size)]
+            label = f"{size} {precision}"
+            ax.plot(line["context_length"], line[y], style, marker="o", color=color, label=label)
+            # Host-bound or noisy cells (the table's own marks, where it has them): hollow points.
+            shaky = line[doubtful.reindex(line.index, fill_value=False)]
+            if len(shaky):
+                ax.scatter(shaky["context_length"], shaky[y], s=60, facecolors="white", edgecolors=color,
+                           zorder=4, label="host-bound or noisy (hollow)")
         contexts = set(part["context_length"])
         if missing is not None:
             contexts |= set(missing[missing["pass"] == pass_name]["context_length"])

@@ -1,0 +1,95 @@
+"""Answers to the course's questions, and the report's summary gathered from them.
+
+A section answers each question the course asks of it in one to three computed
+sentences, linked to the table or figure the numbers come from; its findings
+(what is not an answer) stay below. An answer may carry a headline: the short
+sentence, with its number and how far to trust it, that the report's summary
+at the top shows. Where a section lacks the data for an answer, the answer
+says why in one sentence, so a reader never looks for a question in vain.
+
+No torch, no matplotlib: the sections' answers modules build these from tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Answer:
+    question: str  # the course's label and question in a few words: "(b) Forward and backward time"
+    text: str  # one to three computed sentences with the numbers
+    # What the numbers come from: a table's name (its CSV's, "timing_step_time") or a figure's
+    # file name ("latency.png") in the same section; "" when the answer stands on its text.
+    source: str = ""
+    headline: str = ""  # the summary's sentence; "" keeps the answer out of the summary
+    trust: str = ""  # how far to trust the headline's number, computed ("±2% between processes")
+    href: str = ""  # the source's anchor in the page, set when rendering ("" if not found)
+    section: str = ""  # the key of the section that gave it, set when rendering
+
+
+@dataclasses.dataclass
+class Answers:
+    items: list[Answer]
+
+
+def table_anchor(name: str) -> str:
+    return f"table-{name}"
+
+
+def figure_anchor(section: str, file_name: str) -> str:
+    return f"figure-{section}-{file_name.rsplit('.', 1)[0]}"
+
+
+def link_answers(sections) -> None:
+    """Point every answer at its source's anchor; sources not drawn or not shown stay unlinked."""
+    from lmstudy.report.render import Figure, Table
+
+    for section in sections:
+        anchors = {}
+        for block in section.blocks:
+            if isinstance(block, Table) and block.csv:
+                name = block.csv.removeprefix("tables/").removesuffix(".csv")
+                anchors[name] = table_anchor(name)
+                if block.name:
+                    anchors.setdefault(block.name, table_anchor(name))
+            elif isinstance(block, Figure) and block.src:
+                anchors[block.path.name] = figure_anchor(section.key, block.path.name)
+        for block in section.blocks:
+            if isinstance(block, Answers):
+                for answer in block.items:
+                    answer.section = section.key
+                    answer.href = f"#{anchors[answer.source]}" if answer.source in anchors else ""
+
+
+def summary(sections) -> list[Answer]:
+    """The headlines of every section's answers, in the report's order."""
+    return [
+        answer
+        for section in sections
+        for block in section.blocks
+        if isinstance(block, Answers)
+        for answer in block.items
+        if answer.headline
+    ]
+
+
+def percent(fraction: float) -> str:
+    """A share or a relative difference as a reader wants it: 0.4%, 12%, never 0.000%."""
+    value = abs(fraction) * 100
+    if value == 0:
+        return "0%"
+    if value < 0.1:
+        return "<0.1%"
+    return f"{value:.1f}%" if value < 10 else f"{value:.0f}%"
+
+
+def span(low: float, high: float, fmt: str = ".2f", unit: str = "") -> str:
+    """'1.8–2.1×', or one number when both ends print the same."""
+    a, b = f"{low:{fmt}}", f"{high:{fmt}}"
+    return f"{a}{unit}" if a == b else f"{a}–{b}{unit}"
+
+
+def count(n: int, word: str) -> str:
+    """'1 configuration', '3 configurations': never '1 configuration(s)'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

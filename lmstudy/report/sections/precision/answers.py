@@ -1,0 +1,300 @@
+"""Section 3, mixed precision: its answers to the course's questions, and the table of the
+normalisation experiment (lmstudy/measure/norm_precision.py) they read."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lmstudy.analyse.computed import computes_table
+from lmstudy.report.answers import Answer, percent, span
+from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.timing import answers as timing_answers
+
+ALL = "(every operation)"  # as lmstudy.measure.norm_precision names them (no torch here)
+AS_MODEL = "(fp32 inside, as the study model)"
+
+
+def accumulation_answer(frame: pd.DataFrame) -> Answer:
+    by = frame.set_index("method")
+
+    def result(method: str) -> str:
+        row = by.loc[method]
+        return f"{row['result']:.4f} (error {row['abs_error']:.2g})"
+
+    worst = by["abs_error"].idxmax()
+    best = by["abs_error"].idxmin()
+    text = (
+        f"Adding 0.01 a thousand times: {best} gives {result(best)}, {worst} {result(worst)}"
+        + "".join(f"; {m} {result(m)}" for m in by.index if m not in (best, worst))
+        + ". The error of a low-precision sum grows as it rounds each addition; an fp32 accumulator keeps "
+        "only the error of storing 0.01 in fp16, which is why mixed precision accumulates in fp32."
+    )
+    question = "mixed_precision_accumulation: fp32 vs fp16, and fp16 into an fp32 accumulator"
+    return Answer(question, text, "precision_accumulation")
+
+
+def dtypes_answer(frame: pd.DataFrame) -> Answer:
+    """(a): the dtypes observed under each autocast, grouped by dtype."""
+    parts = []
+    for precision in ("fp16", "bf16"):
+        part = frame[(frame["precision"] == precision) & (frame["tensor"] != "(all)")]
+        if part.empty:
+            gone = frame[frame["precision"] == precision]
+            if len(gone):
+                parts.append(f"{precision} autocast did not run here ({gone['note'].iloc[0]})")
+            continue
+        # Every parameter (and gradient) in one word when they all share a dtype: the layers differ.
+        shown = part["tensor"].where(~part["tensor"].str.startswith("parameter "), "parameters")
+        shown = shown.where(~part["tensor"].str.startswith("gradient of "), "gradients")
+        shown = shown.str.replace(r"^output of (\w+) \((\w+)\)$", r"\2 \1", regex=True)
+        groups = (
+            part.assign(tensor=shown)
+            .groupby("dtype", sort=False)["tensor"]
+            .apply(lambda t: ", ".join(dict.fromkeys(t)))
+        )
+        parts.append(f"under {precision} autocast, " + "; ".join(f"{d}: {t}" for d, t in groups.items()))
+    text = (
+        ("Observed at run time: " + ". ".join(parts) + ".")
+        if parts
+        else "Not answered: no dtype was observed."
+    )
+    return Answer(
+        "benchmarking_mixed_precision (a): which dtypes do the parameters, outputs, loss and gradients have "
+        "under autocast?",
+        text,
+        "precision_autocast_dtypes",
+    )
+
+
+def _error(value: float, nonfinite: int, tokens: int) -> object:
+    return f"overflow ({nonfinite} of {tokens} tokens)" if nonfinite else value
+
+
+@computes_table
+def low_precision_speedup_table(timing: pd.DataFrame) -> pd.DataFrame:
+    """fp32 median over the fp16 and over the bf16 autocast median, per configuration (steady state);
+    empty unless the run timed fp16 (bf16 alone has the timing section's table)."""
+    rows = timing[(timing["warmup_steps"] == timing["warmup_steps"].max()) & (timing["status"] == "ok")]
+    if "fp16" not in set(rows["precision"]) or "fp32" not in set(rows["precision"]):
+        return pd.DataFrame()
+    wide = rows.pivot_table(
+        index=["size", "context_length", "pass"],
+        columns="precision",
+        values="median_ms",
+        aggfunc="first",
+        observed=True,
+    )
+    table = pd.DataFrame(index=wide.index)
+    for low in ("fp16", "bf16"):
+        if low in wide:
+            table[f"{low} speed-up ×"] = wide["fp32"] / wide[low]
+    table = table.dropna(how="all").reset_index()
+    table["pass"] = table["pass"].astype(str).map(PASS_LABELS)
+    return table.rename(columns={"context_length": "context"})
+
+
+@computes_table
+def norm_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean relative error against fp32, per norm and what ran in low precision, one column per
+    precision and activation scale."""
+    rows = frame.copy()
+    rows["cell"] = [
+        _error(v, n, t)
+        for v, n, t in zip(rows["error_mean"], rows["nonfinite_tokens"], rows["tokens"], strict=True)
+    ]
+    rows["column"] = rows["precision"] + " ×" + rows["scale"].map(lambda s: f"{s:g}") + " scale"
+    # Each norm's operations in the order they run, as the experiment lists them.
+    order = pd.MultiIndex.from_frame(rows[["norm", "low_precision_op"]].drop_duplicates())
+    table = rows.pivot_table(
+        index=["norm", "low_precision_op"], columns="column", values="cell", aggfunc="first", sort=False
+    )
+    table = table.reindex(order)
+    table.columns.name = None
+    table = table.reset_index().rename(columns={"low_precision_op": "in low precision"})
+    return table
+
+
+def _one_op(rows: pd.DataFrame) -> pd.Series:
+    singles = rows[~rows["low_precision_op"].isin([ALL, AS_MODEL, "input"])]
+    return singles.set_index("low_precision_op")["error_mean"]
+
+
+# An output this far from fp32's is lost (overflow to inf, or to 0 through rsqrt(inf)), not rounded.
+LOST = 0.5
+
+
+def _lost(rows: pd.DataFrame) -> pd.Series:
+    return (rows["nonfinite_tokens"] > 0) | (rows["error_mean"] > LOST)
+
+
+def norm_answer(frame: pd.DataFrame) -> Answer:
+    """(b): which operation of RMSNorm and LayerNorm causes the low-precision error, measured."""
+    question = (
+        "benchmarking_mixed_precision (b): what in the normalisation layer is sensitive to low precision; "
+        "does bf16 still need it in fp32?"
+    )
+    if frame.empty:
+        return Answer(question, "Not answered: the normalisation experiment produced no rows.")
+    base = frame[frame["scale"] == frame["scale"].min()]
+    first = base.iloc[0]
+    precisions = list(dict.fromkeys(base["precision"]))
+
+    def per_precision(values: dict) -> str:
+        return " / ".join(f"{values[p]:.1e}" for p in precisions)
+
+    rows = {
+        key: part.set_index("low_precision_op")["error_mean"]
+        for key, part in base.groupby(["norm", "precision"])
+    }
+    norms = list(dict.fromkeys(base["norm"]))
+    wholly = "; ".join(
+        f"{norm} {per_precision({p: rows[(norm, p)][ALL] for p in precisions})}"
+        for norm in dict.fromkeys(base["norm"])
+    )
+    rounding = per_precision({p: max(rows[(n, p)]["input"] for n in norms) for p in precisions})
+    singles = base[~base["low_precision_op"].isin([ALL, AS_MODEL, "input"])]
+    worst = singles.loc[singles.groupby("precision")["error_mean"].idxmax()].set_index("precision")
+    sentences = [
+        f"On the residual stream entering {first['size']}'s final norm (RMS "
+        f"{first['input_rms']:.2g}), computed "
+        f"wholly in {' / '.join(precisions)} the norm is off from fp32 by {wholly} (mean relative error); "
+        f"rounding the input alone gives {rounding}, and the worst single operation adds "
+        + " / ".join(
+            f"'{worst.loc[p, 'low_precision_op']}' {worst.loc[p, 'error_mean']:.1e}" for p in precisions
+        )
+        + "."
+    ]
+    ratios = [rows[key][ALL] / rows[key][AS_MODEL] for key in rows]
+    low, high = min(ratios), max(ratios)
+    sentences.append(
+        f"Computing inside in fp32 and casting back, as the study model's RMSNorm does, changes that "
+        f"{span(low, high, '.1f', '×')}: "
+        + (
+            "at this scale the error is the rounding of the input and output, not the inside operations."
+            if high < 1.5
+            else "the inside operations add error of their own, which fp32 removes."
+        )
+    )
+    if frame["scale"].nunique() > 1:
+        big = frame[frame["scale"] == frame["scale"].max()]
+        whole = big[big["low_precision_op"] == ALL]
+        lost = whole[_lost(whole)]
+        scale = big["scale"].iloc[0]
+        if len(lost):
+            causes = []
+            for (norm, precision), part in big.groupby(["norm", "precision"], sort=False):
+                if ((lost["norm"] == norm) & (lost["precision"] == precision)).any():
+                    ops = part[~part["low_precision_op"].isin([ALL, AS_MODEL]) & _lost(part)]
+                    causes.append(f"{norm} {precision} (from '{', '.join(ops['low_precision_op'])}')")
+            kept = whole[~_lost(whole)]
+            sentences.append(
+                f"At {scale:g}× the activations (|x| up to {big['input_abs_max'].max():.3g}) the "
+                f"output is lost in {'; '.join(causes)}: the squares overflow fp16's largest value, 65504"
+                + (
+                    f", while {', '.join(f'{r.norm} {r.precision}' for r in kept.itertuples())} stay within "
+                    f"{kept['error_mean'].max():.1e}"
+                    if len(kept)
+                    else ""
+                )
+                + ". fp16's risk is range, bf16's precision (8 significant bits against fp16's 11): both "
+                "keep the norm's reductions in fp32."
+            )
+        else:
+            sentences.append(f"At {scale:g}× the activations nothing overflows.")
+    whole = base[base["low_precision_op"] == ALL].set_index(["norm", "precision"])["error_mean"]
+    headline = (
+        "Normalisation computed wholly in low precision is off from fp32 by "
+        + ", ".join(f"{e:.1e} ({n} {p})" for (n, p), e in whole.items())
+        + "."
+    )
+    return Answer(
+        question,
+        " ".join(sentences),
+        "precision_norm_errors",
+        headline=headline,
+        trust=f"mean relative error over {int(first['tokens'])} tokens of the model's activations",
+    )
+
+
+def speedup_answer(timing: pd.DataFrame) -> Answer | None:
+    """(c): the low-precision speed-up of the largest size's training step at its longest context,
+    with an interval from the timing rows' own intervals where they have them."""
+    question = (
+        "benchmarking_mixed_precision (c): how much faster is mixed precision, and how does it change with "
+        "model size?"
+    )
+    rows = timing[(timing["warmup_steps"] == timing["warmup_steps"].max()) & (timing["status"] == "ok")]
+    lows = [p for p in ("bf16", "fp16") if p in set(rows["precision"])]
+    if "fp32" not in set(rows["precision"]) or not lows:
+        return None
+    pass_name = "train_step" if (rows["pass"] == "train_step").any() else str(rows["pass"].iloc[0])
+    rows = rows[rows["pass"] == pass_name]
+    key = ["size", "context_length"]
+    fp32 = rows[rows["precision"] == "fp32"].set_index(key)
+    sentences, headline, trust = [], "", ""
+    for low in lows:
+        other = rows[rows["precision"] == low].set_index(key)
+        common = fp32.index.intersection(other.index)
+        if common.empty:
+            continue
+        ratio = (fp32.loc[common, "median_ms"] / other.loc[common, "median_ms"]).sort_index()
+        size, context = ratio.index[-1]
+        by_size = ratio.groupby(level="size", observed=True).last()
+        interval = ""
+        if {"ci_low_ms", "ci_high_ms"} <= set(rows) and fp32.loc[
+            (size, context), ["ci_low_ms", "ci_high_ms"]
+        ].notna().all():
+            a, b = fp32.loc[(size, context)], other.loc[(size, context)]
+            lo, hi = a["ci_low_ms"] / b["ci_high_ms"], a["ci_high_ms"] / b["ci_low_ms"]
+            interval = f" (interval {lo:.2f}–{hi:.2f}×)"
+            trust = trust or f"interval {lo:.2f}–{hi:.2f}× from the two medians' 95% intervals"
+        elif "cv" in rows and not trust:
+            a, b = fp32.loc[(size, context)], other.loc[(size, context)]
+            trust = f"one process each: step-to-step CV {percent(a['cv'])} (fp32), {percent(b['cv'])} ({low})"
+        if "host-bound" not in trust and (
+            timing_answers.trusted(fp32.loc[[(size, context)]].reset_index()).eq(False).any()
+            or timing_answers.trusted(other.loc[[(size, context)]].reset_index()).eq(False).any()
+        ):
+            trust += "; host-bound or noisy: wall time is launch overhead"
+        sentences.append(
+            f"{low} autocast runs the {PASS_LABELS.get(pass_name, pass_name)} "
+            f"{ratio.loc[(size, context)]:.2f}× "
+            f"as fast as fp32 for {size} at context {context}{interval}"
+            + (
+                "; at each size's longest context: " + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items())
+                if len(by_size) > 1
+                else ""
+            )
+            + "."
+        )
+        if not headline:
+            headline = (
+                f"{low} autocast makes {size}'s {PASS_LABELS.get(pass_name, pass_name)} at context {context} "
+                f"{ratio.loc[(size, context)]:.2f}× as fast as fp32."
+            )
+    if not sentences:
+        return None
+    source = "precision_fp16_bf16_speedup" if "fp16" in lows else "precision_bf16_speedup"
+    return Answer(question, " ".join(sentences), source, headline=headline, trust=trust)
+
+
+def answers(
+    accumulation: pd.DataFrame, dtypes: pd.DataFrame, norms: pd.DataFrame, timing: pd.DataFrame
+) -> list[Answer]:
+    items = []
+    if not accumulation.empty:
+        items.append(accumulation_answer(accumulation))
+    if not dtypes.empty:
+        items.append(dtypes_answer(dtypes))
+    items.append(norm_answer(norms))
+    speed = speedup_answer(timing) if not timing.empty else None
+    items.append(
+        speed
+        or Answer(
+            "benchmarking_mixed_precision (c): how much faster is mixed precision, and how does it change "
+            "with model size?",
+            "Not answered: the timing section did not measure fp32 and a lower precision of one "
+            "configuration.",
+        )
+    )
+    return items
