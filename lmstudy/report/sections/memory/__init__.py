@@ -133,17 +133,6 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows), name="memory_by_kind"))
-    phases = phase_peak_table(rows)
-    if not phases.empty:
-        section.add(
-            Table(
-                "The training step's peak within each phase (GiB)",
-                phases,
-                name="memory_phase_peaks",
-                note="The step's peak is the largest of these; the forward's shows how activations "
-                "grow with context even where the optimizer phase sets the step's peak.",
-            )
-        )
     residual = residual_table(rows)
     if not residual.empty:
         section.add(

@@ -88,27 +88,6 @@ def kinds_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-PHASE_PEAKS = ("forward", "backward", "optimizer")
-
-
-@computes_table
-def phase_peak_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each training step's peak within forward, backward and optimizer (GiB): the forward's grows with
-    context while the step's own peak, set by the optimizer phase, can stay flat."""
-    rows = rows[rows["pass"] == "train_step"]
-    columns = [p for p in PHASE_PEAKS if f"{p}_phase_peak_bytes" in rows]
-    if rows.empty or not columns:
-        return pd.DataFrame()
-    table = pd.DataFrame(
-        {"size": rows["size"], "context": rows["context_length"], "precision": rows["precision"]}
-    )
-    for phase in columns:
-        table[f"{phase} peak GiB"] = rows[f"{phase}_phase_peak_bytes"] / GIB
-    table["step peak GiB"] = rows["peak_bytes"] / GIB
-    table["peak in phase"] = rows["peak_phase"]
-    return table.reset_index(drop=True)
-
-
 @computes_table
 def residual_table(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows.get("residual_stream_bytes", pd.Series(dtype=float)).notna()]
