@@ -238,7 +238,7 @@ def test_malformed_or_chained_presets_are_named(presets, named):
     (lambda c: c.update(run="a_vs_b"), "contains '_vs_'"),
     (lambda c: c["timing"].update(timed_steps=10**6), "timed_steps: 1000000 is greater than the maximum"),
     (lambda c: c["timing"].update(warmup_steps=[0, 1_000_000]), "timing.warmup_steps.1"),
-    (lambda c: c["ladder"]["matmul"].update(sustained_repeats=10**9), "ladder.matmul.sustained_repeats"),
+    (lambda c: c["ladder"]["matmul"].update(bursts=10**9), "ladder.matmul.bursts"),
 ])
 def test_run_names_and_step_counts_beyond_what_works_are_named(edit, named):
     config = copy.deepcopy(study_config())
