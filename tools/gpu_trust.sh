@@ -88,6 +88,7 @@ check)
   (cd $W/study && export -f runs && export W && setsid bash -c "runs; echo \$? > $W/runs.rc" \
     < /dev/null > /dev/null 2>&1 &)
   echo "runs started in the background"
+  wait_for_runs
   ;;
 wait)
   wait_for_runs
