@@ -88,7 +88,8 @@ def csv_text(frame) -> str:
 
     # By position: a report table's headers may repeat.
     columns = (frame.iloc[:, i] for i in range(frame.shape[1]))
-    quoted = any(c.map(has_return).any() for c in columns if c.dtype.kind not in "biufcmM")
+    # As objects: a categorical column (sizes, passes) maps to a categorical, which has no any().
+    quoted = any(c.astype(object).map(has_return).any() for c in columns if c.dtype.kind not in "biufcmM")
     quoted = quoted or any(has_return(str(c)) for c in frame.columns)
     return frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC if quoted else csv.QUOTE_MINIMAL)
 

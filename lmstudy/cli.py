@@ -67,20 +67,34 @@ def own_torch_scratch() -> str:
 
 
 def compile_from_scratch() -> None:
-    """Make torch.compile pay its full cost here: no inductor cache warmed by an earlier run.
+    """Make torch.compile pay its full cost in the job's first measuring process, and only there.
 
-    Compile time is measured, and a warm cache would hide it. Call before
-    torch is imported; child processes inherit it. What inductor and Triton
-    still write (generated code, compiled kernels, precompiled headers under
-    the temporary folder) goes to a folder of this job's own
-    (own_torch_scratch), removed when the job ends.
+    Compile time is measured, and a cache warmed by an earlier job or run
+    would hide it: the job gets an empty inductor and Triton cache of its own
+    (removed when it ends), so its first process compiles from scratch. The
+    job's later processes (lmstudy.measure.repeat: fresh processes until they
+    agree) find what the first compiled there and measure the steps, not the
+    compiler, a second time. Call before torch.compile runs; child processes
+    inherit it.
     """
-    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
-    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        # Inductor also keeps files under the temporary folder (precompiled
-        # headers in <tmp>/torchinductor_<user>): that too is the job's own.
-        os.environ["TMPDIR"] = own_torch_scratch()
-        tempfile.tempdir = None
+    scratch = own_torch_scratch()
+    folder = tempfile.mkdtemp(prefix="compile-", dir=scratch)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
+    os.environ.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
+    if "torch._inductor.config" in sys.modules:  # imported already (a job server's job): set it there too
+        sys.modules["torch._inductor.config"].force_disable_caches = False
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(remove)
+    # Inductor also keeps files under the temporary folder (precompiled headers in
+    # <tmp>/torchinductor_<user>): that too is the job's own.
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = None
 
 
 def run_main(main) -> None:

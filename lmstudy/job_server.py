@@ -297,9 +297,8 @@ def _preload(kind: str) -> None:
         from pandas.io.formats.style import Styler  # noqa: F401
 
         return
-    # Read when torch._inductor.config is imported (by the line below), so it
-    # must be set now: compile time is a measurement (lmstudy.cli.compile_from_scratch).
-    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+    # Compile time is a measurement: each compiling job gets an empty cache of its own
+    # (lmstudy.cli.compile_from_scratch), so the caches stay on here.
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     import numpy  # noqa: F401
     import pandas  # noqa: F401

@@ -138,6 +138,17 @@ def test_bench_script_offers_every_rung_the_library_defines():
     "script", ["time_model", "compile_model", "attention_sweep", "bench_ladder", "ladder_rung"]
 )
 def test_compiling_scripts_measure_compile_time_without_a_warm_cache(script, monkeypatch):
-    monkeypatch.delenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", raising=False)
+    # An empty inductor and Triton cache of the job's own: its first process compiles from scratch,
+    # its later processes (fresh processes until they agree) reuse what the first compiled.
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR"):  # restored after the test
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     _load_script(script)
-    assert os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] == "1"
+    folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    assert folder != before and os.path.isdir(folder) and not os.listdir(folder)
+    assert os.environ["TRITON_CACHE_DIR"].startswith(folder)
+    assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES" not in os.environ
