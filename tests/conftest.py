@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,16 @@ from lmstudy.cli import own_torch_scratch  # noqa: E402
 # run makes its own, as a user's does, and tests/test_workflow_smoke.py sees what it leaves.
 _TORCH_SCRATCH = {"TORCHINDUCTOR_CACHE_DIR": own_torch_scratch()}
 _TORCH_SCRATCH["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_of_this_process(tmp_path_factory):
+    """pytest's folders where $TMPDIR says; this process's other temporary files with its torch
+    scratch folder, removed at exit: inductor puts precompiled headers under tempfile.gettempdir(),
+    whatever TORCHINDUCTOR_CACHE_DIR says. Subprocesses keep $TMPDIR (only this process changes)."""
+    tmp_path_factory.getbasetemp()  # settled now, before tempfile's folder moves
+    tempfile.tempdir = _TORCH_SCRATCH["TORCHINDUCTOR_CACHE_DIR"]
+    yield
 
 
 def snakemake(
