@@ -69,7 +69,7 @@ def _timing_consistent(frame: pd.DataFrame) -> str | None:
     expected = frame["batch_size"] * frame["context_length"] / (frame["median_ms"] / 1e3)
     off = ok & ((frame["tokens_per_s"] - expected).abs() > 1e-6 * expected.abs())
     if off.any():
-        value = frame["tokens_per_s"][off].iloc[0]
+        value = float(frame["tokens_per_s"][off].iloc[0])
         return f"row {_row(off)} has tokens_per_s {value!r}, not its median step's"
     order = ok & ~((frame["min_ms"] <= frame["median_ms"]) & (frame["median_ms"] <= frame["max_ms"]))
     if order.any():
@@ -281,7 +281,7 @@ def check(frame: pd.DataFrame, product: Product, path: str | Path) -> None:
         # No producer writes an infinite number: a division by a zero time, or a hand edit.
         infinite = numbers.isin([float("inf"), float("-inf")])
         if infinite.any():
-            raise damaged(path, f"row {_row(infinite)} has {numbers[infinite].iloc[0]!r} for {column}")
+            raise damaged(path, f"row {_row(infinite)} has {float(numbers[infinite].iloc[0])!r} for {column}")
     _check_measured(frame, product, path)
     if product.consistent is not None:
         inconsistent = product.consistent(frame)
@@ -304,7 +304,7 @@ def _check_measured(frame: pd.DataFrame, product: Product, path) -> None:
         numbers = pd.to_numeric(frame[column], errors="coerce")
         bad = ok & ~(numbers >= 0)  # NaN (a blank or "nan") and negatives alike
         if bad.any():
-            raise damaged(path, f"row {_row(bad)} is ok but has {frame[column][bad].iloc[0]!r} for {column}")
+            raise damaged(path, f"row {_row(bad)} is ok but has {float(numbers[bad].iloc[0])!r} for {column}")
 
 
 def _row(mask: pd.Series) -> int:
