@@ -38,9 +38,9 @@ runs() {  # in $W/study: qa, qb (quick preset), qb8 (timing at batch 8), then th
   done
   t0=$(date +%s)
   python3 -m snakemake --cores 1 --resources gpu=1 --keep-going --config preset=quick run=qb8 batch_size=8 \
-    results/qb8/timing/timing.csv > $W/run_qb8.log 2>&1
+    -- results/qb8/timing/timing.csv > $W/run_qb8.log 2>&1
   echo "qb8 (timing, batch 8): exit $?, $(( $(date +%s) - t0 )) s" >> $W/walls.txt
-  python3 -m snakemake --cores 1 --config preset=quick report/compare/qa_vs_qb/index.html \
+  python3 -m snakemake --cores 1 --config preset=quick -- report/compare/qa_vs_qb/index.html \
     report/compare/qa_vs_qb8/index.html > $W/run_compare.log 2>&1
   echo "comparisons: exit $?" >> $W/walls.txt
 }
