@@ -48,11 +48,11 @@ def test_a_job_killed_mid_measurement_leaves_no_result_and_reruns(tmp_path):
         start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        # The job runs one fresh process per pass and logs each as it ends.
+        # The job runs fresh processes per pass and logs each as it ends.
         # Once the first is done, the job is in the middle of its measurements.
         log = workdir / LOG
         wait_for(
-            lambda: log.exists() and "forward: " in log.read_text(),
+            lambda: log.exists() and "forward, process 1: " in log.read_text(),
             "the job's first fresh process to finish",
         )
         os.killpg(run.pid, signal.SIGKILL)

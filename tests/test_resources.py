@@ -90,7 +90,7 @@ def planned_resources(workdir: Path, *args: str, env: dict | None = None, profil
 
 
 GPU_RULES = {"time_model", "profile_model", "nsys_backend", "attention_sweep", "compile_model",
-             "precision_experiments", "ladder_rung"}
+             "precision_experiments", "precision_norms", "ladder_rung"}
 
 
 @pytest.mark.parametrize("cpu_partition", [None, "cpu"])

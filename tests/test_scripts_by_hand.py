@@ -40,7 +40,8 @@ def test_the_lease_wrapper_names_a_command_it_cannot_start_in_one_line(tmp_path)
 # A GPU measurement run by hand on a machine without CUDA: the reason in one line, exit 2.
 GPU_RUNS = {
     "time_model": ["--out", "{tmp}/t.csv", "--size", "s", *TINY, "--precision", "fp32"],
-    "ladder_rung": ["--out", "{tmp}/r.csv", "--size", "s", "--rung", "bf16", *TINY],
+    "ladder_rung": ["--out", "{tmp}/r.csv", "--matmul-out", "{tmp}/m.csv", "--size", "s", "--rung", "bf16",
+                    *TINY],
     "attention_sweep": ["--out", "{tmp}/a.csv", "--implementation", "sdpa", "--head-dim", "8",
                         "--seq-lens", "16"],
     "matmul_reference": ["--out", "{tmp}/m.csv", "--n", "64"],
@@ -64,7 +65,7 @@ def test_bench_ladder_says_each_rung_as_it_goes(tmp_path):
     out = tmp_path / "ladder.csv"
     command = [sys.executable, "scripts/bench_ladder.py", "--out", str(out), *TINY, "--device", "cpu",
                "--rungs", "fp32", "bf16", "--warmup-steps", "1", "--timed-steps", "2",
-               "--profile-steps", "0", "--matmul-n", "64", "--sustained-repeats", "2"]
+               "--profile-steps", "0", "--matmul-n", "64", "--matmul-bursts", "2"]
     with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as process:
         first = process.stdout.readline()

@@ -150,6 +150,12 @@ PRODUCTS = (
     ),
     Product("precision/toy_dtypes.csv", "precision_experiments", required=("precision", "tensor", "dtype")),
     Product(
+        "precision/norm_errors_*.csv",
+        "precision_norms",
+        required=("size", "norm", "precision", "scale", "low_precision_op", "error_mean"),
+        numeric=("scale", "error_mean", "error_max", "nonfinite_tokens", "tokens", "input_rms"),
+    ),
+    Product(
         "memory/memory.csv",
         "memory_table",
         required=("size", "context_length", "pass", "precision", "status"),

@@ -178,7 +178,7 @@ def largest_answer(results: Path, frame: pd.DataFrame) -> Answer:
     items = []
     for _, a in top.head(3).iterrows():
         code = a.get("code")
-        made = f"`{code}` ({a['source']})" if isinstance(code, str) and code else str(a.get("source", ""))
+        made = f"{code} ({a['source']})" if isinstance(code, str) and code else str(a.get("source", ""))
         items.append(f"{_gib(a['size_bytes'])} × {int(a['count'])} by {made}")
     return Answer(
         Q["e"],

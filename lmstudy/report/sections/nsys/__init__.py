@@ -64,12 +64,12 @@ def _kept_profiles(results: Path, runs: pd.DataFrame) -> str:
     absent = [f for f in named if f not in kept]
     text = (
         "The profiles are kept (an .nsys-rep opens in Nsight Systems, a trace.json.gz in Perfetto): "
-        + ", ".join(f"`{f}`" for f in kept) + "."
+        + ", ".join(f"{f}" for f in kept) + "."
         if kept
         else "No profile file is in this run's folder."
     )
     if absent:
-        text += " Absent from this run's folder: " + ", ".join(f"`{f}`" for f in absent) + "."
+        text += " Absent from this run's folder: " + ", ".join(f"{f}" for f in absent) + "."
     return text
 
 
