@@ -14,13 +14,12 @@ next. Torch-free.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import statistics
-import time
 from collections.abc import Callable, Hashable, Sequence
 
 from lmstudy.measure.fresh_process import run_forked
+from lmstudy.phases import PhaseClock
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,13 +122,8 @@ class ChildPhases:
     def add(self, phase: str, seconds: float) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + max(0.0, seconds)
 
-    @contextlib.contextmanager
-    def timing(self, phase: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.add(phase, time.perf_counter() - start)
+    # The clock's own context manager: it only calls add().
+    timing = PhaseClock.timing
 
 
 def _with_phases(function, *args) -> dict:
