@@ -368,7 +368,7 @@ def test_the_report_points_only_at_profiles_that_are_in_the_run_folder(tmp_path:
     )
     text = _kept_profiles(results, runs)
     assert text.count("profile.nsys-rep") == 1 and "kept" in text
-    assert "Absent from this run's folder: `results/run/nsys/raw/a/profile/profile.sqlite`." in text
+    assert "Absent from this run's folder: results/run/nsys/raw/a/profile/profile.sqlite." in text
 
 
 def test_a_block_the_backward_made_in_cpp_is_named_by_its_autograd_operation():

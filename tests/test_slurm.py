@@ -33,7 +33,7 @@ SLURM_DOWN = REPO / ".ci/slurm-down.sh"
 CPU_PARTITION = "cpu"  # the default partition
 GPU_PARTITION = "gpu"
 GPU_RULES = {"time_model", "profile_model", "nsys_backend", "attention_sweep", "compile_model",
-             "precision_experiments", "ladder_rung"}
+             "precision_experiments", "precision_norms", "ladder_rung"}
 
 
 def asked() -> bool:
@@ -140,7 +140,7 @@ def test_the_smoke_study_completes_on_slurm(slurm_run):
     assert raw and len(calls["time_model"]) == len(raw)  # one SLURM job per measurement
     md = (workdir / "report/default/report.md").read_text()
     assert re.search(r"^\| tiny \| 32 \| forward \|", md, re.M)
-    assert re.search(r"^\| oversized \| \d+ \| training step \| OOM \|", md, re.M)
+    assert re.search(r"^\| oversized \| \d+ \| training step \| fp32 \| OOM \|", md, re.M)
     # every job ran as a SLURM job and left its SLURM log
     slurm_logs = list((workdir / ".snakemake/slurm_logs").rglob("*.log"))
     assert len(slurm_logs) == sum(len(c) for c in calls.values()) == sum(len(j) for j in jobs.values())
