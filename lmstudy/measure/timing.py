@@ -38,8 +38,8 @@ from lmstudy.measure.repeat import NoisePolicy, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import PASSES, import_lazy_modules, make_step, synchronize
 from lmstudy.phases import PhaseClock
+from lmstudy.plan import VARIANTS
 
-VARIANTS = ("naive", "sdpa", "naive-compile", "sdpa-compile")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

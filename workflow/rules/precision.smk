@@ -19,20 +19,17 @@ rule precision_experiments:
         **gpu_job_resources(),
     params:
         code=code_version("precision_experiments"),
-        device=flag("--device", config["device"]),
-        tf32="--tf32" if config["tf32"] else "",
+        spec=job_spec("precision"),
     shell:
-        "lmstudy_gpu precision_experiments {params.device} {params.tf32}"
+        "lmstudy_gpu precision_experiments --spec {params.spec:q}"
         " --accumulation {output.accumulation} --dtypes {output.dtypes}"
         " --phases {output.phases} > {log} 2>&1"
-
 
 # The normalisation experiment (section 3 b) on the study model's own activations:
 # the first size and the shortest context of the timing section, the study's
 # smallest model, whose residual stream is as any size's at initialisation.
 # The size is in the file's name: changing that size reruns this job, as its own.
 NORM_SIZE = config["timing"]["sizes"][0]
-NORM_CONTEXT = min(config["timing"]["context_lengths"])
 NORM_ERRORS = f"{RESULTS}/precision/norm_errors_{NORM_SIZE}.csv"
 
 
@@ -49,18 +46,10 @@ rule precision_norms:
     resources:
         **gpu_job_resources(),
     params:
-        dims=lambda w: size_dims(w.size),
-        context=flag("--context-length", NORM_CONTEXT),
-        batch_size=flag("--batch-size", config["batch_size"]),
-        vocab_size=flag("--vocab-size", config["vocab_size"]),
-        device=flag("--device", config["device"]),
+        spec=lambda w: job_spec("norms", w),
     shell:
-        "lmstudy_gpu norm_errors {params.device} --out {output.errors}"
-        " --phases {output.phases} --size {wildcards.size} {params.context}"
-        " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
-        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
-        " {params.batch_size} {params.vocab_size} > {log} 2>&1"
-
+        "lmstudy_gpu norm_errors --spec {params.spec:q} --out {output.errors}"
+        " --phases {output.phases} > {log} 2>&1"
 
 if PRECISION["enabled"]:
     count_cost("precision", "precision_experiments", measuring=True)
