@@ -198,15 +198,15 @@ def add_spec_arguments(p: argparse.ArgumentParser, job: str) -> None:
     named = ", ".join(WILDCARD_KEYS.get(n, n) for n in BUILDERS[job][0]) or "nothing"
     p.add_argument(
         "--spec", required=True,
-        help=f"the job's settings: a JSON object, or a JSON file. It must name {named}; "
-        "every other key it lacks is config.yaml's value for such a job (lmstudy/job_spec.py "
-        "builds it; the workflow passes a complete one)",
+        help=f"the job's settings: a JSON object, or a JSON file. It must name {named}; every "
+        "other key it lacks is config.yaml's value for such a job (lmstudy/job_spec.py builds "
+        "it; the workflow passes a complete one)",
     )
-    p.add_argument("--preset", help="the preset of config.yaml whose values fill the spec (default: its preset:)")
+    p.add_argument("--preset", help="the preset of config.yaml that fills in the spec (default: its preset)")
 
 
 def read_spec(args: argparse.Namespace, job: str) -> dict:
-    """The job's complete spec: --spec, with what it lacks from config.yaml (--preset), as the workflow builds it."""
+    """The job's complete spec: --spec, and what it lacks from config.yaml (--preset), as the workflow's."""
     import json
 
     from lmstudy import config as study_config
@@ -217,7 +217,9 @@ def read_spec(args: argparse.Namespace, job: str) -> dict:
         try:
             text = Path(text).read_text()
         except OSError as error:
-            raise UserError(f"--spec: {text!r} is neither a JSON object nor a readable file ({error.strerror}).")
+            raise UserError(
+                f"--spec: {text!r} is neither a JSON object nor a readable file ({error.strerror})."
+            ) from None
     try:
         given = json.loads(text)
     except json.JSONDecodeError as error:

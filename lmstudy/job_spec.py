@@ -33,7 +33,9 @@ def _model(config: dict, size: str, context_length: int, precision: str) -> dict
 
 def _device(config: dict) -> dict:
     cap = config.get("memory_cap_gb")
-    return {"device": config["device"], "tf32": config["tf32"], "memory_cap_gb": None if cap is None else float(cap)}
+    # a float, as the library's spec says (config.yaml may spell 40 for 40.0)
+    cap = None if cap is None else float(cap)
+    return {"device": config["device"], "tf32": config["tf32"], "memory_cap_gb": cap}
 
 
 def _noise(config: dict) -> dict:
@@ -119,7 +121,12 @@ def _ladder(config: dict, w: dict) -> dict:
         "timed_steps": ladder["timed_steps"],
         "profile_steps": ladder["profile_steps"],
         "noise": _noise(config),
-        "matmul": {"sizes": matmul["n"], **{k: matmul[k] for k in ("warmup_s", "bursts", "burst_products")}},
+        "matmul": {
+            "sizes": matmul["n"],
+            "warmup_s": float(matmul["warmup_s"]),
+            "bursts": matmul["bursts"],
+            "burst_products": matmul["burst_products"],
+        },
     }
 
 

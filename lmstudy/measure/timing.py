@@ -41,7 +41,6 @@ from lmstudy.phases import PhaseClock
 from lmstudy.plan import VARIANTS
 
 
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TimingSpec(ModelSpec):
     variant: str = "naive"
