@@ -12,6 +12,11 @@ ATTENTION_CONFIGS = grid(
 ATTENTION_JOBS = [ATTENTION_RAW.format(**job) for job in ATTENTION_CONFIGS]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_attention,
+
+
 rule attention_sweep:
     output:
         rows=ATTENTION_RAW,
@@ -33,6 +38,7 @@ rule attention_sweep:
     shell:
         "lmstudy_gpu attention_sweep --spec {params.spec:q} --out {output.rows}"
         " --phases {output.phases} > {log} 2>&1"
+
 
 rule aggregate_attention:
     input:

@@ -229,7 +229,8 @@ def flag(name, value):
 
 def job_spec(job, wildcards=None):
     """A measuring job's settings as its one param (lmstudy.job_spec): JSON, which the shell passes
-    as --spec. Its keys are in its text, so a change of any setting reruns exactly the jobs it touches."""
+    as --spec. Its keys are in its text, so a change of any setting reruns exactly the jobs it touches.
+    """
     return job_specs.as_param(job_specs.job_spec(config, job, wildcards or {}))
 
 

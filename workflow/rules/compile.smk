@@ -14,6 +14,11 @@ COMPILE_CONFIGS = grid(
 COMPILE_JOBS = [COMPILE_RAW.format(**job) for job in COMPILE_CONFIGS]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_compile,
+
+
 rule compile_model:
     output:
         rows=COMPILE_RAW,
@@ -34,6 +39,7 @@ rule compile_model:
     shell:
         "lmstudy_gpu compile_model --spec {params.spec:q} --out {output.rows}"
         " --phases {output.phases} > {log} 2>&1"
+
 
 rule aggregate_compile:
     input:

@@ -19,6 +19,11 @@ LADDER_JOBS = [LADDER_RAW.format(**job) for job in LADDER_CONFIGS]
 LADDER_MATMULS = [LADDER_MATMUL.format(**job) for job in LADDER_CONFIGS]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_ladder,
+
+
 rule ladder_rung:
     output:
         rows=LADDER_RAW,
@@ -40,6 +45,7 @@ rule ladder_rung:
     shell:
         "lmstudy_gpu ladder_rung --spec {params.spec:q} --out {output.rows}"
         " --matmul-out {output.matmul} --phases {output.phases} > {log} 2>&1"
+
 
 rule aggregate_ladder:
     input:

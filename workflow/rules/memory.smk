@@ -38,6 +38,11 @@ MEMORY_SUMMARY_FILES = [
 ]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    memory_table,
+
+
 rule memory_snapshot:
     output:
         snapshot=f"{MEMORY_RAW}.pickle",
@@ -59,6 +64,7 @@ rule memory_snapshot:
     shell:
         "lmstudy_gpu memory_snapshot --spec {params.spec:q} --out {output.snapshot}"
         " --meta {output.meta} --phases {output.phases} > {log} 2>&1"
+
 
 rule memory_summary:
     input:
@@ -90,7 +96,12 @@ rule memory_table:
     input:
         MEMORY_SUMMARIES,
     output:
-        f"{RESULTS}/memory/memory.csv",
+        report(
+            f"{RESULTS}/memory/memory.csv",
+            caption="../report/memory_table.rst",
+            category="Tables",
+            labels={"section": "memory", "table": "all configurations"},
+        ),
     log:
         f"{LOGS}/memory/table.log",
     benchmark:

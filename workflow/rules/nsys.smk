@@ -35,6 +35,11 @@ NSYS_JOBS = {
 }
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_nsys,
+
+
 rule nsys_backend:
     output:
         NSYS_BACKEND,
@@ -51,6 +56,7 @@ rule nsys_backend:
         spec=job_spec("nsys_backend"),
     shell:
         "lmstudy_gpu nsys_backend --spec {params.spec:q} --out {output} > {log} 2>&1"
+
 
 rule profile_model:
     input:
@@ -78,15 +84,31 @@ rule profile_model:
         "lmstudy_gpu profile_job --spec {params.spec:q} --out-dir {params.out_dir}"
         " --phases {output.phases} --backend-record {input.backend} > {log} 2>&1"
 
+
 rule aggregate_nsys:
     input:
         kernels=NSYS_JOBS["kernels.csv"],
         ranges=NSYS_JOBS["ranges.csv"],
         records=NSYS_JOBS["run.json"],
     output:
-        kernels=NSYS_TABLES[0],
-        ranges=NSYS_TABLES[1],
-        runs=NSYS_TABLES[2],
+        kernels=report(
+            NSYS_TABLES[0],
+            caption="../report/nsys_tables.rst",
+            category="Tables",
+            labels={"section": "nsys", "table": "kernels"},
+        ),
+        ranges=report(
+            NSYS_TABLES[1],
+            caption="../report/nsys_tables.rst",
+            category="Tables",
+            labels={"section": "nsys", "table": "ranges"},
+        ),
+        runs=report(
+            NSYS_TABLES[2],
+            caption="../report/nsys_tables.rst",
+            category="Tables",
+            labels={"section": "nsys", "table": "runs"},
+        ),
     log:
         f"{LOGS}/nsys/aggregate.log",
     benchmark:

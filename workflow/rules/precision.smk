@@ -6,8 +6,18 @@ PRECISION = config["precision"]
 
 rule precision_experiments:
     output:
-        accumulation=f"{RESULTS}/precision/accumulation.csv",
-        dtypes=f"{RESULTS}/precision/toy_dtypes.csv",
+        accumulation=report(
+            f"{RESULTS}/precision/accumulation.csv",
+            caption="../report/precision_tables.rst",
+            category="Tables",
+            labels={"section": "precision", "table": "accumulation"},
+        ),
+        dtypes=report(
+            f"{RESULTS}/precision/toy_dtypes.csv",
+            caption="../report/precision_tables.rst",
+            category="Tables",
+            labels={"section": "precision", "table": "toy model dtypes"},
+        ),
         phases=phases_file("precision", "precision_experiments"),
     log:
         f"{LOGS}/precision/experiments.log",
@@ -25,6 +35,7 @@ rule precision_experiments:
         " --accumulation {output.accumulation} --dtypes {output.dtypes}"
         " --phases {output.phases} > {log} 2>&1"
 
+
 # The normalisation experiment (section 3 b) on the study model's own activations:
 # the first size and the shortest context of the timing section, the study's
 # smallest model, whose residual stream is as any size's at initialisation.
@@ -35,7 +46,12 @@ NORM_ERRORS = f"{RESULTS}/precision/norm_errors_{NORM_SIZE}.csv"
 
 rule precision_norms:
     output:
-        errors=f"{RESULTS}/precision/norm_errors_{{size}}.csv",
+        errors=report(
+            f"{RESULTS}/precision/norm_errors_{{size}}.csv",
+            caption="../report/precision_tables.rst",
+            category="Tables",
+            labels={"section": "precision", "table": "norm errors"},
+        ),
         phases=phases_file("precision", "precision_norms", "{size}"),
     log:
         f"{LOGS}/precision/norms_{{size}}.log",
@@ -50,6 +66,7 @@ rule precision_norms:
     shell:
         "lmstudy_gpu norm_errors --spec {params.spec:q} --out {output.errors}"
         " --phases {output.phases} > {log} 2>&1"
+
 
 if PRECISION["enabled"]:
     count_cost("precision", "precision_experiments", measuring=True)

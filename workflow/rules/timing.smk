@@ -10,6 +10,11 @@ TIMING_CONFIGS = plan.timing_configurations(TIMING)
 TIMING_JOBS = [TIMING_RAW.format(**job) for job in TIMING_CONFIGS]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_timing,
+
+
 rule time_model:
     output:
         rows=TIMING_RAW,
