@@ -91,7 +91,8 @@ def test_the_timing_spec_carries_the_configs_values():
     (lambda c: c["timing"].update(warmup_steps=[0, 2]), {"timing"}),
     (lambda c: c["nsys"].update(profiled_steps=2), {"nsys"}),
     (lambda c: c["noise"].update(max_spread=0.1), {"timing", "attention", "compile", "ladder"}),
-    (lambda c: c.update(tf32=True), {"timing", "nsys", "memory", "attention", "compile", "ladder", "precision"}),
+    (lambda c: c.update(tf32=True),
+     {"timing", "nsys", "memory", "attention", "compile", "ladder", "precision"}),
 ])
 def test_a_changed_setting_changes_the_param_of_exactly_the_jobs_it_concerns(edit, changed):
     before = config_of("smoke")

@@ -90,8 +90,8 @@ def test_bench_ladder_says_each_rung_as_it_goes(tmp_path):
      "warmup: not a setting of this job"),
 ])
 def test_a_wrong_spec_by_hand_is_named_in_one_line(spec, named, tmp_path):
-    done = run(REPO / "scripts/time_model.py", "--out", tmp_path / "t.csv", "--preset", "smoke", "--spec", spec,
-               timeout=300)
+    done = run(REPO / "scripts/time_model.py", "--out", tmp_path / "t.csv", "--preset", "smoke",
+               "--spec", spec, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     said = done.stderr.strip().splitlines()
     assert len(said) == 1 and named in said[0], done.stderr[-3000:]

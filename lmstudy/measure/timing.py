@@ -45,7 +45,8 @@ from lmstudy.plan import VARIANTS
 class TimingSpec(ModelSpec):
     variant: str = "naive"
     passes: tuple[str, ...] = PASSES
-    warmup_steps: tuple[int, ...] = (0, 1, 5)
+    # No default: config.yaml's timing.warmup_steps, through the job's spec (lmstudy.job_spec).
+    warmup_steps: tuple[int, ...]
     timed_steps: int = 10
     noise: NoisePolicy = NoisePolicy()
 
