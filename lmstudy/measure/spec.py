@@ -72,3 +72,18 @@ class ModelSpec:
         return build_workload(
             self.model_config, self.batch_size, self.precision, device, with_optimizer=with_optimizer
         )
+
+
+def from_fields(cls, fields: dict):
+    """A `cls` (a spec dataclass) of a job spec's fields (lmstudy.job_spec): its lists as tuples,
+    its noise as a NoisePolicy; a UserError names a key `cls` has no field for."""
+    from lmstudy.errors import UserError
+    from lmstudy.measure.repeat import NoisePolicy
+
+    unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise UserError(f"the spec's {', '.join(sorted(unknown))}: not a setting of this job; remove it.")
+    values = {key: tuple(v) if isinstance(v, list) else v for key, v in fields.items()}
+    if isinstance(values.get("noise"), dict):
+        values["noise"] = NoisePolicy(**values["noise"])
+    return cls(**values)

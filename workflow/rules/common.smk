@@ -12,6 +12,7 @@ sys.path.insert(0, workflow.basedir)
 
 from lmstudy import code_version as code_version_of  # noqa: E402
 from lmstudy import config as study_config  # noqa: E402
+from lmstudy import job_spec as job_specs  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
 from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS  # noqa: E402
@@ -226,16 +227,11 @@ def flag(name, value):
     return " ".join([name, *(shlex.quote(str(v)) for v in values)])
 
 
-def noise_flags():
-    """The noise criterion's flags (config noise:), as one param of every job that times steps."""
-    noise = config["noise"]
-    return " ".join(
-        [
-            flag("--min-processes", noise["min_processes"]),
-            flag("--max-processes", noise["max_processes"]),
-            flag("--max-spread", noise["max_spread"]),
-        ]
-    )
+def job_spec(job, wildcards=None):
+    """A measuring job's settings as its one param (lmstudy.job_spec): JSON, which the shell passes
+    as --spec. Its keys are in its text, so a change of any setting reruns exactly the jobs it touches.
+    """
+    return job_specs.as_param(job_specs.job_spec(config, job, wildcards or {}))
 
 
 def run_tables_digest(name):
@@ -253,7 +249,7 @@ wildcard_constraints:
     size=alternatives(config["sizes"]),
     ctx=r"\d+",
     precision="fp32|bf16|fp16",
-    variant="naive|sdpa|naive-compile|sdpa-compile",
+    variant=alternatives(plan.VARIANTS),
 
 
 onstart:
