@@ -50,3 +50,20 @@ def test_comments_docstrings_and_layout_change_nothing_but_code_does(tmp_path):
     copy.write_text(text + "\nEXTRA = 1\n")
     code_version._code_digest.cache_clear()
     assert code_version._code_digest(copy) != before
+
+
+def test_every_rule_that_runs_our_code_reruns_when_that_code_changes():
+    """A rule whose command runs one of our scripts carries a code=code_version(...) param."""
+    import re
+
+    from .conftest import REPO
+
+    missing = []
+    for rules in sorted((REPO / "workflow/rules").glob("*.smk")):
+        blocks = re.split(r"^(?=rule \w+:)", rules.read_text(), flags=re.M)[1:]
+        for block in blocks:
+            name = re.match(r"rule (\w+):", block).group(1)
+            runs_ours = re.search(r'"\s*lmstudy(_gpu)? \w+', block)
+            if runs_ours and "code=code_version(" not in block:
+                missing.append(f"{rules.name}: {name}")
+    assert not missing, f"rules without a code param: {missing}"

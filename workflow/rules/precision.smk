@@ -62,6 +62,7 @@ rule precision_norms:
     resources:
         **gpu_job_resources(),
     params:
+        code=code_version("norm_errors"),
         spec=lambda w: job_spec("norms", w),
     shell:
         "lmstudy_gpu norm_errors --spec {params.spec:q} --out {output.errors}"
