@@ -68,9 +68,16 @@ def _imports(path: Path) -> frozenset[str]:
     return frozenset(m for name in found for m in _with_packages(name) if _module_file(m))
 
 
+# The modules that build a job's spec from the config. A script imports them
+# only to complete a spec given by hand; in the workflow the spec arrives
+# complete, as a param that Snakemake compares itself, so what they compute
+# reaches the job through that param and their code is not the job's code.
+SPEC_BUILDERS = frozenset({"lmstudy.config", "lmstudy.job_spec"})
+
+
 @functools.cache
 def modules_of(script: Path) -> tuple[Path, ...]:
-    """The script and every lmstudy source it imports, directly or not, sorted."""
+    """The script and every lmstudy source it imports, directly or not (the spec builders' aside), sorted."""
     seen: set[Path] = set()
     todo = [script]
     while todo:
@@ -78,7 +85,7 @@ def modules_of(script: Path) -> tuple[Path, ...]:
         if path in seen:
             continue
         seen.add(path)
-        todo.extend(_module_file(name) for name in _imports(path))
+        todo.extend(_module_file(name) for name in _imports(path) if name not in SPEC_BUILDERS)
     return tuple(sorted(seen))
 
 
