@@ -78,6 +78,51 @@ def test_warm_up_compares_single_steps_not_overlapping_windows():
     assert "The second step is already within 10% of the steady median" in answer.text
 
 
+def test_warm_up_reads_the_trajectory_of_every_process():
+    # A row measured in several processes holds one trajectory per process (lmstudy.measure.repeat).
+    rows = [
+        _row(
+            "small", 128, "forward", "fp32", 10.0,
+            trajectory_ms=json.dumps([[30.0, 11.0, 10.0, 10.0], [50.0, 11.0, 10.0], [40.0, 11.0, 10.0]]),
+        )
+    ]
+    answer = timing_answers.warmup_answer(timing_answers_frame(rows))
+    assert answer.text.startswith("Without warm-up the first step takes 4.0× the steady median")
+    assert "The second step is already within 10% of the steady median" in answer.text
+
+
+def test_the_peak_answer_says_where_the_peak_is_and_which_contexts_were_measured():
+    from lmstudy.report.sections.memory import answers as memory_answers
+
+    phases = pd.DataFrame(
+        [
+            {"size": "small", "context": 256, "pass": "forward", "precision": "fp32",
+             "step peak GiB": 0.557, "forward peak GiB": 0.557, "peak in phase": "forward"},
+            {"size": "small", "context": 256, "pass": "training step", "precision": "fp32",
+             "step peak GiB": 2.71, "forward peak GiB": 2.67, "peak in phase": "backward"},
+        ]
+    )
+    answer = memory_answers.peak_answer(phases)
+    assert "peak comes early in the backward phase, while the activations forward saved" in answer.text
+    assert "Only context 256 was measured in this run (memory.context_lengths in config.yaml)" in answer.text
+
+
+def test_the_speed_up_answer_names_the_host_bound_cells_it_quotes():
+    rows = [
+        _row("small", 256, "train_step", "fp32", 54.1, warmup=5, host_bound=True),
+        _row("small", 256, "train_step", "bf16", 61.8, warmup=5, host_bound=True),
+        _row("2.7B", 256, "train_step", "fp32", 577.3, warmup=5, host_bound=False),
+        _row("2.7B", 256, "train_step", "bf16", 243.3, warmup=5, host_bound=True),
+    ]
+    frame = pd.DataFrame(rows)
+    frame["size"] = pd.Categorical(frame["size"], categories=["small", "2.7B"], ordered=True)
+    answer = precision_answers.speedup_answer(frame)
+    assert "bf16 autocast runs the training step 2.37× as fast as fp32 for 2.7B at context 256" in answer.text
+    assert answer.text.endswith("Host-bound or noisy there (†‡ in the tables: the step time is set by the "
+                                "host's launches, so the ratio tells the host's overhead more than the GPU's "
+                                "arithmetic): small (fp32, bf16); 2.7B (bf16).")
+
+
 def test_the_model_table_counts_parameters_with_and_without_the_input_embedding():
     frame = pd.DataFrame(
         [
@@ -404,3 +449,39 @@ def test_kernel_aliases_name_what_real_kernels_do():
     )
     assert kernel_alias("aten::mm") == "aten::mm"
     assert all(len(a) <= 70 for a in aliases)
+
+
+def test_memory_findings_print_no_range_of_one_value():
+    from lmstudy.report.sections.memory.findings import _kind_findings
+
+    gib = 2**30
+    rows = pd.DataFrame(
+        [
+            {"size": "small", "context_length": 256, "pass": "train_step", "precision": precision,
+             "parameters_bytes": 0.479 * gib, "optimizer_state_bytes": 0.958 * gib,
+             "autocast_cache_bytes": cache * gib, "activations_bytes": act * gib}
+            for precision, cache, act in (("fp32", 0.0, 1.10), ("bf16", 0.225, 0.838))
+        ]
+    )
+    text = " ".join(_kind_findings(rows))
+    assert "bf16 autocast keeps 0.23 GiB of bf16 weight copies" in text
+    assert "Optimizer state at the peak is 2.00× the parameters' bytes (0.96 GiB)" in text
+    assert "2.0000×" not in text and " to 0." not in text
+
+
+def test_the_attention_answer_says_how_memory_scales_and_what_removes_the_square():
+    from lmstudy.report.sections.attention import answers as attention_answers
+
+    mib = 2**20
+
+    def row(implementation, seq, memory_mib):
+        return {"implementation": implementation, "precision": "fp32", "head_dim": 64, "seq_len": seq,
+                "status": "ok", "total_ms": 1.0, "steps": 20,
+                "memory_before_backward_bytes": memory_mib * mib}
+
+    # The H200's fp32 rows at d=64 (quick preset): naive 107 and 8,672 MiB, SDPA 160.5 MiB at seq 16384.
+    frame = pd.DataFrame([row("naive", 1024, 107), row("naive", 16384, 8672), row("sdpa", 16384, 160.5)])
+    answer = attention_answers.grid_answer(frame)
+    grows = "From seq 1024 to 16384 (16× longer) naive's memory before the backward grows 81× (seq² would be"
+    assert grows in answer.text
+    assert "What removes it: PyTorch's fused SDPA holds 160.5 MiB there, 54× less" in answer.text

@@ -76,7 +76,7 @@ def test_section_from_real_rows(compile_rows, tmp_path):
     assert narrow.loc["training step", "speed-up ×"] == pytest.approx(expected)
     assert (table[table["size"] == "oversized"]["eager ms"] == "OOM").all()
     findings = next(b for b in built.blocks if isinstance(b, Findings)).items
-    assert any(f.startswith("4 measurement(s) ran out of memory") for f in findings)
+    assert any(f.startswith("4 measurements ran out of memory") for f in findings)
     assert any(f.startswith("Compiling costs") for f in findings)
     (answer,) = next(b for b in built.blocks if isinstance(b, Answers)).items
     assert answer.question.startswith("torch_compile (b)") and answer.source == "compile_eager_vs_compiled"
@@ -152,3 +152,30 @@ def test_compiling_scripts_measure_compile_time_without_a_warm_cache(script, mon
     assert folder != before and os.path.isdir(folder) and not os.listdir(folder)
     assert os.environ["TRITON_CACHE_DIR"].startswith(folder)
     assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES" not in os.environ
+
+
+def _measured(mode, median, low, high, processes=4):
+    return {
+        "size": "small", "precision": "bf16", "attention": "naive", "pass": "train_step", "mode": mode,
+        "status": "ok", "median_ms": median, "first_step_excess_s": 30.0 if mode == "compiled" else 0.5,
+        "ci_low_ms": low, "ci_high_ms": high, "processes": processes,
+    }
+
+
+def test_the_compile_answer_counts_processes_and_names_the_pass_not_measured():
+    from lmstudy.report.sections.compile import answers as compile_answers
+
+    frame = pd.DataFrame([_measured("eager", 66.5, 50.5, 82.8), _measured("compiled", 28.1, 24.7, 30.7)])
+    (answer,) = compile_answers.answers(section.comparison(frame))
+    # Each mode ran in 4 fresh processes (lmstudy.measure.repeat), not one.
+    assert answer.trust == "4 fresh processes per mode; their 95% intervals do not overlap"
+    assert "The forward pass was not measured in this run (compile.passes in config.yaml)." in answer.text
+
+
+def test_one_compiled_configuration_gives_no_range_of_one_value():
+    from lmstudy.report.sections.compile.findings import findings
+
+    frame = pd.DataFrame([_measured("eager", 66.5, 50.5, 82.8), _measured("compiled", 28.1, 24.7, 30.7)])
+    items = findings(frame)
+    assert "Where compiling helps, it pays for itself after 781 steps." in items
+    assert not any(" to 781" in item or "(median)" in item for item in items)

@@ -112,7 +112,7 @@ def test_section_8_of_a_real_run_on_four_gpus_says_four_ran_at_once():
     assert study_cost.most_at_once(jobs[jobs["measuring"]]) == 4
     assert study_cost.overlaps_on_one_gpu(jobs[jobs["measuring"]]).empty
     said = " ".join(cost.concurrency_findings(jobs))
-    assert "at most 4 at once, on 4 GPU(s) (0, 1, 2, 3)" in said
+    assert "at most 4 at once, on 4 GPUs (0, 1, 2, 3)" in said
     per_gpu = cost.by_gpu(jobs)
     assert list(per_gpu["GPU (index)"]) == ["0", "1", "2", "3"]
     assert per_gpu["jobs"].sum() == jobs["measuring"].sum()
@@ -316,7 +316,7 @@ def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):
         gpu_lease.cores_text(gpu_lease.core_share(cores, slot, 2)) for slot in (0, 1)
     }
     said = " ".join(cost.concurrency_findings(spans.assign(measuring=True)))
-    assert "at most 2 at once, on 2 GPU(s) (0, 1)" in said
+    assert "at most 2 at once, on 2 GPUs (0, 1)" in said
     per_gpu = cost.by_gpu(spans.assign(measuring=True))
     assert list(per_gpu["GPU (index)"]) == ["0", "1"] and per_gpu["jobs"].sum() == len(spans)
 

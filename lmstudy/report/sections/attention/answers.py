@@ -45,6 +45,31 @@ def grid_answer(frame: pd.DataFrame) -> Answer:
         text += f". It runs out of memory from seq {int(first['seq_len'])} (d={int(first['head_dim'])})."
     else:
         text += f". No configuration ran out of memory up to seq {int(naive['seq_len'].max())}."
+    # How the memory scales, and what removes the seq x seq part: SDPA at the same shape.
+    first_mem = small.get("memory_before_backward_bytes")
+    if pd.notna(memory) and pd.notna(first_mem) and first_mem > 0 and big["seq_len"] > small["seq_len"]:
+        longer = big["seq_len"] / small["seq_len"]
+        text += (
+            f" From seq {int(small['seq_len'])} to {int(big['seq_len'])} ({longer:.0f}× longer) naive's "
+            f"memory before the backward grows {memory / first_mem:.0f}× (seq² would be {longer**2:.0f}×; "
+            "the inputs and a constant cuBLAS workspace grow less): it keeps seq × seq scores and softmax "
+            "output."
+        )
+        sdpa = frame[
+            (frame["implementation"] == "sdpa")
+            & (frame["status"] == "ok")
+            & (frame["precision"] == precision)
+            & (frame["seq_len"] == big["seq_len"])
+            & (frame["head_dim"] == big["head_dim"])
+        ]
+        if len(sdpa) and pd.notna(sdpa["memory_before_backward_bytes"].iloc[0]):
+            fused = sdpa["memory_before_backward_bytes"].iloc[0]
+            text += (
+                f" What removes it: PyTorch's fused SDPA holds {fused / MIB:,.1f} MiB there, "
+                f"{memory / fused:.0f}× less, as it never stores those matrices (a FlashAttention-style "
+                "kernel "
+                "recomputes them in the backward)."
+            )
     headline = f"Naive {precision} attention at d={int(big['head_dim'])}, seq {int(big['seq_len'])}: " + (
         f"{big['total_ms']:.3g} ms forward+backward"
         + (f", {memory / MIB:,.0f} MiB before the backward" if pd.notna(memory) else "")

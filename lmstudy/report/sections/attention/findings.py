@@ -101,18 +101,20 @@ def memory_findings(frame: pd.DataFrame) -> list[str]:
         )
     naive = ok[ok["implementation"] == "naive"]
     if len(naive):
+        from lmstudy.report.answers import percent
+
         growing = naive["memory_before_backward_bytes"] - constant
         before = growing / naive["predicted_before_backward_bytes"] - 1
         what = "cuBLAS workspace" if source.startswith("the cuBLAS") else "fitted constant"
         named = f" less the {constant / MIB:.1f} MiB {what}" if source else ""
         text = (
             f"The accounting from shapes and dtypes predicts naive attention's memory in use before the "
-            f"backward{named} within {before.abs().max() * 100:.1f}%"
+            f"backward{named} within {percent(before.abs().max())}"
         )
         if {"peak_bytes", "predicted_peak_bytes"} <= set(naive.columns):
             peak = (naive["peak_bytes"] - constant) / naive["predicted_peak_bytes"] - 1
             text += (
-                f", and its peak within {peak.abs().max() * 100:.1f}% (every seq x seq tensor alive at "
+                f", and its peak within {percent(peak.abs().max())} (every seq x seq tensor alive at "
                 "the peak counted)"
             )
         items.append(text + f", in all {len(naive)} configurations that ran.")

@@ -12,13 +12,15 @@ from lmstudy.report.sections.labels import PASS_LABELS, faster
 
 
 def findings(frame: pd.DataFrame) -> list[str]:
+    from lmstudy.report.answers import count, span
+
     items = []
     oom = frame[frame["status"] == "OOM"]
     if len(oom):
         names = sorted(
             {f"{r['size']} {r['precision']} {r['mode']} {PASS_LABELS[r['pass']]}" for _, r in oom.iterrows()}
         )
-        items.append(f"{len(oom)} measurement(s) ran out of memory: {', '.join(names)}.")
+        items.append(f"{count(len(oom), 'measurement')} ran out of memory: {', '.join(names)}.")
     comp = comparison(frame).dropna(subset=["speedup"])
     unclear = (
         (comp[comp["has_interval"] & ~comp["apart"]],
@@ -50,13 +52,19 @@ def findings(frame: pd.DataFrame) -> list[str]:
     if comp["compile_s"].notna().any():
         top = comp.loc[comp["compile_s"].idxmax()]
         items.append(
-            f"Compiling costs {comp['compile_s'].median():.1f} s (median) on the first step, up to "
-            f"{top['compile_s']:.1f} s ({top['size']} {top['precision']} {PASS_LABELS[top['pass']]})."
+            f"Compiling costs {comp['compile_s'].median():.1f} s"
+            + (
+                f" (median) on the first step, up to {top['compile_s']:.1f} s"
+                if len(comp) > 1
+                else " on the first step"
+            )
+            + f" ({top['size']} {top['precision']} {PASS_LABELS[top['pass']]})."
         )
     paid = comp["break_even_steps"].dropna()
     if len(paid):
+        spread = span(paid.min(), paid.max(), ".0f")
         items.append(
-            f"Where compiling helps, it pays for itself after {paid.median():.0f} steps (median; "
-            f"{paid.min():.0f} to {paid.max():.0f})."
+            f"Where compiling helps, it pays for itself after {paid.median():.0f} steps"
+            + (f" (median; {spread})." if "–" in spread else ".")
         )
     return items

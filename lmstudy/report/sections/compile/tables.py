@@ -19,6 +19,8 @@ def comparison(frame: pd.DataFrame) -> pd.DataFrame:
         out[f"{name}_status"] = part["status"]
         out[f"{name}_ms"] = part["median_ms"].where(part["status"] == "ok")
         out[f"{name}_first_excess_s"] = part["first_step_excess_s"].where(part["status"] == "ok")
+        # Fresh processes each mode was measured in (lmstudy.measure.repeat); absent in older runs.
+        out[f"{name}_processes"] = part["processes"] if "processes" in part else float("nan")
         for bound in ("ci_low_ms", "ci_high_ms"):
             ok = part["status"] == "ok"
             out[f"{name}_{bound}"] = part[bound].where(ok) if bound in part else float("nan")

@@ -50,7 +50,8 @@ def concurrency_findings(frame: pd.DataFrame) -> list[str]:
         numeric = parts["index"].str.isdigit()
         ordered = parts.assign(number=pd.to_numeric(parts["index"].where(numeric), errors="coerce"))
         shown = ordered.sort_values(["number", "index", "start"], na_position="last")["name"].tolist()
-        where = f"on {len(parts)} GPU(s) ({', '.join(shown)})" if len(parts) else "with no GPU named"
+        gpus = f"{len(parts)} GPU{'s' if len(parts) > 1 else ''}"
+        where = f"on {gpus} ({', '.join(shown)})" if len(parts) else "with no GPU named"
         span = jobs["ended_at"].max() - jobs["started_at"].min()
         busy = (jobs["ended_at"] - jobs["started_at"]).sum()
         items = [

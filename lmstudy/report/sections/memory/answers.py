@@ -94,6 +94,18 @@ def peak_answer(phases: pd.DataFrame) -> Answer:
                     f"the step's peak changes {step:.2f}× and its forward phase's {forward:.2f}×."
                 )
                 break
+    if len(train) and (train["peak in phase"] == "backward").any():
+        answer += (
+            " A training step's peak comes early in the backward phase, while the activations forward saved "
+            "are still alive and the backward's first temporaries (the logits' gradient among them) are "
+            "allocated beside them."
+        )
+    contexts = sorted(phases["context"].unique())
+    if len(contexts) == 1:
+        answer += (
+            f" Only context {contexts[0]} was measured in this run (memory.context_lengths in config.yaml), "
+            "so how the peak changes with context is not shown here."
+        )
     headline = ""
     if len(train) and "forward peak GiB" in train:
         one = "fp32" if (train["precision"] == "fp32").any() else train["precision"].iloc[0]

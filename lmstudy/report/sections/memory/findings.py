@@ -65,9 +65,15 @@ def findings(frame: pd.DataFrame) -> list[str]:
                     if abs(median - 1) < 0.005
                     else ("raises" if median > 1 else "lowers") + " the peak to"
                 )
+                from lmstudy.report.answers import span
+
+                spread = span(ratio.min(), ratio.max())
                 items.append(
                     f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast {verb} a median "
-                    f"{median:.2f}× the fp32 peak (range {ratio.min():.2f}× to {ratio.max():.2f}×)."
+                    f"{median:.2f}× the fp32 peak"
+                    + (f" (range {spread}×)" if "–" in spread else f" ({len(ratio)} configuration"
+                       f"{'s' if len(ratio) > 1 else ''})")
+                    + "."
                 )
     for (size, pass_name, precision), part in ok.groupby(["size", "pass", "precision"], observed=True):
         part = part.sort_values("context_length")
@@ -107,7 +113,7 @@ def findings(frame: pd.DataFrame) -> list[str]:
         if ratio.max() >= 1:
             items.append(
                 f"Activations from forward still live at a training step's peak are "
-                f"{ratio.min():.0f}× to {ratio.max():.0f}× one residual-stream activation "
+                f"{span(ratio.min(), ratio.max(), '.0f', '×')} one residual-stream activation "
                 f"(batch × context × d_model × bytes)."
             )
     return items
@@ -123,13 +129,15 @@ def _bytes(rows: pd.DataFrame, kind: str) -> pd.Series:
 def _kind_findings(ok: pd.DataFrame) -> list[str]:
     """Autocast's weight copies against the activations, AdamW's state against the parameters, the
     forward-phase peak against context, and the optimizer phase's temporaries."""
+    from lmstudy.report.answers import span
+
     items = []
     cache = _bytes(ok, "autocast_cache")
     with_cache = ok[cache > 0]
     if len(with_cache):
         kept = cache[cache > 0] / GIB
         items.append(
-            f"bf16 autocast keeps {kept.min():.2f} to {kept.max():.2f} GiB "
+            f"bf16 autocast keeps {span(kept.min(), kept.max(), unit=' GiB')} "
             f"of bf16 weight copies at the peak ({len(with_cache)} snapshots), "
             f"{(cache / _bytes(ok, 'parameters'))[cache > 0].median():.2f}× the fp32 parameters' bytes "
             "(2 bytes per matmul weight, the embedding excepted): constant in the context length, and "
@@ -143,16 +151,17 @@ def _kind_findings(ok: pd.DataFrame) -> list[str]:
         ratio = (wide["bf16"] / wide["fp32"]).replace([float("inf")], float("nan")).dropna()
         if len(ratio):
             items.append(
-                f"Without those copies, bf16's activations at the peak are {ratio.min():.2f}× to "
-                f"{ratio.max():.2f}× fp32's (median {ratio.median():.2f}×, {len(ratio)} configurations)."
+                f"Without those copies, bf16's activations at the peak are "
+                f"{span(ratio.min(), ratio.max(), unit='×')} fp32's (median {ratio.median():.2f}×, "
+                f"{len(ratio)} configurations)."
             )
     state = _bytes(ok, "optimizer_state")
     train = ok[state > 0]
     if len(train):
         ratio = state[state > 0] / _bytes(ok, "parameters")[state > 0]
         items.append(
-            f"Optimizer state at the peak is {ratio.min():.4f}× to {ratio.max():.4f}× the parameters' "
-            f"bytes ({state[state > 0].min() / GIB:.2f} to {state[state > 0].max() / GIB:.2f} GiB): "
+            f"Optimizer state at the peak is {span(ratio.min(), ratio.max(), unit='×')} the parameters' "
+            f"bytes ({span(state[state > 0].min() / GIB, state[state > 0].max() / GIB, unit=' GiB')}): "
             "AdamW's exp_avg and exp_avg_sq, one fp32 value each per parameter."
         )
     steps = ok[(ok["pass"] == "train_step")]
@@ -174,7 +183,7 @@ def _kind_findings(ok: pd.DataFrame) -> list[str]:
         share = _bytes(in_optimizer, "temporaries") / _bytes(in_optimizer, "parameters")
         items.append(
             f"Where the training step peaks in the optimizer phase ({len(in_optimizer)} snapshots), "
-            f"temporaries of {share.min():.2f}× to {share.max():.2f}× the parameters' bytes sit on top of "
+            f"temporaries of {span(share.min(), share.max(), unit='×')} the parameters' bytes sit on top of "
             "parameters, gradients and AdamW's state: the foreach AdamW update's intermediate results "
             "(lists of parameter-sized tensors, e.g. the square root of exp_avg_sq)."
         )

@@ -274,6 +274,18 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
             )
     if not sentences:
         return None
+    # The cells quoted above whose wall time the host's launches set: their ratio is not the arithmetic's.
+    longest = rows.groupby("size", observed=True)["context_length"].transform("max")
+    shown = rows[(rows["context_length"] == longest) & rows["precision"].isin(["fp32", *lows])]
+    flagged = shown[~timing_answers.trusted(shown).to_numpy()]
+    if len(flagged):
+        by_size = flagged.groupby("size", observed=True, sort=False)["precision"].agg(list)
+        sentences.append(
+            "Host-bound or noisy there (†‡ in the tables: the step time is set by the host's launches, so "
+            "the ratio tells the host's overhead more than the GPU's arithmetic): "
+            + "; ".join(f"{size} ({', '.join(p)})" for size, p in by_size.items() if p)
+            + "."
+        )
     source = "precision_fp16_bf16_speedup" if "fp16" in lows else "precision_bf16_speedup"
     return Answer(question, " ".join(sentences), source, headline=headline, trust=trust)
 

@@ -9,6 +9,7 @@ the cells they mark; without them, from the step-to-step spread (CV) of one proc
 from __future__ import annotations
 
 import json
+import statistics
 
 import pandas as pd
 
@@ -141,9 +142,12 @@ def forward_backward_answer(frame: pd.DataFrame) -> Answer:
     return Answer(question, text, "timing_step_time", headline=headline, trust=trust_of(largest))
 
 
-def _trajectory(row) -> list[float]:
+def _trajectory(row) -> list[list[float]]:
+    """Each process's step times: the cell holds one list per process (one flat list in older runs)."""
     try:
-        return [float(t) for t in json.loads(row)]
+        value = json.loads(row)
+        processes = value if value and isinstance(value[0], list) else [value]
+        return [[float(t) for t in steps] for steps in processes if steps]
     except (TypeError, ValueError):
         return []
 
@@ -162,10 +166,11 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
         )
     first, second = [], []
     for _, row in rows.iterrows():
-        steps = _trajectory(row["trajectory_ms"])
-        if len(steps) >= 3 and row["median_ms"] > 0:
-            first.append((steps[0] / row["median_ms"], row))
-            second.append(steps[1] / row["median_ms"] - 1)
+        # Each process's first and second step against the row's median; the median over processes.
+        processes = [steps for steps in _trajectory(row["trajectory_ms"]) if len(steps) >= 3]
+        if processes and row["median_ms"] > 0:
+            first.append((statistics.median(s[0] for s in processes) / row["median_ms"], row))
+            second.append(statistics.median(s[1] for s in processes) / row["median_ms"] - 1)
     if not first:
         return Answer(question, "Not answered: no trajectory has three steps.", "timing_warmup")
     ratios = pd.Series([r for r, _ in first])

@@ -202,11 +202,16 @@ def _backward(frame: pd.DataFrame) -> list[str]:
     if kept.empty:
         return [f"The backward pass is not compared with the forward: all {len(backward)} configurations "
                 "are host-bound or noisy."]
+    from lmstudy.report.answers import count, span
+
     ratio = kept["backward_over_forward"]
+    spread = span(ratio.min(), ratio.max())
     return [
-        f"The backward pass (forward+backward minus forward, per configuration in its table) takes a median "
-        f"{ratio.median():.2f}× the forward time (range {ratio.min():.2f}× to {ratio.max():.2f}×) over "
-        f"{len(kept)} configurations neither host-bound nor noisy" + _left_out(len(backward), len(kept))
+        "The backward pass (forward+backward minus forward, per configuration in its table) takes "
+        + (f"a median {ratio.median():.2f}× the forward time (range {spread}×)" if "–" in spread
+           else f"{ratio.median():.2f}× the forward time")
+        + f" over {count(len(kept), 'configuration')} neither host-bound nor noisy"
+        + _left_out(len(backward), len(kept))
         + "; about 2× is what the matrix products predict (two products per forward one)."
     ]
 
