@@ -10,11 +10,25 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.measure.repeat import NoisePolicy, measure_until_stable, spread
 
 
-def test_t_distribution_and_its_quantile():
-    # Student's t with 1 degree of freedom is Cauchy: P(|T| > 1) = 1/2; 12.706 is the 97.5% point.
-    assert stats.t_two_sided_p(1.0, 1) == pytest.approx(0.5, rel=1e-9)
-    assert stats.t_quantile(0.95, 1) == pytest.approx(12.7062, rel=1e-4)
-    assert stats.t_quantile(0.95, 10) == pytest.approx(2.2281, rel=1e-4)
+def test_two_processes_get_students_interval_with_one_degree_of_freedom():
+    # Steps that never vary: the bootstrap's interval is the two medians, the t interval far wider.
+    # 12.7062 is Student's t's 97.5% point for 1 degree of freedom (the tables' value).
+    summary = stats.process_summary([[10.0] * 5, [12.0] * 5])
+    logs = np.log([10.0, 12.0])
+    half = 12.7062 * logs.std(ddof=1) / math.sqrt(2)
+    assert summary["ci_low"] == pytest.approx(math.exp(logs.mean() - half), rel=1e-4)
+    assert summary["ci_high"] == pytest.approx(math.exp(logs.mean() + half), rel=1e-4)
+    # Processes that agree exactly have no t interval to widen to.
+    assert stats.process_summary([[10.0] * 5, [10.0] * 5])["ci_low"] == 10.0
+
+
+def test_the_ratio_of_two_by_two_processes_gets_welchs_interval():
+    # Equal variances and sizes: Welch's degrees of freedom are 2, whose 97.5% point is 4.3027.
+    a, b = [[10.0] * 5, [12.0] * 5], [[20.0] * 5, [24.0] * 5]
+    _, low, high = stats.ratio_interval(a, b)
+    logs = np.log([10.0, 12.0])
+    half = 4.3027 * math.sqrt(2 * logs.var(ddof=1) / 2)
+    assert (low, high) == pytest.approx((2 * math.exp(-half), 2 * math.exp(half)), rel=1e-4)
 
 
 def processes(rng, median_ms, count, between=0.0, within=0.01, steps=10):

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import FIXTURES, IMPORT_PROBE, REPO, import_probe_env
+from .fresh_imports import import_each
 
 CPU_SIDE = [
     "lmstudy.analyse.tables",  # aggregate, render_report
@@ -57,11 +58,15 @@ CPU_SCRIPTS = [
 BY_HAND = {"memory_summary", "memory_table"}
 
 
-@pytest.mark.parametrize("module", CPU_SIDE)
-def test_a_cpu_side_module_does_not_load_torch(module):
-    code = f"import sys, {module}; print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
-    assert done.stdout.strip() == "False"
+def test_no_cpu_side_module_loads_torch():
+    """Each imported first in a process of its own, through whatever it imports (and so each imports
+    on its own: test_layout checks that of the other modules)."""
+    answers = import_each(CPU_SIDE)
+    failed = [module for module, answer in answers.items() if answer["error"]]
+    assert not failed, f"these do not import: {failed}"
+    loading = [module for module, answer in answers.items() if answer["torch"]]
+    assert not loading, f"these load torch: {loading}"
+    assert set(answers) == set(CPU_SIDE)
 
 
 def _records(folder: Path) -> list[dict]:

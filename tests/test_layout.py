@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
+from .fresh_imports import import_each
+from .test_cpu_side_imports import CPU_SIDE
 
 SOURCES = sorted(
     path for folder in ("lmstudy", "scripts", "tools") for path in (REPO / folder).rglob("*.py")
@@ -58,10 +60,11 @@ def _imports(path: Path) -> list[tuple[int, str, str | None]]:
 
 
 def _lmstudy_imports():
+    """(where, module, name or None) of every lmstudy import in the sources and the tests."""
     for path in SOURCES + TESTS:
         for line, module, name in _imports(path):
             if module == "lmstudy" or module.startswith("lmstudy."):
-                yield pytest.param(path, line, module, name, id=f"{path.relative_to(REPO)}:{line}:{module}")
+                yield f"{path.relative_to(REPO)}:{line}", module, name
 
 
 def test_the_walk_sees_the_package():
@@ -70,26 +73,54 @@ def test_the_walk_sees_the_package():
     assert len(list(_lmstudy_imports())) > 100
 
 
-def _assert_here(module: str, where: str) -> None:
-    """`module` exists in this checkout: an editable install of another checkout would
-    otherwise answer for a module that no longer exists here."""
+def _missing_here(module: str) -> str | None:
+    """Why `module` is not a module of this checkout (None if it is): an editable install of
+    another checkout would otherwise answer for a module that no longer exists here."""
     spec = importlib.util.find_spec(module)
-    assert spec is not None, f"{where}: no module {module}"
+    if spec is None:
+        return f"no module {module}"
     origin = Path(spec.origin or next(iter(spec.submodule_search_locations)))
-    assert origin.resolve().is_relative_to(REPO.resolve()), f"{where}: {module} found only at {origin}"
+    return None if origin.resolve().is_relative_to(REPO.resolve()) else f"{module} found only at {origin}"
 
 
-@pytest.mark.parametrize(("path", "line", "module", "name"), list(_lmstudy_imports()))
-def test_every_lmstudy_import_resolves(path, line, module, name):
-    where = f"{path.relative_to(REPO)}:{line}"
-    _assert_here(module, where)
-    if name is None or name == "*":
-        return
+def _unresolved(module: str, name: str | None) -> str | None:
+    """Why `from module import name` (or `import module`) fails in this checkout (None if it works)."""
+    missing = _missing_here(module)
+    if missing or name is None or name == "*":
+        return missing
     imported = importlib.import_module(module)
     if hasattr(imported, "__path__") and importlib.util.find_spec(f"{module}.{name}") is not None:
-        _assert_here(f"{module}.{name}", where)
-        return  # a submodule: `from lmstudy.analyse import result_files`
-    assert hasattr(imported, name), f"{where}: {module} has no {name}"
+        return _missing_here(f"{module}.{name}")  # a submodule: `from lmstudy.analyse import result_files`
+    return None if hasattr(imported, name) else f"{module} has no {name}"
+
+
+def test_every_lmstudy_import_resolves():
+    """Every lmstudy import of the sources, scripts, tools and tests names a module and a name that
+    exist, function-local imports on GPU-only paths included (no CPU test runs those)."""
+    checked: dict[tuple[str, str | None], str | None] = {}  # many files import the same names
+    failures = []
+    for where, module, name in _lmstudy_imports():
+        if (module, name) not in checked:
+            checked[(module, name)] = _unresolved(module, name)
+        if checked[(module, name)]:
+            failures.append(f"{where}: {checked[(module, name)]}")
+    assert not failures, "\n".join(failures)
+
+
+def _package_modules() -> list[str]:
+    return sorted(name for name in map(_module_name, SOURCES) if name)
+
+
+def test_every_module_imports_first_in_a_fresh_process():
+    """Each module imports on its own, not only after others have (an import cycle entered from the
+    wrong side fails only then). The CPU-side ones are imported so, without torch, by
+    test_cpu_side_imports; here the rest, with torch loaded beforehand (for speed)."""
+    rest = sorted(set(_package_modules()) - set(CPU_SIDE))
+    assert "lmstudy.measure.timing" in rest and "lmstudy.analyse.stats" not in rest
+    answers = import_each(rest, with_torch=True)
+    failed = {module: answer["error"] for module, answer in answers.items() if answer["error"]}
+    assert not failed, "\n".join(f"{module}:\n{error}" for module, error in failed.items())
+    assert set(answers) == set(rest)
 
 
 def _files_under(folder: str) -> list[Path]:

@@ -15,13 +15,14 @@ processes' medians, with an interval that sees both levels:
   truth far less often than 95%. The t interval (1 degree of freedom for 2
   processes) is what an honest 2-process interval looks like.
 
-numpy only (the measuring side uses it too, where scipy may be absent).
+numpy, and scipy.stats for Student's and Welch's t intervals.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -47,67 +48,6 @@ def summarize_ms(seconds: list[float]) -> dict[str, float]:
         "iqr_ms": q3 - q1,
         "cv": std / mean if mean else float("nan"),
     }
-
-
-# Student's t distribution, from the regularized incomplete beta function.
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    front = math.exp(log_front)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with `df` degrees of freedom."""
-    if math.isinf(t):
-        return 0.0
-    return betainc(df / 2.0, 0.5, df / (df + t * t))
-
-
-def t_quantile(confidence: float, df: float) -> float:
-    """The t such that P(|T| <= t) = `confidence` (bisection on the two-sided tail)."""
-    low, high = 0.0, 1.0
-    while t_two_sided_p(high, df) > 1 - confidence:
-        high *= 2
-    for _ in range(100):
-        mid = (low + high) / 2
-        low, high = (mid, high) if t_two_sided_p(mid, df) > 1 - confidence else (low, mid)
-    return (low + high) / 2
 
 
 # Across processes.
@@ -148,8 +88,13 @@ def bootstrap_medians(
 
 def _t_interval_of_logs(logs: np.ndarray, confidence: float) -> tuple[float, float]:
     """Student's t interval of the mean of `logs` (two values at least), as (low, high) of exp."""
-    half = t_quantile(confidence, logs.size - 1) * logs.std(ddof=1) / math.sqrt(logs.size)
-    return math.exp(logs.mean() - half), math.exp(logs.mean() + half)
+    from scipy import stats  # here, not at the top: seconds to import, and most callers never get here
+
+    sem = stats.sem(logs)
+    if sem == 0:  # processes that agree exactly: a point (scipy's interval would be nan)
+        return math.exp(logs.mean()), math.exp(logs.mean())
+    low, high = stats.t.interval(confidence, logs.size - 1, loc=logs.mean(), scale=sem)
+    return math.exp(low), math.exp(high)
 
 
 def process_summary(
@@ -207,10 +152,12 @@ def ratio_interval(
     if len(a) > 1 and len(b) > 1:
         logs_a = np.log([np.median(s) for s in a])
         logs_b = np.log([np.median(s) for s in b])
-        var_a, var_b = logs_a.var(ddof=1) / logs_a.size, logs_b.var(ddof=1) / logs_b.size
-        if var_a + var_b > 0:
-            df = (var_a + var_b) ** 2 / (var_a**2 / (logs_a.size - 1) + var_b**2 / (logs_b.size - 1))
-            half = t_quantile(confidence, df) * math.sqrt(var_a + var_b)
-            diff = logs_b.mean() - logs_a.mean()
-            low, high = min(low, math.exp(diff - half)), max(high, math.exp(diff + half))
+        if logs_a.var() + logs_b.var() > 0:  # else Welch's interval is 0/0
+            from scipy import stats  # as in _t_interval_of_logs
+
+            with warnings.catch_warnings():
+                # A side whose processes agree exactly is an answer, not a loss of precision.
+                warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+                welch = stats.ttest_ind(logs_b, logs_a, equal_var=False).confidence_interval(confidence)
+            low, high = min(low, math.exp(welch.low)), max(high, math.exp(welch.high))
     return med_b / med_a, low, high
