@@ -15,55 +15,15 @@ import shutil
 import signal
 import sys
 import tempfile
-from pathlib import Path
 
 from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
+from lmstudy.job_process import own_torch_scratch
 
 # The model's dimensions, as argparse names them (dest), in ModelSpec's order.
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")
 # Every field of lmstudy.measure.spec.ModelSpec.
 MODEL_FIELDS = ("size", *DIMENSIONS, "precision", "device", "tf32", "memory_cap_gb")
-
-
-SCRATCH_PREFIX = "lmstudy-torch-"
-
-
-def remove_scratch_of(pid: int, tmpdir: str | None = None) -> None:
-    """Remove the scratch folders process `pid` made in `tmpdir` (default: this process's).
-
-    For a process killed with SIGKILL, which runs no exit handler: the job
-    server calls it for each job it reaps.
-    """
-    for folder in Path(tmpdir or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{pid}-*"):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def own_torch_scratch() -> str:
-    """Give torch's own files a folder of this process's, removed when it exits; its path.
-
-    Importing torch._dynamo (AdamW's constructor does) creates inductor's
-    cache folder, <tmp>/torchinductor_<user>, and nothing ever removes it: a
-    run would leave it behind in $TMPDIR. A TORCHINDUCTOR_CACHE_DIR set by the
-    user is theirs and kept. Call before torch._dynamo is imported; child
-    processes inherit the folder.
-    """
-    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
-        return os.environ["TORCHINDUCTOR_CACHE_DIR"]
-    # Named by the process, so that whoever reaps it after a SIGKILL finds it (remove_scratch_of).
-    folder = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
-    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(folder, "triton"))
-    owner = os.getpid()
-
-    def remove() -> None:
-        # Only by the process that made it: a job forked from the job server
-        # runs the server's exit handlers too, and the server still needs it.
-        if os.getpid() == owner:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    atexit.register(remove)
-    return folder
 
 
 def compile_from_scratch() -> None:

@@ -9,7 +9,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from lmstudy import gpu_lease
+from lmstudy import job_process
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,13 +106,13 @@ def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | boo
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
         "gpu_memory_bytes": memory,
-        # Which GPU of the machine, how it was chosen (lmstudy.gpu_lease), and
+        # Which GPU of the machine, how it was chosen (lmstudy.launch.gpu_lease), and
         # processes not ours that shared it.
-        **gpu_lease.facts(),
+        **job_process.lease_facts(),
     }
 
 
 ENVIRONMENT_COLUMNS = (
     "gpu", "gpu_power_limit_w", "cpu", "driver", "cuda", "torch", "python", "host", "commit", "date",
-    "tf32_matmul", "tf32_cudnn", *gpu_lease.facts(),
+    "tf32_matmul", "tf32_cudnn", *job_process.lease_facts(),
 )

@@ -10,11 +10,10 @@ Torch-free: the measuring scripts write it, the report side reads it.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections import defaultdict
 
-from lmstudy import gpu_lease
+from lmstudy import job_process
 
 # The phases a record may hold, in the order the report shows them.
 PHASES = {
@@ -28,38 +27,18 @@ PHASES = {
 }
 
 
-# When the job began, where its process is a fork of lmstudy.job_server:
-# the wall time at which the job's own wrapper process started.
-PROCESS_STARTED_AT: float | None = None
-
-
-def seconds_since_process_start() -> float:
-    """Wall time since this job's process started (Linux), NaN where unknown.
-
-    For a job forked by lmstudy.job_server, since its wrapper process started.
-    """
-    if PROCESS_STARTED_AT is not None:
-        return time.time() - PROCESS_STARTED_AT
-    try:
-        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
-            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
-            return float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return float("nan")
-
-
 class PhaseClock:
     """Seconds per phase of one job; create it once the job's imports are done."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         now = time.time()
-        started_at = now - seconds_since_process_start()  # NaN where unknown
-        # The process began as the GPU lease's wrapper (lmstudy.gpu_lease), which
+        started_at = now - job_process.seconds_since_process_start()  # NaN where unknown
+        # The process began as the GPU lease's wrapper (lmstudy.launch.gpu_lease), which
         # asked nvidia-smi, waited while another job held the GPU, then became
         # this job: that is a phase of its own, not the imports'. A lease time
         # from before this process started is a parent's (nsys's program).
-        self.lease = gpu_lease.record()
+        self.lease = job_process.lease_record()
         leased_at = self.lease["leased_at"]
         if leased_at is not None and started_at == started_at and started_at - 1 <= leased_at <= now:
             self.seconds["wait"] = max(0.0, leased_at - started_at)
@@ -87,7 +66,7 @@ class PhaseClock:
         lease = dict(self.lease)
         return {
             "phases": dict(self.seconds),
-            "process_s": seconds_since_process_start(),
+            "process_s": job_process.seconds_since_process_start(),
             # When and where it held the device: section 8 counts the jobs that ran at once.
             "lease": {**lease, "ended_at": time.time()},
         }

@@ -35,7 +35,7 @@ CHILD = """
 import json, sys, time
 sys.path.insert(0, {root!r})
 import torch
-from lmstudy.phases import seconds_since_process_start
+from lmstudy.job_process import seconds_since_process_start
 from lmstudy.measure.bench_process import cold_start
 imports_s = seconds_since_process_start()
 result = cold_start(json.loads({spec!r}))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Run a GPU job's command holding an exclusive lease on one GPU (lmstudy.gpu_lease).
+"""Run a GPU job's command holding an exclusive lease on one GPU (lmstudy.launch.gpu_lease).
 
 Every GPU rule runs its script through this (the shell function lmstudy_gpu
 of workflow/rules/common.smk). By hand:
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstudy.gpu_lease import LeaseError, run_leased  # noqa: E402
+from lmstudy.launch.gpu_lease import LeaseError, run_leased  # noqa: E402
 
 
 def parse(argv: list[str]) -> list[str]:

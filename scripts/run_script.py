@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Run one of the analysing side's scripts as a fork of a job server that imported pandas,
-matplotlib and Jinja2 already (lmstudy.job_server; never torch): those imports cost a second
+matplotlib and Jinja2 already (lmstudy.launch.job_server; never torch): those imports cost a second
 per job, and the study has dozens of such jobs.
 
 Every CPU rule runs its script through this (the shell function `lmstudy` of
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstudy import job_server  # noqa: E402
+from lmstudy.launch import job_server  # noqa: E402
 
 
 def parse(argv: list[str]) -> list[str]:

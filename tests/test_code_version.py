@@ -39,6 +39,22 @@ def test_a_script_imports_what_its_library_imports_and_no_more():
     assert "lmstudy/report/sections/timing/tables.py" in report and "lmstudy/measure/timing.py" not in report
 
 
+def test_no_job_runs_the_launchers_code():
+    # The wrappers (scripts/gpu_lease.py, run_script.py) start jobs; what a job's script imports
+    # never reaches lmstudy/launch, so an edit there reruns nothing.
+    wrappers = {"gpu_lease.py", "run_script.py"}
+    scripts = [p for p in sorted((REPO / "scripts").glob("*.py")) if p.name not in wrappers]
+    assert len(scripts) > 10
+    reaching = {
+        script.name: launcher
+        for script in scripts
+        if (launcher := [m for m in code_version.modules_of(script) if "lmstudy/launch/" in m.as_posix()])
+    }
+    assert not reaching
+    wrapper = code_version.modules_of(REPO / "scripts/gpu_lease.py")
+    assert any("lmstudy/launch/" in m.as_posix() for m in wrapper)
+
+
 def test_comments_docstrings_and_layout_change_nothing_but_code_does(tmp_path):
     original = REPO / "lmstudy/flops.py"
     copy = tmp_path / "flops.py"

@@ -33,7 +33,8 @@ CPU_SIDE = [
     "lmstudy.report.render",  # render_report
     "lmstudy.report.compare",  # compare_runs
     "lmstudy.analyse.ladder_table",  # ladder_table
-    "lmstudy.gpu_lease",  # the GPU jobs' wrapper, before their own imports
+    "lmstudy.launch.gpu_lease",  # the GPU jobs' wrapper, before their own imports
+    "lmstudy.launch.job_server",  # the CPU jobs' wrapper (scripts/run_script.py)
     "lmstudy.errors",
     "lmstudy.ranges",
     "lmstudy.analyse.attention_memory",  # the attention section's accounting

@@ -1,4 +1,4 @@
-"""One measurement per GPU, machine-wide (lmstudy.gpu_lease), on the CPU with fake GPU indices.
+"""One measurement per GPU, machine-wide (lmstudy.launch), on the CPU with fake GPU indices.
 
 The GPUs are named by LMSTUDY_GPUS; on this machine there is no nvidia-smi,
 so they are taken as they are. The leases are real flock(2) locks in a
@@ -21,8 +21,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lmstudy import gpu_lease
 from lmstudy.analyse import study_cost
+from lmstudy.launch import cpu_placement, gpu_lease
 from lmstudy.report.sections import cost
 
 from .conftest import REPO, new_workdir, snakemake
@@ -68,12 +68,12 @@ def holder(env: dict[str, str]) -> subprocess.Popen:
 
 def test_each_gpu_gets_its_own_equal_share_of_the_cores():
     cores = list(range(16))
-    shares = [gpu_lease.core_share(cores, slot, 4) for slot in range(4)]
+    shares = [cpu_placement.core_share(cores, slot, 4) for slot in range(4)]
     assert shares == [list(range(4 * i, 4 * i + 4)) for i in range(4)]
-    assert gpu_lease.core_share(cores, 0, 1) == cores
+    assert cpu_placement.core_share(cores, 0, 1) == cores
     # Fewer cores than GPUs: one core each, shared round the cores.
-    assert gpu_lease.core_share([0, 1], 2, 3) == [0]
-    assert gpu_lease.cores_text([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+    assert cpu_placement.core_share([0, 1], 2, 3) == [0]
+    assert cpu_placement.cores_text([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
 
 
 def test_the_pool_is_every_listed_gpu_narrowed_as_the_user_asks():
@@ -311,9 +311,9 @@ def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):
     assert set(spans["gpu_index"]) == {"0", "1"}
     assert study_cost.overlaps_on_one_gpu(spans).empty
     assert study_cost.most_at_once(spans) == 2
-    cores = gpu_lease.sibling_order(sorted(os.sched_getaffinity(0)))
+    cores = cpu_placement.sibling_order(sorted(os.sched_getaffinity(0)))
     assert set(spans["cpu_cores"]) == {
-        gpu_lease.cores_text(gpu_lease.core_share(cores, slot, 2)) for slot in (0, 1)
+        cpu_placement.cores_text(cpu_placement.core_share(cores, slot, 2)) for slot in (0, 1)
     }
     said = " ".join(cost.concurrency_findings(spans.assign(measuring=True)))
     assert "at most 2 at once, on 2 GPUs (0, 1)" in said
@@ -324,14 +324,27 @@ def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):
 def test_cores_follow_the_gpus_place_on_the_machine_not_in_the_runs_pool():
     listed = [gpu_lease.Gpu(str(i), f"GPU-{i}") for i in range(4)]
     only_two = gpu_lease.pool({"LMSTUDY_GPUS": "2"}, listed)
-    lease = gpu_lease.Lease(only_two[0], slot=0, fd=-1, waited_s=0.0)
-    assert gpu_lease.cpu_slot(lease, only_two, listed) == (2, 4)
-    assert gpu_lease.core_share(list(range(64)), *gpu_lease.cpu_slot(lease, only_two, listed)) == list(
-        range(32, 48)
-    )
+    assert cpu_placement.cpu_slot(only_two[0], 0, only_two, listed) == (2, 4)
+    assert cpu_placement.core_share(list(range(64)), 2, 4) == list(range(32, 48))
     # Fake GPUs, unknown to nvidia-smi: their place in the run's own pool.
     fake = [gpu_lease.Gpu("0"), gpu_lease.Gpu("1")]
-    assert gpu_lease.cpu_slot(gpu_lease.Lease(fake[1], 1, -1, 0.0), fake, []) == (1, 2)
+    assert cpu_placement.cpu_slot(fake[1], 1, fake, []) == (1, 2)
+
+
+def test_cpu_pinning_can_be_turned_off_to_measure_what_it_gives(tmp_path):
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("one CPU: nothing to share out")
+
+    def cores(**extra: str) -> list[int]:
+        shown = subprocess.run(
+            [*LEASE, sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+            env={**lease_env(tmp_path, "0,1"), **extra}, capture_output=True, text=True, check=True,
+        )
+        return json.loads(shown.stdout)
+
+    assert cores() == cpu_placement.core_share(cpu_placement.sibling_order(allowed), 0, 2) != allowed
+    assert cores(LMSTUDY_CPU_PINNING="0") == allowed
 
 
 def fake_sysfs(root: Path) -> Path:
@@ -353,7 +366,7 @@ def test_each_gpu_gets_whole_cores_nearest_to_it(tmp_path):
     cpus = list(range(16))
 
     def cores(gpu, gpus, listed):
-        return gpu_lease.cores_for(gpu_lease.Lease(gpu, gpus.index(gpu), -1, 0.0), gpus, listed, cpus, sysfs)
+        return cpu_placement.cores_for(gpu, gpus.index(gpu), gpus, listed, cpus, sysfs)
 
     listed = [gpu_lease.Gpu(str(i), f"GPU-{i}", f"00000000:0{i}:00.0") for i in range(4)]
     assert [cores(gpu, listed, listed) for gpu in listed] == [
@@ -366,7 +379,7 @@ def test_each_gpu_gets_whole_cores_nearest_to_it(tmp_path):
     # (node 0's four cores with their siblings, then node 1's).
     unknown = [gpu_lease.Gpu(str(i), f"GPU-{i}") for i in range(4)]
     assert cores(unknown[1], unknown, unknown) == [2, 10, 3, 11]
-    assert gpu_lease.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert cpu_placement.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
 
 
 # -- issue 23, items 2 and 10: the lease folder is the user's, never widened, never a link ---------------

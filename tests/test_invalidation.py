@@ -248,6 +248,7 @@ def test_editing_analysing_code_reruns_tables_and_report_never_a_measurement(rep
 @pytest.mark.parametrize(("module", "text"), [
     ("lmstudy/measure/timing.py", "\n# a comment, and blank lines\n\n\n"),
     ("lmstudy/slurm_limits.py", "\n_EDITED = 1\n"),  # code no job runs (the submit host's check)
+    ("lmstudy/launch/job_server.py", "\n_EDITED = 1\n"),  # the launcher: it starts jobs, makes no result
 ])
 def test_a_comment_or_an_unrelated_module_reruns_nothing(repo_copy, module, text):
     repo, run = repo_copy

@@ -1,4 +1,4 @@
-"""GPU jobs start as forks of a server that imported torch (lmstudy.job_server), through the
+"""GPU jobs start as forks of a server that imported torch (lmstudy.launch.job_server), through the
 lease's wrapper, as the workflow runs them: a real server, real sockets, real processes.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lmstudy import job_server
+from lmstudy.launch import job_server
 
 from .conftest import REPO
 
@@ -25,7 +25,7 @@ LEASE = [sys.executable, str(REPO / "scripts" / "gpu_lease.py"), "--"]
 JOB = """
 import json, os, sys
 sys.path.insert(0, {repo!r})
-from lmstudy import gpu_lease
+from lmstudy.launch import gpu_lease
 from lmstudy.phases import PhaseClock
 clock = PhaseClock()
 print(json.dumps({{

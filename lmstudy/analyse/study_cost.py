@@ -41,7 +41,7 @@ LEASE_COLUMNS = ["host", "gpu_index", "gpu_uuid", "gpu_chosen_by", "cpu_cores", 
 
 
 def _lease_columns(record: dict | None) -> dict:
-    """Where and when a measuring job held its GPU (lmstudy.gpu_lease); blank for the others."""
+    """Where and when a measuring job held its GPU (lmstudy.launch.gpu_lease); blank for the others."""
     lease = (record or {}).get("lease") or {}
     return {
         "host": str(lease.get("host", "")),

@@ -14,8 +14,6 @@ leaves a measurement running on the GPU that would overlap the next one.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
 import os
 import signal
@@ -25,22 +23,11 @@ import traceback
 from collections.abc import Callable
 
 from lmstudy.errors import UserError
-
-_PR_SET_PDEATHSIG = 1
+from lmstudy.job_process import die_with_parent
 
 
 class ChildFailed(RuntimeError):
     """The fresh process raised, or died without a result."""
-
-
-def die_with_parent(parent: int) -> None:
-    """Be killed when `parent` dies; exit now if it is gone already."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    # The parent may have died between fork and prctl: then nobody waits for us.
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def run_forked(function: Callable[..., dict], *args, what: str = "the fresh process") -> dict:

@@ -41,27 +41,6 @@ def figure_anchor(section: str, file_name: str) -> str:
     return f"figure-{section}-{file_name.rsplit('.', 1)[0]}"
 
 
-def link_answers(sections) -> None:
-    """Point every answer at its source's anchor; sources not drawn or not shown stay unlinked."""
-    from lmstudy.report.render import Figure, Table
-
-    for section in sections:
-        anchors = {}
-        for block in section.blocks:
-            if isinstance(block, Table) and block.csv:
-                name = block.csv.removeprefix("tables/").removesuffix(".csv")
-                anchors[name] = table_anchor(name)
-                if block.name:
-                    anchors.setdefault(block.name, table_anchor(name))
-            elif isinstance(block, Figure) and block.src:
-                anchors[block.path.name] = figure_anchor(section.key, block.path.name)
-        for block in section.blocks:
-            if isinstance(block, Answers):
-                for answer in block.items:
-                    answer.section = section.key
-                    answer.href = f"#{anchors[answer.source]}" if answer.source in anchors else ""
-
-
 def summary(sections) -> list[Answer]:
     """The headlines of every section's answers, in the report's order."""
     return [

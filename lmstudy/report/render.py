@@ -372,6 +372,27 @@ def _anchor(block, section) -> str:
     return answers.figure_anchor(section.key, block.path.name)
 
 
+def link_answers(sections) -> None:
+    """Point every answer at its source's anchor; sources not drawn or not shown stay unlinked."""
+    from lmstudy.report.answers import Answers, figure_anchor, table_anchor
+
+    for section in sections:
+        anchors = {}
+        for block in section.blocks:
+            if isinstance(block, Table) and block.csv:
+                name = block.csv.removeprefix("tables/").removesuffix(".csv")
+                anchors[name] = table_anchor(name)
+                if block.name:
+                    anchors.setdefault(block.name, table_anchor(name))
+            elif isinstance(block, Figure) and block.src:
+                anchors[block.path.name] = figure_anchor(section.key, block.path.name)
+        for block in section.blocks:
+            if isinstance(block, Answers):
+                for answer in block.items:
+                    answer.section = section.key
+                    answer.href = f"#{anchors[answer.source]}" if answer.source in anchors else ""
+
+
 def render(
     sections: list[Section],
     environment: dict[str, str],
@@ -409,7 +430,7 @@ def render(
                 # Written beside, then renamed: a link left where the figure goes is replaced, never followed.
                 write_bytes(out_dir / block.src, block.path.read_bytes())
     # Answers link to the tables and figures just named and copied; the summary gathers them.
-    answers.link_answers(sections)
+    link_answers(sections)
     context.setdefault("summary", answers.summary(sections))
     for fmt, name in (("html", "index.html"), ("md", "report.md")):
         env = jinja2.Environment(

@@ -43,7 +43,7 @@ except study_config.ConfigError as error:
 BASE = Path(workflow.basedir)
 SCRIPTS = BASE / "scripts"
 # Jobs run scripts/<name>.py through the shell function `lmstudy <name> ARGS`
-# (a fork of a server that imported pandas and matplotlib: lmstudy.job_server),
+# (a fork of a server that imported pandas and matplotlib: lmstudy.launch.job_server),
 # with the Python that runs Snakemake (the project's environment), or the
 # rule's conda environment's under --software-deployment-method conda. A
 # function, because `snakemake --lint` wants commands to use only the rule's
@@ -56,7 +56,7 @@ PYTHON = (
 )
 # GPU jobs run theirs through `lmstudy_gpu <name> ARGS`: the script holds an
 # exclusive lease on one GPU of the machine for its whole life, shared by
-# every run on it (lmstudy.gpu_lease; on SLURM the scheduler's GPU as it is).
+# every run on it (lmstudy.launch.gpu_lease; on SLURM the scheduler's GPU as it is).
 # (Braces doubled: Snakemake formats the prefix like a command.)
 shell.prefix(
     "set -euo pipefail; "

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy import gpu_lease
+from lmstudy import job_process
 from lmstudy.analyse.nsys import events as ev
 from lmstudy.atomic import write_csv, write_json
 from lmstudy.environment import REPO_ROOT
@@ -194,8 +194,8 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> 
         path.unlink(missing_ok=True)
     command = nsys_command(nsys, spec, report.with_suffix(""), record_path)
     print("+", " ".join(command), flush=True)
-    # nsys and the profiled program hold the job's GPU lease too (lmstudy.gpu_lease).
-    done = subprocess.run(command, pass_fds=gpu_lease.inherited_fds())
+    # nsys and the profiled program hold the job's GPU lease too (lmstudy.launch.gpu_lease).
+    done = subprocess.run(command, pass_fds=job_process.inherited_fds())
     if not record_path.exists():
         raise RuntimeError(f"the profiled program failed (nsys exit {done.returncode}); see the log above")
     program = json.loads(record_path.read_text())

@@ -97,7 +97,7 @@ def _text(values: pd.Series) -> pd.Series:
 
 
 def _leased(frame: pd.DataFrame) -> pd.DataFrame:
-    """The measuring jobs with a record of where and when they ran (lmstudy.gpu_lease)."""
+    """The measuring jobs with a record of where and when they ran (lmstudy.launch.gpu_lease)."""
     if "started_at" not in frame:
         return frame.iloc[0:0]
     return frame[frame["measuring"]].dropna(subset=["started_at", "ended_at"])

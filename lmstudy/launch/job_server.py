@@ -3,7 +3,7 @@
 A job's own process would spend seconds on the interpreter's start, `import
 torch` and torch._dynamo (AdamW's constructor loads it) before its first
 measurement; a study of a hundred and more jobs pays that a hundred times,
-for nothing it measures. So the GPU lease's wrapper (lmstudy.gpu_lease)
+for nothing it measures. So the GPU lease's wrapper (lmstudy.launch.gpu_lease)
 hands the job's command to a server that did those imports once and never
 touched CUDA: the server forks, and the child becomes the job, with the
 job's arguments, environment, working directory, CPU cores and standard
@@ -25,7 +25,7 @@ a server would die with the first job's, and could not outlive it anyway).
 The request is plain data (JSON) and the standard streams and lease travel
 as file descriptors (SCM_RIGHTS); nothing is unpickled.
 
-Stdlib-only at module level: the wrapper imports it before anything else.
+Stdlib-only: the wrapper imports it before anything else.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import array
 import contextlib
 import fcntl
 import hashlib
+import importlib
 import json
 import os
 import select
@@ -49,6 +50,8 @@ import time
 import traceback
 from pathlib import Path
 
+from lmstudy import job_process
+
 ENABLE_ENV = "LMSTUDY_JOB_SERVER"
 IDLE_ENV = "LMSTUDY_JOB_SERVER_IDLE_S"
 DIR_ENV = "LMSTUDY_JOB_SERVER_DIR"
@@ -58,7 +61,7 @@ DEFAULT_IDLE_S = 120.0
 # initialisation, which happens in the child; the shell's by nothing we import.
 PER_JOB_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "_", "PWD", "OLDPWD", "SHLVL")
 PER_JOB_PREFIXES = ("LMSTUDY_GPU_", "LMSTUDY_CPU_CORES")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # How long a server may take to import torch before the job gives up on it.
 START_TIMEOUT_S = 300.0
 # How long a running server may take to accept a job and fork it (milliseconds
@@ -267,7 +270,7 @@ def _open(path: Path, timeout_s: float) -> socket.socket:
 def _start_server(path: Path, env: dict[str, str], kind: str) -> subprocess.Popen:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from lmstudy.job_server import serve; serve(sys.argv[2], sys.argv[3])"
+        "from lmstudy.launch.job_server import serve; serve(sys.argv[2], sys.argv[3])"
     )
     log = open(path.with_suffix(".log"), "ab")  # noqa: SIM115 - the server's, closed with our copy below
     try:
@@ -285,24 +288,25 @@ def _start_server(path: Path, env: dict[str, str], kind: str) -> subprocess.Pope
 
 # ---------------------------------------------------------------- the server
 def _preload(kind: str) -> None:
-    """The imports every job of `kind` would do, and nothing that touches a device."""
+    """The imports every job of `kind` would do, and nothing that touches a device.
+
+    By name (importlib): they are the jobs' libraries, which the server loads
+    for them and never uses itself; the launcher stays stdlib-only
+    (tests/test_import_graph.py).
+    """
+    load = importlib.import_module
     if kind == "cpu":
-        import jinja2  # noqa: F401
-        import matplotlib
-
-        matplotlib.use("Agg")  # what the figure scripts use; no display is looked for
-        import matplotlib.pyplot  # noqa: F401
-        import pandas  # noqa: F401
-        import yaml  # noqa: F401
-        from pandas.io.formats.style import Styler  # noqa: F401
-
+        load("jinja2")
+        load("matplotlib").use("Agg")  # what the figure scripts use; no display is looked for
+        for name in ("matplotlib.pyplot", "pandas", "yaml", "pandas.io.formats.style"):
+            load(name)
         return
     # Compile time is a measurement: each compiling job gets an empty cache of its own
     # (lmstudy.cli.compile_from_scratch), so the caches stay on here.
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    import numpy  # noqa: F401
-    import pandas  # noqa: F401
-    import torch
+    load("numpy")
+    load("pandas")
+    torch = load("torch")
 
     # AdamW's constructor imports torch._dynamo (seconds); torch.empty only allocates.
     torch.optim.AdamW([torch.nn.Parameter(torch.empty(1))])
@@ -311,10 +315,8 @@ def _preload(kind: str) -> None:
 def serve(path: str, kind: str = "torch") -> None:
     """Take jobs on the socket at `path` until idle for LMSTUDY_JOB_SERVER_IDLE_S seconds."""
     started = time.perf_counter()
-    from lmstudy.cli import own_torch_scratch, remove_scratch_of
-
     if kind == "torch":
-        own_torch_scratch()  # the preload's torch._dynamo would leave <tmp>/torchinductor_<user>
+        job_process.own_torch_scratch()  # the preload's torch._dynamo would leave <tmp>/torchinductor_<user>
     _preload(kind)
     idle_s = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -358,7 +360,7 @@ def serve(path: str, kind: str = "torch") -> None:
                     _kill_job(event.data)
             for pid, status in _reaped():
                 # A killed job ran no exit handler: its scratch folder is removed here.
-                remove_scratch_of(pid, scratch.pop(pid, None))
+                job_process.remove_scratch_of(pid, scratch.pop(pid, None))
                 conn = jobs.pop(pid, None)
                 if conn is not None:
                     with contextlib.suppress(KeyError, ValueError):
@@ -464,9 +466,7 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
     status = 1
     try:
         os.setsid()  # its own process group: killing the job kills what it started
-        from lmstudy.measure.fresh_process import die_with_parent
-
-        die_with_parent(os.getppid())
+        job_process.die_with_parent(os.getppid())
         signal.set_wakeup_fd(-1)
         for number in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(number, signal.SIG_DFL)
@@ -493,9 +493,7 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
         if "torch" in sys.modules and "OMP_NUM_THREADS" not in os.environ:
             # What a new process with these CPUs would use.
             sys.modules["torch"].set_num_threads(len(cpus))
-        from lmstudy import phases
-
-        phases.PROCESS_STARTED_AT = float(request["started_at"])
+        job_process.PROCESS_STARTED_AT = float(request["started_at"])
         argv = [str(a) for a in request["argv"]]
         sys.argv = argv
         sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))

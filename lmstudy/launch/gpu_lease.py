@@ -20,10 +20,11 @@ CUDA_VISIBLE_DEVICES where the user set it. No GPU at all (a CPU run): no
 lease. Under SLURM the scheduler has chosen the job's GPU and isolates it:
 its CUDA_VISIBLE_DEVICES is used as it is, with no lease.
 
-What the job learns (environment variables, recorded in its rows' provenance
-by lmstudy.environment and in its phase record by lmstudy.phases): the
+What the job learns (environment variables named in lmstudy.job_process,
+recorded in its rows' provenance and in its phase record): the
 GPU's index and UUID, how it was chosen, how long the job waited, processes
-not ours that were on the GPU when the lease was taken, and its CPU cores.
+not ours that were on the GPU when the lease was taken, and its CPU cores
+(lmstudy.launch.cpu_placement).
 
 Torch-free and stdlib-only: it runs before the job's Python imports anything.
 """
@@ -37,7 +38,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -45,17 +45,23 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lmstudy.job_process import (
+    CORES_ENV,
+    FD_ENV,
+    FOREIGN_ENV,
+    INDEX_ENV,
+    LEASED_AT_ENV,
+    SOURCE_ENV,
+    UUID_ENV,
+    WAITED_ENV,
+    seconds_since_process_start,
+)
+from lmstudy.launch import job_server
+from lmstudy.launch.cpu_placement import cores_for, cores_text, pinning_wanted
+
 LEASE_DIR_ENV = "LMSTUDY_GPU_LEASE_DIR"
 GPUS_ENV = "LMSTUDY_GPUS"
-# Set for the leased job (and read by lmstudy.environment / lmstudy.phases).
-FD_ENV = "LMSTUDY_GPU_LEASE_FD"
-INDEX_ENV = "LMSTUDY_GPU_INDEX"
-UUID_ENV = "LMSTUDY_GPU_UUID"
-SOURCE_ENV = "LMSTUDY_GPU_SOURCE"
-WAITED_ENV = "LMSTUDY_GPU_WAITED_S"
-LEASED_AT_ENV = "LMSTUDY_GPU_LEASED_AT"
-FOREIGN_ENV = "LMSTUDY_GPU_FOREIGN"
-CORES_ENV = "LMSTUDY_CPU_CORES"
+# Set for the leased job, beside the variables of lmstudy.job_process: the lock file it holds.
 LOCK_ENV = "LMSTUDY_GPU_LEASE_FILE"
 # Which device the run measures on (config `device`), set by the workflow's lmstudy_gpu.
 DEVICE_ENV = "LMSTUDY_DEVICE"
@@ -156,103 +162,6 @@ def under_slurm(environ=os.environ) -> bool:
         return False
     visible = [d for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     return len(visible) <= 1
-
-
-def core_share(cores: list[int], slot: int, slots: int) -> list[int]:
-    """The slot-th of `slots` equal, contiguous runs of `cores` (in the order given), at least one core."""
-    if slots <= 1 or not cores:
-        return cores
-    if len(cores) < slots:
-        return [cores[slot % len(cores)]]
-    per = len(cores) // slots
-    return cores[slot * per:(slot + 1) * per]
-
-
-def cpu_slot(lease: Lease, gpus: list[Gpu], listed: list[Gpu]) -> tuple[int, int]:
-    """(slot, slots) of the leased GPU among the machine's GPUs, for core_share.
-
-    Among every GPU of the machine, not only those this run may use: two runs
-    limited to other GPUs (LMSTUDY_GPUS) then get other cores too.
-    """
-    if lease.gpu in listed:
-        return listed.index(lease.gpu), len(listed)
-    return lease.slot, len(gpus)
-
-
-SYSFS = Path("/sys")
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """[0, 1, 2, 3, 8] for the kernel's "0-3,8"."""
-    cpus = []
-    for part in text.strip().split(","):
-        if "-" in part:
-            first, last = part.split("-")
-            cpus.extend(range(int(first), int(last) + 1))
-        elif part:
-            cpus.append(int(part))
-    return cpus
-
-
-def local_cpus(gpu: Gpu, sysfs: Path = SYSFS) -> list[int]:
-    """The CPUs nearest the GPU (its NUMA node's), as the kernel lists them for its PCI device; []
-    where unknown."""
-    if ":" not in gpu.bus_id:
-        return []
-    domain, rest = gpu.bus_id.lower().split(":", 1)
-    try:
-        text = (sysfs / "bus/pci/devices" / f"{domain[-4:]}:{rest}" / "local_cpulist").read_text()
-        return parse_cpulist(text)
-    except (OSError, ValueError):
-        return []
-
-
-def sibling_order(cpus: list[int], sysfs: Path = SYSFS) -> list[int]:
-    """The CPUs with each core's hardware threads side by side (the kernel numbers them apart), so
-    that an equal run of them is whole cores."""
-    def key(cpu: int) -> tuple[int, int, int]:
-        topology = sysfs / f"devices/system/cpu/cpu{cpu}/topology"
-        try:
-            return (int((topology / "physical_package_id").read_text()),
-                    int((topology / "core_id").read_text()), cpu)
-        except (OSError, ValueError):
-            return (0, cpu, cpu)
-
-    return sorted(cpus, key=key)
-
-
-def cores_for(lease: Lease, gpus: list[Gpu], listed: list[Gpu], allowed: list[int],
-              sysfs: Path = SYSFS) -> list[int]:
-    """The leased GPU's own share of the cores this run may use.
-
-    The CPUs nearest the GPU, shared equally among the GPUs that have the same
-    nearest CPUs (one NUMA node's); where the machine does not say, an equal
-    share by the GPU's place among the machine's GPUs (cpu_slot). Whole cores
-    either way: a core's hardware threads stay together.
-    """
-    allowed_set = set(allowed)
-    near = {gpu: set(local_cpus(gpu, sysfs)) & allowed_set for gpu in listed}
-    mine = near.get(lease.gpu)
-    if mine:
-        group = [gpu for gpu in listed if near[gpu] == mine]
-        return core_share(sibling_order(sorted(mine), sysfs), group.index(lease.gpu), len(group))
-    return core_share(sibling_order(sorted(allowed), sysfs), *cpu_slot(lease, gpus, listed))
-
-
-def cores_text(cores: list[int]) -> str:
-    """0-3,8 for [0, 1, 2, 3, 8]."""
-    spans, start, prev = [], None, None
-    for core in sorted(cores):
-        if start is None:
-            start = prev = core
-        elif core == prev + 1:
-            prev = core
-        else:
-            spans.append((start, prev))
-            start = prev = core
-    if start is not None:
-        spans.append((start, prev))
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def foreign_processes(gpu: Gpu, ours: set[int], apps: list[list[str]] | None = None) -> str:
@@ -507,16 +416,6 @@ def holds_lease(environ=os.environ) -> bool:
     return True
 
 
-def inherited_fds(environ=os.environ) -> tuple[int, ...]:
-    """The lease's file descriptor, for a child the job starts (nsys) to hold it too."""
-    try:
-        fd = int(environ[FD_ENV])
-        os.fstat(fd)
-    except (KeyError, ValueError, OSError):
-        return ()
-    return (fd,)
-
-
 def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
     """Lease a GPU (or not: SLURM, no GPU, already leased), then exec `command` holding it."""
     if holds_lease(environ):
@@ -537,7 +436,9 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
         else:
             lease_dir = lease_dir_of(environ)
             lease = acquire(gpus, lease_dir, " ".join(command)[:300], log=log)
-            cores = cores_for(lease, gpus, listed, sorted(os.sched_getaffinity(0)))
+            cores = allowed = sorted(os.sched_getaffinity(0))
+            if pinning_wanted(environ):
+                cores = cores_for(lease.gpu, lease.slot, gpus, listed, allowed)
             if cores:
                 os.sched_setaffinity(0, cores)
             foreign = foreign_processes(lease.gpu, ours={os.getpid()})
@@ -551,11 +452,7 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
             )
     # The time the job started measuring from: its imports are what follows.
     env[LEASED_AT_ENV] = f"{time.time():.3f}"
-    from lmstudy import job_server
-
     if job_server.wanted(command, env):
-        from lmstudy.phases import seconds_since_process_start
-
         since_start = seconds_since_process_start()
         started_at = time.time() - (since_start if since_start == since_start else 0.0)
         fds = (int(env[FD_ENV]),) if FD_ENV in env else ()
@@ -564,33 +461,3 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
         except job_server.ServerUnavailable as error:
             print(f"job server: {error}; the job runs as a process of its own", file=log, flush=True)
     os.execvpe(command[0], command, env)
-
-
-def facts(environ=os.environ) -> dict[str, str]:
-    """The lease as provenance columns (lmstudy.environment.describe)."""
-    return {
-        "gpu_index": environ.get(INDEX_ENV, ""),
-        "gpu_uuid": environ.get(UUID_ENV, ""),
-        "gpu_chosen_by": environ.get(SOURCE_ENV, "none"),
-        "gpu_foreign_processes": environ.get(FOREIGN_ENV, ""),
-    }
-
-
-def record(environ=os.environ) -> dict:
-    """The lease for a job's phase record (lmstudy.phases): where and when it measured."""
-    def number(name: str) -> float | None:
-        try:
-            return float(environ[name])
-        except (KeyError, ValueError):
-            return None
-
-    return {
-        "host": socket.gethostname(),
-        "gpu_index": environ.get(INDEX_ENV, ""),
-        "gpu_uuid": environ.get(UUID_ENV, ""),
-        "chosen_by": environ.get(SOURCE_ENV, "none"),
-        "waited_s": number(WAITED_ENV) or 0.0,
-        "leased_at": number(LEASED_AT_ENV),
-        "cpu_cores": environ.get(CORES_ENV, ""),
-        "foreign_processes": environ.get(FOREIGN_ENV, ""),
-    }

@@ -1,0 +1,70 @@
+#!/usr/bin/env python
+"""What the CPU-side job server saves per job: one analysing job's wall time, with it and without.
+
+Each run is a fresh `python scripts/run_script.py SCRIPT ARGS...`, as the
+workflow's CPU rules run it, with LMSTUDY_JOB_SERVER on or off; the two
+alternate (on, off, then off, on, ...) so that a neighbour's load falls on
+both. The server is started once before the timed runs, and that start is
+reported apart: a study pays it once per run of Snakemake, not per job.
+
+    python scripts/bench_job_server.py --out server.csv --repeats 10 -- \\
+        scripts/study_cost.py --out /tmp/cost.csv --benchmarks tests/fixtures/gpu/cost/*/*/*.tsv
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lmstudy.cli import run_main  # noqa: E402
+
+RUN_SCRIPT = Path(__file__).resolve().parent / "run_script.py"
+
+
+def timed_run(command: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, str(RUN_SCRIPT), *command], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="CSV, one row per run")
+    p.add_argument("--repeats", type=int, default=10, help="timed runs with the server, and as many without")
+    p.add_argument("command", nargs="+", help="the analysing script and its arguments, after --")
+    args = p.parse_args(argv)
+    import pandas as pd
+
+    from lmstudy.atomic import write_csv
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-job-server-") as servers:
+        # A server of this benchmark's own, gone soon after it.
+        base = {**os.environ, "LMSTUDY_JOB_SERVER_DIR": servers, "LMSTUDY_JOB_SERVER_IDLE_S": "20"}
+        on, off = {**base, "LMSTUDY_JOB_SERVER": "1"}, {**base, "LMSTUDY_JOB_SERVER": "0"}
+        rows.append({"mode": "server start", "repeat": 0, "wall_s": timed_run(args.command, on)})
+        for repeat in range(args.repeats):
+            order = [("on", on), ("off", off)] if repeat % 2 == 0 else [("off", off), ("on", on)]
+            for mode, env in order:
+                rows.append({"mode": mode, "repeat": repeat, "wall_s": timed_run(args.command, env)})
+                print(rows[-1], flush=True)
+    table = pd.DataFrame(rows)
+    write_csv(args.out, table)
+    by_mode = table.groupby("mode")["wall_s"]
+    summary = pd.DataFrame({"runs": by_mode.size(), "median_s": by_mode.median(),
+                            "q1_s": by_mode.quantile(0.25), "q3_s": by_mode.quantile(0.75)}).round(3)
+    print(summary.to_string())
+    saved = summary.loc["off", "median_s"] - summary.loc["on", "median_s"]
+    print(f"the server saves {saved:.3f} s per job (median off - median on)")
+
+
+if __name__ == "__main__":
+    run_main(main)
