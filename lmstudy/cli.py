@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from pathlib import Path
 
 from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
