@@ -32,6 +32,9 @@ class PhaseClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        # Wall seconds of each round of fresh processes, where the job repeats across processes.
+        self.rounds: list[float] = []
+        self.min_processes: int | None = None
         now = time.time()
         started_at = now - job_process.seconds_since_process_start()  # NaN where unknown
         # The process began as the GPU lease's wrapper (lmstudy.launch.gpu_lease), which
@@ -47,6 +50,11 @@ class PhaseClock:
             self.lease["leased_at"] = started_at if started_at == started_at else None
             if started_at == started_at:
                 self.seconds["imports"] = now - started_at
+
+    def add_round(self, seconds: float, min_processes: int) -> None:
+        """One round of fresh processes (lmstudy.measure.repeat): the repetition's cost, beside the phases."""
+        self.rounds.append(max(0.0, seconds))
+        self.min_processes = min_processes
 
     def add(self, phase: str, seconds: float) -> None:
         if phase not in PHASES:
@@ -67,6 +75,8 @@ class PhaseClock:
         return {
             "phases": dict(self.seconds),
             "process_s": job_process.seconds_since_process_start(),
+            "rounds_s": list(self.rounds),
+            "min_processes": self.min_processes,
             # When and where it held the device: section 8 counts the jobs that ran at once.
             "lease": {**lease, "ended_at": time.time()},
         }

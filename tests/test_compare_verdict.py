@@ -8,6 +8,7 @@ import pytest
 from lmstudy.analyse import stats
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.measure.repeat import NoisePolicy, measure_until_stable, spread
+from lmstudy.phases import PhaseClock
 
 
 def test_two_processes_get_students_interval_with_one_degree_of_freedom():
@@ -130,9 +131,13 @@ def test_more_processes_go_where_the_noise_is():
         calls.append((round_index, tuple(keys)))
         return {k: {"steps": [next(levels[k])] * 3} for k in keys}
 
+    clock = PhaseClock()
     results = measure_until_stable(measure, ["quiet", "noisy"], lambda r: r["steps"], policy,
-                                   progress=lambda _: None)
+                                   progress=lambda _: None, clock=clock)
     assert len(results["quiet"]) == 2 and len(results["noisy"]) == 5
+    # The clock keeps each round's wall time: five rounds, the minimum being two.
+    assert len(clock.rounds) == 5 and clock.min_processes == 2 and all(s >= 0 for s in clock.rounds)
+    assert clock.record()["rounds_s"] == clock.rounds
     assert calls[0] == (0, ("quiet", "noisy")) and calls[-1] == (4, ("noisy",))
     assert spread([10.0, 15.0]) == pytest.approx(0.5)
     # A process that ended early (out of memory) is not repeated.

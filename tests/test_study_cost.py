@@ -69,3 +69,14 @@ def test_a_run_without_gpu_leases_gets_no_gpu_wording(jobs):
     cpu = jobs.assign(gpu_chosen_by="none")  # what every measuring job of a CPU run records
     words = " ".join([*cost.by_rule(cpu).columns, *cost.slowest(cpu).columns, *cost.findings(cpu)])
     assert "job wrapper %" in words and "GPU lease" not in words
+
+
+def test_the_repetition_cost_is_the_rounds_after_the_first_and_beyond_the_minimum():
+    from lmstudy.analyse.study_cost import repetition_columns
+
+    record = {"rounds_s": [3.0, 2.0, 1.5, 1.0], "min_processes": 2}
+    assert repetition_columns(record) == {"rounds": 4, "repeat_s": 4.5, "noise_repeat_s": 2.5}
+    # A job measured once, or a record from before repetition, cost nothing extra.
+    assert repetition_columns({"rounds_s": [3.0], "min_processes": 2}) == {
+        "rounds": 1, "repeat_s": 0.0, "noise_repeat_s": 0.0}
+    assert repetition_columns(None) == {"rounds": 0, "repeat_s": 0.0, "noise_repeat_s": 0.0}

@@ -58,6 +58,19 @@ def _lease_columns(record: dict | None) -> dict:
     }
 
 
+# What repeating across fresh processes cost a job (lmstudy.measure.repeat):
+# its rounds of processes, the seconds of every round after the first, and of
+# the rounds beyond the minimum, which only noise between processes asks for.
+REPETITION_COLUMNS = ["rounds", "repeat_s", "noise_repeat_s"]
+
+
+def repetition_columns(record: dict | None) -> dict:
+    """rounds, repeat_s and noise_repeat_s of a job's phase record (0 for a job measured once)."""
+    rounds = [float(s) for s in (record or {}).get("rounds_s") or []]
+    least = (record or {}).get("min_processes") or 1
+    return {"rounds": len(rounds), "repeat_s": sum(rounds[1:]), "noise_repeat_s": sum(rounds[least:])}
+
+
 def job_table(benchmarks: list[Path], phases: list[Path]) -> pd.DataFrame:
     """One row per job: section, rule, job, wall_s, measuring, <phase>_s, other_s, and the lease's columns."""
     records = {_job_of(path, ".phases.json"): read_json(path) for path in map(Path, phases)}
@@ -72,9 +85,11 @@ def job_table(benchmarks: list[Path], phases: list[Path]) -> pd.DataFrame:
             row[column] = float(spent.get(phase, 0.0))
         # A job's phases cannot exceed its wall time; rounding may make them.
         row["other_s"] = max(0.0, row["wall_s"] - sum(row[c] for c in PHASE_COLUMNS))
+        row.update(repetition_columns(record))
         row.update(_lease_columns(record))
         rows.append(row)
-    columns = ["section", "rule", "job", "wall_s", "measuring", *PHASE_COLUMNS, "other_s", *LEASE_COLUMNS]
+    columns = ["section", "rule", "job", "wall_s", "measuring", *PHASE_COLUMNS, "other_s",
+               *REPETITION_COLUMNS, *LEASE_COLUMNS]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -264,7 +264,8 @@ def run_sweep_in_processes(
         forward, backward = json.loads(row["forward_times_ms"]), json.loads(row["backward_times_ms"])
         return [f + b for f, b in zip(forward, backward, strict=True)]
 
-    by_seq = measure_until_stable(measure, sorted(spec.seq_lens), samples, policy, progress=print)
+    by_seq = measure_until_stable(measure, sorted(spec.seq_lens), samples, policy, progress=print,
+                                  clock=clock)
     rows = []
     for seq in sorted(spec.seq_lens):
         row = combine_processes(by_seq[seq], parts=("forward_", "backward_"))

@@ -149,7 +149,7 @@ def run_job_in_processes(
     def samples(row):
         return json.loads(row["step_times_ms"]) if row.get("status") == "ok" else None
 
-    by_key = measure_until_stable(measure, keys, samples, policy, progress=print)
+    by_key = measure_until_stable(measure, keys, samples, policy, progress=print, clock=clock)
     rows = []
     for key in keys:
         row = combine_processes(by_key[key])

@@ -228,7 +228,7 @@ def measure_rung_in_processes(spec: BenchSpec, policy: NoisePolicy, clock: Phase
     def samples(row):
         return json.loads(row["step_times_ms"]) if row.get("status") == "ok" else None
 
-    rows = measure_until_stable(measure, [spec.rung], samples, policy, progress=print)[spec.rung]
+    rows = measure_until_stable(measure, [spec.rung], samples, policy, progress=print, clock=clock)[spec.rung]
     row = combine_processes(rows)
     if row["status"] != "ok":
         return row

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
 from collections.abc import Callable, Hashable, Sequence
 
 from lmstudy.measure.fresh_process import run_forked
@@ -58,20 +59,25 @@ def measure_until_stable(
     samples_of: Callable[[dict], Sequence[float] | None],
     policy: NoisePolicy,
     progress: Callable[[str], None] = print,
+    clock: PhaseClock | None = None,
 ) -> dict[Hashable, list[dict]]:
     """Every key's results, one per process, measured in rounds until `policy` is content.
 
     `measure(keys, round)` measures the given keys in fresh processes (one
     per key, or one for all: the caller decides) and returns each key's
     result; `samples_of(result)` is the steady-state samples the policy
-    judges (None or empty: the process ended early).
+    judges (None or empty: the process ended early). `clock` gets each
+    round's wall time (PhaseClock.rounds): what the repetition cost.
     """
     results: dict[Hashable, list[dict]] = {key: [] for key in keys}
     pending = list(keys)
     round_index = 0
     while pending:
+        started = time.perf_counter()
         for key, result in measure(pending, round_index).items():
             results[key].append(result)
+        if clock is not None:
+            clock.add_round(time.perf_counter() - started, policy.min_processes)
         round_index += 1
         pending = [k for k in keys if policy.wants_more([samples_of(r) for r in results[k]])]
         if pending and round_index >= policy.min_processes:

@@ -285,7 +285,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
         return window if len(window) == spec.timed_steps else None
 
     by_pass = measure_until_stable(measure, list(spec.passes), steady_window, spec.noise,
-                                   progress=lambda line: print(line, flush=True))
+                                   progress=lambda line: print(line, flush=True), clock=clock)
     rows = []
     for pass_name in spec.passes:
         results = by_pass[pass_name]
