@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from lmstudy import flops, hardware
+from lmstudy import hardware
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
@@ -99,9 +99,7 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                 "pass": pass_name,
                 "warmup_steps": spec.warmup_steps,
                 "timed_steps": spec.timed_steps,
-                "flops_per_step": flops.flops_per_step(
-                    pass_name, spec.batch_size, spec.context_length, **spec.dims
-                ),
+                "flops_per_step": spec.flops_per_step(pass_name),
                 "peak_tflops": peak,
                 "mfu_peak": hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
             }

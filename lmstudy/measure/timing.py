@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import torch
 
-from lmstudy import environment, flops, hardware
+from lmstudy import environment, hardware
 from lmstudy.analyse.stats import process_summary, summarize_ms
 from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
 from lmstudy.measure.fresh_process import run_forked
@@ -168,7 +168,9 @@ def _base_row(spec: TimingSpec, pass_name: str, warmup: int, params: int) -> dic
         "batch_size": spec.batch_size, "pass": pass_name, "precision": spec.precision,
         "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
         "params": params,
-        "flops_per_step": flops.flops_per_step(pass_name, spec.batch_size, spec.context_length, **spec.dims),
+        "flops_per_step": spec.flops_per_step(pass_name),
+        "flops_counted_by": spec.flops_counted_by,
+        "model": spec.model.label,
     }
 
 

@@ -15,6 +15,7 @@ from lmstudy import config as study_config  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
 from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS  # noqa: E402
+from lmstudy.model_choice import choice_from_config  # noqa: E402
 
 # config.yaml < preset < --configfile < --config: Snakemake merged the
 # command line's layers over config.yaml already; they are laid over the
@@ -264,3 +265,21 @@ onstart:
     sentence = slurm_limits.before_submission(workflow)
     if sentence:
         raise WorkflowError(sentence)
+
+
+MODEL = config["model"]
+
+
+def model_flag(size):
+    """The model of config model: for one size (its factory, label, range depth and the size's own
+    keys beyond the four), as the --model flag of every job that measures the model: changing
+    model: reruns every measurement."""
+    choice = choice_from_config(MODEL, size_dims(size))
+    return flag("--model", choice.to_json())
+
+
+def model_code_version(*scripts):
+    """code_version of a job that measures the model: its scripts' code and the model factory's
+    (lmstudy.code_version.factory_digest), so that editing the user's model reruns those jobs."""
+    factory = code_version_of.factory_digest(MODEL["factory"])
+    return f"{code_version(*scripts)} model {factory}"

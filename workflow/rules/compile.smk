@@ -29,7 +29,8 @@ rule compile_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("compile_model"),
+        code=model_code_version("compile_model"),
+        model=lambda w: model_flag(w.size),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
@@ -49,7 +50,7 @@ rule compile_model:
         " --attention {wildcards.attention} {params.batch_size}"
         " {params.vocab_size} {params.passes}"
         " {params.warmup_steps} {params.timed_steps} {params.processes}"
-        " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
+        " {params.device} {params.tf32} {params.memory_cap} {params.model} > {log} 2>&1"
 
 
 rule aggregate_compile:

@@ -36,7 +36,8 @@ rule ladder_rung:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("ladder_rung"),
+        code=model_code_version("ladder_rung"),
+        model=lambda w: model_flag(w.size),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         processes=noise_flags(),
@@ -61,7 +62,7 @@ rule ladder_rung:
         " {params.warmup_steps} {params.timed_steps} {params.profile_steps}"
         " {params.processes} {params.device} {params.tf32} {params.memory_cap} {params.matmul_n}"
         " {params.matmul_warmup} {params.matmul_bursts} {params.matmul_products}"
-        " > {log} 2>&1"
+        " {params.model} > {log} 2>&1"
 
 
 rule aggregate_ladder:

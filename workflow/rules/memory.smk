@@ -54,7 +54,8 @@ rule memory_snapshot:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("memory_snapshot"),
+        code=model_code_version("memory_snapshot"),
+        model=lambda w: model_flag(w.size),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
@@ -73,7 +74,7 @@ rule memory_snapshot:
         " --precision {wildcards.precision} {params.batch_size}"
         " {params.vocab_size} {params.warmup_steps}"
         " {params.max_entries} {params.stacks} {params.device}"
-        " {params.tf32} {params.memory_cap} > {log} 2>&1"
+        " {params.tf32} {params.memory_cap} {params.model} > {log} 2>&1"
 
 
 rule memory_summary:

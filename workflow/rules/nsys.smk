@@ -75,7 +75,8 @@ rule profile_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("profile_job", "profile_model"),
+        code=model_code_version("profile_job", "profile_model"),
+        model=lambda w: model_flag(w.size),
         out_dir=lambda w, output: str(Path(output.profile).parent),
         dims=lambda w: size_dims(w.size),
         passes=NSYS["passes"],
@@ -94,7 +95,7 @@ rule profile_model:
         " --passes {params.passes} --precision {wildcards.precision}"
         " {params.batch_size} {params.vocab_size}"
         " {params.warmup_steps} {params.profiled_steps}"
-        " {params.device} {params.tf32} {params.memory_cap}"
+        " {params.device} {params.tf32} {params.memory_cap} {params.model}"
         " --backend-record {input.backend} > {log} 2>&1"
 
 

@@ -23,7 +23,8 @@ rule time_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("time_model"),
+        code=model_code_version("time_model"),
+        model=lambda w: model_flag(w.size),
         dims=lambda w: size_dims(w.size),
         batch_size=flag("--batch-size", config["batch_size"]),
         vocab_size=flag("--vocab-size", config["vocab_size"]),
@@ -45,7 +46,7 @@ rule time_model:
         " --variant {wildcards.variant} {params.batch_size}"
         " {params.vocab_size} {params.passes}"
         " {params.warmup_steps} {params.timed_steps} {params.processes}"
-        " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
+        " {params.device} {params.tf32} {params.memory_cap} {params.model} > {log} 2>&1"
 
 
 rule aggregate_timing:
