@@ -134,7 +134,8 @@ def add_dimension_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vocab-size", type=int, default=10000)
     p.add_argument("--model", type=model_choice, default=ModelChoice(), metavar="JSON",
                    help="the model's factory and label, as config model: gives them "
-                        '(default: the built-in model), e.g. \'{"factory": "my_model.py:build", "name": "mine"}\'')
+                        "(default: the built-in model), e.g. "
+                        '\'{"factory": "my_model.py:build", "name": "mine"}\'')
 
 
 def add_device_arguments(p: argparse.ArgumentParser, memory_cap_help: str | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The model factory (config model:): loading, its error sentences, FLOPs by FlopCounterMode, module ranges."""
+"""The model factory (config model:): loading, its error sentences, FlopCounterMode's FLOPs, module ranges."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_file_reference_relative_to_the_project_root_builds_a_model():
 
 
 @pytest.mark.parametrize(("body", "expected"), [
-    ("raise RuntimeError('no GPU in my module')\n", "could not be imported: RuntimeError: no GPU in my module"),
+    ("raise RuntimeError('no GPU here')\n", "could not be imported: RuntimeError: no GPU here"),
     ("def other(**kw):\n    pass\n", "has no function 'build'"),
     ("def build(**kw):\n    raise ValueError('d_model too small')\n", "failed when called with"),
     ("def build(**kw):\n    return 42\n", "returned a int, not a torch.nn.Module"),

@@ -88,5 +88,5 @@ def test_editing_the_factory_file_reruns_exactly_its_measurements(own_model_run,
     assert dry_run(run, *args) == []
     factory.write_text(factory.read_text().replace("dropout=0.0", "dropout=0.0, norm_first=True"))
     jobs = dry_run(run, *args)
-    assert sorted(job.rule for job in jobs if job.measures) == ["profile_job", "time_model"]
+    assert sorted(job.rule for job in jobs if job.measures) == ["profile_model", "time_model"]
     assert all(job.rule not in {"nsys_backend"} for job in jobs)

@@ -40,7 +40,8 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
                 "the project root): fix model.factory in config.yaml."
             )
         # A module name of its own, so a user's model.py never shadows (or is shadowed by) another.
-        spec = importlib.util.spec_from_file_location("lmstudy_user_factory_" + hashlib.sha1(str(path).encode()).hexdigest()[:12], path)
+        name = "lmstudy_user_factory_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         loader = functools.partial(spec.loader.exec_module, module)
     else:

@@ -35,10 +35,10 @@ from lmstudy.analyse import ladder_table
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
+from lmstudy.measure.factory import NotApplicable, build_model
 from lmstudy.measure.gpu_time import kernel_breakdown
 from lmstudy.measure.master_weights import MasterWeightAdamW
 from lmstudy.measure.matmul_ceiling import measure_ceiling, summarize
-from lmstudy.measure.factory import NotApplicable
 from lmstudy.measure.model import ModelConfig, make_optimizer
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_result
@@ -127,11 +127,11 @@ def rung_workload_check(spec: BenchSpec) -> None:
     rung = RUNGS[spec.rung]
     if spec.model.builtin:
         return
-    config = ModelConfig(context_length=spec.context_length, attention=rung.attention, **spec.dims)
     with torch.device("meta"):
-        work = build_workload(config, spec.batch_size, rung.precision, torch.device("meta"), choice=spec.model)
-    if rung.master_weights and not any(isinstance(m, torch.nn.Linear) for m in work.model.modules()):
-        raise NotApplicable("bf16 weights with fp32 masters replace nn.Linear weights, and the model has none.")
+        model = build_model(spec.model, spec.dims, spec.context_length, rung.attention)
+    if rung.master_weights and not any(isinstance(m, torch.nn.Linear) for m in model.modules()):
+        raise NotApplicable("bf16 weights with fp32 masters replace nn.Linear weights, "
+                            "and the model has none.")
 
 
 def training_losses(spec: BenchSpec, steps: int = 50) -> list[float]:

@@ -19,6 +19,7 @@ from lmstudy.measure.markers import annotate
 from lmstudy.measure.model import ModelConfig, cross_entropy, make_optimizer
 from lmstudy.model_choice import ModelChoice
 
+BUILTIN = ModelChoice()
 PASSES = ("forward", "forward_backward", "train_step")
 # fp16 autocast times the speed only: no GradScaler (its cost, one unscale and inf check of the
 # gradients per step, is the optimizer's; the loss here never needs scaling to be timed).
@@ -79,7 +80,7 @@ def build_workload(
     device: torch.device,
     with_optimizer: bool = True,
     seed: int = 0,
-    choice: ModelChoice = ModelChoice(),
+    choice: ModelChoice = BUILTIN,
 ) -> Workload:
     """`config` gives the dimensions and attention; `choice` the factory that builds the model from them."""
     torch.manual_seed(seed)

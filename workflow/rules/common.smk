@@ -280,6 +280,7 @@ def model_flag(size):
 
 def model_code_version(*scripts):
     """code_version of a job that measures the model: its scripts' code and the model factory's
-    (lmstudy.code_version.factory_digest), so that editing the user's model reruns those jobs."""
+    (lmstudy.code_version.factory_digest), so that editing the user's model reruns those jobs.
+    """
     factory = code_version_of.factory_digest(MODEL["factory"])
     return f"{code_version(*scripts)} model {factory}"

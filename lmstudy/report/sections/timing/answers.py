@@ -221,7 +221,8 @@ def model_table(frame: pd.DataFrame) -> pd.DataFrame:
             "batch": rows["batch_size"],
             "parameters (M)": rows["params"] / 1e6,
             "without embedding (M)": (rows["params"] - rows["vocab_size"] * rows["d_model"]) / 1e6,
-            **({"FLOPs counted by": rows["flops_counted_by"].astype(str)} if "flops_counted_by" in rows else {}),
+            **({"FLOPs counted by": rows["flops_counted_by"].astype(str)}
+               if "flops_counted_by" in rows else {}),
         }
     ).reset_index(drop=True)
 
