@@ -129,9 +129,19 @@ def count_on_meta(choice: ModelChoice, dims: dict, context_length: int, batch_si
 
     FLOPs are those of fp32 arithmetic (autocast changes dtypes, not the count).
     """
+    try:
+        return _count(choice, dims, context_length, batch_size, "meta")
+    except RuntimeError:
+        # Some models read a value in their forward (Hugging Face's masks call .item()), which the
+        # meta device cannot give: counted on the host, with one sequence (FLOPs scale with the batch).
+        counted = _count(choice, dims, context_length, 1, "cpu")
+        return {k: v if k == "parameters" else v * batch_size for k, v in counted.items()}
+
+
+def _count(choice: ModelChoice, dims: dict, context_length: int, batch_size: int, device: str) -> dict:
     from torch.utils.flop_counter import FlopCounterMode
 
-    with torch.device("meta"):
+    with torch.device(device):
         model = build_model(choice, dims, context_length)
         inputs = torch.zeros(batch_size, context_length, dtype=torch.long)
     vocab_size = dims["vocab_size"]
