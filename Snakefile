@@ -4,6 +4,11 @@
 #   snakemake --cores 1 --config preset=smoke                  (CPU only)
 #   snakemake --cores 1 report/compare/<A>_vs_<B>/index.html   (two runs compared)
 
+from snakemake.utils import min_version
+
+# The version pyproject.toml asks for: older ones lack what the rules use.
+min_version("9.27")
+
 
 configfile: "config.yaml"
 
@@ -19,6 +24,10 @@ include: "workflow/rules/ladder.smk"
 include: "workflow/rules/cost.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/compare.smk"
+
+
+localrules:
+    all,
 
 
 rule all:

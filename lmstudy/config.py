@@ -153,9 +153,18 @@ def _shortened(message: str, limit: int = 300) -> str:
     return message if len(message) <= limit else f"{message[:limit]}... (cut)"
 
 
+def code_defs() -> dict:
+    """The schema's $defs whose values the code defines: each list written once, there."""
+    from lmstudy.plan import VARIANTS
+
+    return {"variant": {"enum": list(VARIANTS)}}
+
+
 def validate(config: dict, schema_path: str | Path) -> None:
     """Raise ConfigError naming the first wrong key or value."""
     schema = yaml.safe_load(Path(schema_path).read_text())
+    for name, definition in code_defs().items():
+        schema["$defs"][name].update(definition)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:

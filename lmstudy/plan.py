@@ -5,6 +5,11 @@ Torch-free: the Snakefile calls it at parse time, on a submit host too.
 
 from __future__ import annotations
 
+# The timing section's models (timing.variants): the naive attention, PyTorch's fused
+# one (sdpa), and either under torch.compile. The one list of them: the schema's
+# check, the wildcard constraint and the scripts read it here.
+VARIANTS = ("naive", "sdpa", "naive-compile", "sdpa-compile")
+
 # A compiled variant times the training step only: the compiled model's
 # forward passes are section 6's (the optimization ladder is section 7's).
 COMPILED_VARIANT_PASSES = ("train_step",)

@@ -4,10 +4,9 @@
 Eager first, then compiled, from the same initial weights; the compiled
 model's first step (trace and compile) is recorded apart from its steady state.
 
-Example, by hand:
-    python scripts/compile_model.py --out small_bf16.csv --size small \
-        --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 \
-        --context-length 512 --precision bf16
+Example, by hand (the rest of the spec from config.yaml, as the workflow's jobs):
+    python scripts/compile_model.py --out small_bf16.csv \
+        --spec '{"size": "small", "context_length": 512, "precision": "bf16", "attention": "naive"}'
 """
 
 from __future__ import annotations
@@ -18,12 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lmstudy.cli import (  # noqa: E402
-    add_model_arguments,
-    add_noise_arguments,
+    add_spec_arguments,
     compile_from_scratch,
     fork_measuring_processes,
-    model_kwargs,
-    noise_policy,
+    read_spec,
     run_main,
 )
 
@@ -34,45 +31,32 @@ fork_measuring_processes()
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of result rows")
-    add_model_arguments(p)
-    p.add_argument("--attention", choices=["naive", "sdpa"], default="naive")
     p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
-    p.add_argument(
-        "--passes",
-        nargs="+",
-        choices=["forward", "forward_backward", "train_step"],
-        default=["forward", "train_step"],
-    )
-    p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps after the first")
-    p.add_argument("--timed-steps", type=int, default=10)
-    add_noise_arguments(p)
+    add_spec_arguments(p, "compile")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    fields = read_spec(args, "compile")
     from lmstudy.errors import UserError
 
-    if args.timed_steps < 2 or args.warmup_steps < 0:
-        raise UserError("--timed-steps must be at least 2 and --warmup-steps at least 0: fix the arguments.")
+    if fields["timed_steps"] < 2 or fields["warmup_steps"] < 0:
+        raise UserError("the spec's timed_steps must be at least 2, warmup_steps at least 0: fix the spec.")
     import pandas as pd
 
     from lmstudy.atomic import write_csv
     from lmstudy.measure.compile_bench import CompileSpec, run_job_in_processes
+    from lmstudy.measure.repeat import NoisePolicy
+    from lmstudy.measure.spec import from_fields
     from lmstudy.measure.steps import import_lazy_modules
     from lmstudy.phases import PhaseClock
 
     import_lazy_modules()  # an import, counted as one, not in the build
     clock = PhaseClock()
 
-    spec = CompileSpec(
-        **model_kwargs(args),
-        attention=args.attention,
-        passes=tuple(args.passes),
-        warmup_steps=args.warmup_steps,
-        timed_steps=args.timed_steps,
-    )
-    rows = run_job_in_processes(spec, noise_policy(args), clock)
+    noise = NoisePolicy(**fields.pop("noise"))
+    rows = run_job_in_processes(from_fields(CompileSpec, fields), noise, clock)
     if args.phases:
         clock.write(args.phases)
     write_csv(args.out, pd.DataFrame(rows))

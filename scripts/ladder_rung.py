@@ -9,10 +9,9 @@ scripts/ladder_table.py joins each rung with its own GPU's ceiling. A rung this 
 graphs on a CPU, ...) is a row with status "unsupported" and the reason.
 scripts/bench_ladder.py runs the same code for every rung at once, by hand.
 
-Example, by hand:
+Example, by hand (the rest of the spec from config.yaml, as the workflow's jobs):
     python scripts/ladder_rung.py --out small_bf16-sdpa.csv --matmul-out small_bf16-sdpa.matmul.csv \
-        --size small --rung bf16-sdpa \
-        --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 --context-length 1024
+        --spec '{"size": "small", "context_length": 1024, "rung": "bf16-sdpa"}'
 """
 
 from __future__ import annotations
@@ -23,16 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lmstudy.cli import (  # noqa: E402
-    add_device_arguments,
-    add_dimension_arguments,
-    add_noise_arguments,
+    add_spec_arguments,
     compile_from_scratch,
-    dimension_kwargs,
     fork_measuring_processes,
-    noise_policy,
+    read_spec,
     run_main,
 )
-from lmstudy.ladder_rungs import RUNGS  # noqa: E402
 
 compile_from_scratch()
 fork_measuring_processes()
@@ -43,59 +38,45 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True, help="CSV of the rung's row")
     p.add_argument("--matmul-out", type=Path, required=True, help="CSV of the matmul ceiling's bursts")
     p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
-    p.add_argument("--size", required=True, help="the size's name, recorded in the row")
-    p.add_argument("--rung", required=True, choices=list(RUNGS))
-    add_dimension_arguments(p)
-    add_device_arguments(p)
-    p.add_argument("--warmup-steps", type=int, default=5, help="untimed steps after the first")
-    p.add_argument("--timed-steps", type=int, default=20)
-    p.add_argument(
-        "--profile-steps", type=int, default=0,
-        help="after timing, profile this many steps: the rung's GPU time by kernel category",
-    )
-    add_noise_arguments(p)
-    p.add_argument("--matmul-n", type=int, nargs="+", default=[8192, 16384], help="square matmul sizes")
-    p.add_argument("--matmul-warmup-s", type=float, default=1.5, help="seconds of products before timing")
-    p.add_argument("--matmul-bursts", type=int, default=10, help="timed bursts per size")
-    p.add_argument("--matmul-burst-products", type=int, default=20, help="back-to-back products per burst")
+    add_spec_arguments(p, "ladder")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    fields = read_spec(args, "ladder")
     from lmstudy.errors import UserError
+    from lmstudy.ladder_rungs import RUNGS
 
-    if args.timed_steps < 2 or args.warmup_steps < 0 or args.profile_steps < 0:
+    if fields["rung"] not in RUNGS:
+        raise UserError(f"the spec's rung {fields['rung']!r} is none of the ladder's: {', '.join(RUNGS)}.")
+    if fields["timed_steps"] < 2 or fields["warmup_steps"] < 0 or fields["profile_steps"] < 0:
         raise UserError(
-            "--timed-steps must be at least 2, --warmup-steps and --profile-steps at least 0: "
-            "fix the arguments."
+            "the spec's timed_steps must be at least 2, warmup_steps and profile_steps at least 0: "
+            "fix the spec."
         )
-    policy = noise_policy(args)
-    if min(*args.matmul_n, args.matmul_bursts, args.matmul_burst_products) < 1 or args.matmul_warmup_s < 0:
+    matmul = fields.pop("matmul")
+    if min(*matmul["sizes"], matmul["bursts"], matmul["burst_products"]) < 1 or matmul["warmup_s"] < 0:
         raise UserError(
-            "--matmul-n, --matmul-bursts and --matmul-burst-products must be at least 1, "
-            "--matmul-warmup-s at least 0: fix the arguments."
+            "the spec's matmul sizes, bursts and burst_products must be at least 1, "
+            "warmup_s at least 0: fix the spec."
         )
     import pandas as pd
 
     from lmstudy.atomic import write_csv
     from lmstudy.measure.ladder_bench import BenchSpec, CeilingSpec, measure_rung_and_ceiling
     from lmstudy.measure.matmul_ceiling import summarize
+    from lmstudy.measure.repeat import NoisePolicy
+    from lmstudy.measure.spec import from_fields
     from lmstudy.measure.steps import import_lazy_modules
     from lmstudy.phases import PhaseClock
 
     import_lazy_modules()  # an import, counted as one, not in the build
     clock = PhaseClock()
 
-    spec = BenchSpec(
-        rung=args.rung, size=args.size, **dimension_kwargs(args),
-        warmup_steps=args.warmup_steps, timed_steps=args.timed_steps, profile_steps=args.profile_steps,
-        device=args.device, tf32=args.tf32, memory_cap_gb=args.memory_cap_gb,
-    )
-    ceiling = CeilingSpec(
-        sizes=tuple(args.matmul_n), warmup_s=args.matmul_warmup_s, bursts=args.matmul_bursts,
-        burst_products=args.matmul_burst_products,
-    )
+    policy = NoisePolicy(**fields.pop("noise"))
+    spec = from_fields(BenchSpec, fields)
+    ceiling = from_fields(CeilingSpec, matmul)
     row, bursts = measure_rung_and_ceiling(spec, ceiling, policy, clock)
     if args.phases:
         clock.write(args.phases)
@@ -105,7 +86,7 @@ def main(argv=None) -> None:
         f"median {row['median_ms']:.3f} ms, {row['achieved_tflops']:.3g} TFLOP/s"
         if row["status"] == "ok" else row.get("reason") or row.get("error", "")
     )
-    print(f"{args.size} {row['rung']}: {row['status']} {detail}")
+    print(f"{spec.size} {row['rung']}: {row['status']} {detail}")
     best = summarize(bursts)
     print(f"matmul ceiling {best['ceiling_tflops']:.4g} TFLOP/s at n={best['n']} "
           f"(median burst {best['median_tflops']:.4g})")

@@ -6,8 +6,8 @@ tokens, takes the residual stream entering its final norm, and writes the error 
 and LayerNorm against fp32: every operation in the low precision, one operation at a time,
 and as the model computes it (fp32 inside). See lmstudy/measure/norm_precision.py.
 
-    python scripts/norm_errors.py --device cpu --out norm_errors.csv --size tiny \
-        --d-model 64 --d-ff 256 --num-layers 2 --num-heads 4 --context-length 32 --batch-size 2
+    python scripts/norm_errors.py --out norm_errors.csv --preset smoke --spec '{"size": "tiny"}'
+
 """
 
 from __future__ import annotations
@@ -18,15 +18,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstudy.cli import add_dimension_arguments, run_main  # noqa: E402
+from lmstudy.cli import add_spec_arguments, read_spec, run_main  # noqa: E402
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of the errors")
-    p.add_argument("--size", required=True, help="the size's name, recorded in the rows")
-    add_dimension_arguments(p)
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    add_spec_arguments(p, "norms")
     p.add_argument(
         "--scales",
         type=float,
@@ -36,6 +34,7 @@ def main(argv=None) -> None:
     )
     p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
     args = p.parse_args(argv)
+    spec = argparse.Namespace(**read_spec(args, "norms"))
     import pandas as pd
     import torch
 
@@ -47,28 +46,28 @@ def main(argv=None) -> None:
 
     clock = PhaseClock()
     with clock.timing("start"):
-        device, env = open_device(args.device)
+        device, env = open_device(spec.device)
     with clock.timing("measure"):
         torch.manual_seed(0)
         config = ModelConfig(
-            vocab_size=args.vocab_size,
-            context_length=args.context_length,
-            d_model=args.d_model,
-            d_ff=args.d_ff,
-            num_layers=args.num_layers,
-            num_heads=args.num_heads,
+            vocab_size=spec.vocab_size,
+            context_length=spec.context_length,
+            d_model=spec.d_model,
+            d_ff=spec.d_ff,
+            num_layers=spec.num_layers,
+            num_heads=spec.num_heads,
         )
         model = TransformerLM(config).to(device)
-        tokens = torch.randint(args.vocab_size, (args.batch_size, args.context_length), device=device)
+        tokens = torch.randint(spec.vocab_size, (spec.batch_size, spec.context_length), device=device)
         x = norm_precision.model_activations(model, tokens)
         rows = norm_precision.norm_errors(x, scales=tuple(args.scales))
     if args.phases:
         clock.write(args.phases)
     where = {
-        "size": args.size,
-        "d_model": args.d_model,
-        "context_length": args.context_length,
-        "batch_size": args.batch_size,
+        "size": spec.size,
+        "d_model": spec.d_model,
+        "context_length": spec.context_length,
+        "batch_size": spec.batch_size,
         "device": device.type,
     }
     write_csv(args.out, pd.DataFrame([{**where, **row, **env} for row in rows]))

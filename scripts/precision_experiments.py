@@ -7,7 +7,7 @@
   every parameter, layer output, the logits, the loss and the gradients, as
   observed at run time ("not run" where the device lacks the autocast dtype).
 
-    python scripts/precision_experiments.py --device cpu \
+    python scripts/precision_experiments.py --spec '{"device": "cpu"}' \
         --accumulation accumulation.csv --dtypes toy_dtypes.csv
 """
 
@@ -19,17 +19,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import add_spec_arguments, read_spec, run_main  # noqa: E402
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    add_spec_arguments(p, "precision")
     p.add_argument("--accumulation", type=Path, required=True, help="CSV of the accumulation rows")
     p.add_argument("--dtypes", type=Path, required=True, help="CSV of the toy model's dtypes")
-    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
     p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
     args = p.parse_args(argv)
+    spec = read_spec(args, "precision")
     import pandas as pd
 
     from lmstudy.atomic import write_csv
@@ -39,7 +39,7 @@ def main(argv=None) -> None:
 
     clock = PhaseClock()
     with clock.timing("start"):
-        device, env = open_device(args.device, args.tf32)
+        device, env = open_device(spec["device"], spec["tf32"])
     with clock.timing("measure"):
         accumulation, dtypes = precision.run_all(device)
     if args.phases:

@@ -8,11 +8,11 @@ writes OUT_DIR/<pass>/kernels.csv, ranges.csv and run.json for each pass,
 keeping profile/profile.nsys-rep and profile/profile.sqlite. With --backend
 torch it profiles with torch.profiler instead (profile/trace.json.gz). In the workflow the backend comes from
 --backend-record, the answer of scripts/nsys_backend.py (which settled
-nsys.backend `auto` on this kind of machine). Example:
+nsys.backend `auto` on this kind of machine). Example (the rest of the spec
+from config.yaml, as the workflow's jobs):
 
     python scripts/profile_job.py --out-dir results/default/nsys/raw/small_ctx256_fp32 \
-        --size small --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 \
-        --context-length 256 --passes forward train_step --nsys nsys
+        --spec '{"size": "small", "context_length": 256, "precision": "fp32"}' --backend nsys
 """
 
 from __future__ import annotations
@@ -23,28 +23,30 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from profile_model import add_workload_args, spec_from_args  # noqa: E402
-
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import add_spec_arguments, read_spec, run_main  # noqa: E402
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_workload_args(p)
+    add_spec_arguments(p, "nsys")
     p.add_argument("--out-dir", type=Path, required=True)
-    p.add_argument("--nsys", default="nsys", help="the nsys program (config: nsys.executable)")
     p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
-    p.add_argument(
+    profiler = p.add_mutually_exclusive_group(required=True)
+    profiler.add_argument(
         "--backend-record",
         type=Path,
-        help="JSON from scripts/nsys_backend.py; its backend and nsys replace --backend and --nsys",
+        help="JSON from scripts/nsys_backend.py: the backend and the nsys program to use",
     )
+    profiler.add_argument("--backend", choices=["nsys", "torch"], help="by hand: the profiler")
+    p.add_argument("--nsys", default="nsys", help="by hand, with --backend nsys: the nsys program")
     args = p.parse_args(argv)
+    fields = read_spec(args, "nsys")
     from lmstudy.errors import UserError
+    from lmstudy.measure.nsys.capture import ProfileSpec
     from lmstudy.measure.nsys.executable import NsysMissing, describe
     from lmstudy.measure.nsys.job import run_job
+    from lmstudy.measure.spec import from_fields
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()
@@ -56,7 +58,8 @@ def main(argv=None) -> None:
     else:
         print(f"profiling backend: {args.backend}", flush=True)
     try:
-        records = run_job(spec_from_args(args), args.out_dir, nsys=args.nsys, clock=clock)
+        spec = from_fields(ProfileSpec, {**fields, "backend": args.backend})
+        records = run_job(spec, args.out_dir, nsys=args.nsys, clock=clock)
     except NsysMissing as error:
         raise UserError(str(error)) from None
     if args.phases:

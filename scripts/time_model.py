@@ -5,10 +5,9 @@ Each pass runs in one fresh process forked from this one (torch imported,
 CUDA untouched) that times every step; warm-up w's row is the window of
 timed steps after its first w steps.
 
-Example, by hand:
-    python scripts/time_model.py --out small_ctx128.csv --size small \
-        --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 \
-        --context-length 128 --precision bf16
+Example, by hand (the rest of the spec from config.yaml, as the workflow's jobs):
+    python scripts/time_model.py --out small_ctx128.csv \
+        --spec '{"size": "small", "context_length": 128, "precision": "bf16", "variant": "naive"}'
 """
 
 from __future__ import annotations
@@ -19,12 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lmstudy.cli import (  # noqa: E402
-    add_model_arguments,
-    add_noise_arguments,
+    add_spec_arguments,
     compile_from_scratch,
     fork_measuring_processes,
-    model_kwargs,
-    noise_policy,
+    read_spec,
     run_main,
 )
 
@@ -36,30 +33,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV of result rows")
     p.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
-    add_model_arguments(p)
-    p.add_argument("--variant", default="naive", choices=["naive", "sdpa", "naive-compile", "sdpa-compile"])
-    p.add_argument("--passes", nargs="+", default=["forward", "forward_backward", "train_step"])
-    p.add_argument("--warmup-steps", type=int, nargs="+", default=[0, 1, 5])
-    p.add_argument("--timed-steps", type=int, default=10)
-    add_noise_arguments(p)
+    add_spec_arguments(p, "timing")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    fields = read_spec(args, "timing")
     import pandas as pd
 
     from lmstudy.atomic import write_csv
+    from lmstudy.measure.spec import from_fields
     from lmstudy.measure.timing import TimingSpec, run_job
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()  # the imports are done: torch is loaded, CUDA untouched
 
-    spec = TimingSpec(
-        **model_kwargs(args), variant=args.variant, passes=tuple(args.passes),
-        warmup_steps=tuple(args.warmup_steps), timed_steps=args.timed_steps,
-        noise=noise_policy(args),
-    )
+    spec = from_fields(TimingSpec, fields)
     rows = run_job(spec, clock)
     if args.phases:
         clock.write(args.phases)

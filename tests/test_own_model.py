@@ -90,3 +90,12 @@ def test_editing_the_factory_file_reruns_exactly_its_measurements(own_model_run,
     jobs = dry_run(run, *args)
     assert sorted(job.rule for job in jobs if job.measures) == ["profile_model", "time_model"]
     assert all(job.rule not in {"nsys_backend"} for job in jobs)
+
+
+def test_changing_model_reruns_every_measurement_through_the_job_spec(own_model_run, tmp_path):
+    """model: travels in each measuring job's spec (lmstudy.job_spec): a new name reruns them all."""
+    run = shutil.copytree(own_model_run, tmp_path / "run", symlinks=True)
+    renamed = {**OVERRIDES, "model": {**OVERRIDES["model"], "name": "renamed"}}
+    (run / "own_model.yaml").write_text(yaml.safe_dump(renamed))
+    jobs = dry_run(run, *run_args(run))
+    assert sorted(job.rule for job in jobs if job.measures) == ["profile_model", "time_model"]

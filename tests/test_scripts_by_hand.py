@@ -3,6 +3,7 @@ says what it is doing as it goes."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from .conftest import REPO
 PROGRAMS = sorted([*(REPO / "scripts").glob("*.py"), *(REPO / "tools").glob("*.py")])
 NO_CUDA_HERE = shutil.which("nvidia-smi") is None and not Path("/proc/driver/nvidia").exists()
 TINY = ["--d-model", "32", "--d-ff", "64", "--num-layers", "1", "--num-heads", "2", "--context-length", "16"]
+# The same model as a job spec's keys (lmstudy.job_spec); the rest of a spec comes from config.yaml.
+TINY_SPEC = {"d_model": 32, "d_ff": 64, "num_layers": 1, "num_heads": 2, "context_length": 16}
 
 
 def run(*args, **kwargs) -> subprocess.CompletedProcess:
@@ -39,11 +42,12 @@ def test_the_lease_wrapper_names_a_command_it_cannot_start_in_one_line(tmp_path)
 
 # A GPU measurement run by hand on a machine without CUDA: the reason in one line, exit 2.
 GPU_RUNS = {
-    "time_model": ["--out", "{tmp}/t.csv", "--size", "s", *TINY, "--precision", "fp32"],
-    "ladder_rung": ["--out", "{tmp}/r.csv", "--matmul-out", "{tmp}/m.csv", "--size", "s", "--rung", "bf16",
-                    *TINY],
-    "attention_sweep": ["--out", "{tmp}/a.csv", "--implementation", "sdpa", "--head-dim", "8",
-                        "--seq-lens", "16"],
+    "time_model": ["--out", "{tmp}/t.csv", "--spec", json.dumps(
+        {"size": "s", **TINY_SPEC, "precision": "fp32", "variant": "naive"})],
+    "ladder_rung": ["--out", "{tmp}/r.csv", "--matmul-out", "{tmp}/m.csv", "--spec", json.dumps(
+        {"size": "s", **TINY_SPEC, "rung": "bf16"})],
+    "attention_sweep": ["--out", "{tmp}/a.csv", "--spec", json.dumps(
+        {"implementation": "sdpa", "precision": "fp32", "head_dim": 8, "seq_lens": [16]})],
     "matmul_reference": ["--out", "{tmp}/m.csv", "--n", "64"],
     "bench_harness": ["--size-dims", "32", "64", "1", "2", "--context-length", "16"],
     "bench_ladder": ["--out", "{tmp}/b.csv", *TINY],
@@ -53,7 +57,7 @@ GPU_RUNS = {
 @pytest.mark.skipif(not NO_CUDA_HERE, reason="this machine has an NVIDIA driver")
 @pytest.mark.parametrize("script", sorted(GPU_RUNS))
 def test_a_gpu_script_on_a_cpu_says_so_in_one_line(script, tmp_path):
-    args = [a.format(tmp=tmp_path) for a in GPU_RUNS[script]]
+    args = [a.replace("{tmp}", str(tmp_path)) for a in GPU_RUNS[script]]
     done = run(REPO / "scripts" / f"{script}.py", *args, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     said = done.stderr.strip().splitlines()
@@ -77,3 +81,17 @@ def test_bench_ladder_says_each_rung_as_it_goes(tmp_path):
         assert process.wait() == 0, process.stderr.read()
     assert first.startswith("rung 1/2: fp32") and still_running
     assert "rung 2/2: bf16" in rest and out.exists()
+
+
+@pytest.mark.parametrize(("spec", "named"), [
+    ('{"size": "tiny", "precision": "fp32", "variant": "naive"}', "must name context_length"),
+    ("no-such-spec.json", "neither a JSON object nor a readable file"),
+    ('{"size": "tiny", "context_length": 32, "precision": "fp32", "variant": "naive", "warmup": 1}',
+     "warmup: not a setting of this job"),
+])
+def test_a_wrong_spec_by_hand_is_named_in_one_line(spec, named, tmp_path):
+    done = run(REPO / "scripts/time_model.py", "--out", tmp_path / "t.csv", "--preset", "smoke",
+               "--spec", spec, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 1 and named in said[0], done.stderr[-3000:]

@@ -114,7 +114,7 @@ def test_out_of_memory_is_a_row_and_the_job_goes_on():
 def test_time_steps_counts_only_timed_steps():
     calls = []
     work = build_workload(
-        TimingSpec(precision="fp32", **TINY).model_config, 2, "fp32", torch.device("cpu")
+        TimingSpec(precision="fp32", warmup_steps=(0,), **TINY).model_config, 2, "fp32", torch.device("cpu")
     )
     step = make_step(work, "forward")
 

@@ -109,3 +109,21 @@ def _counted(choice: ModelChoice, dims: tuple, context_length: int, batch_size: 
     from lmstudy.measure.factory import count_on_meta
 
     return count_on_meta(choice, dict(dims), context_length, batch_size)
+
+
+def from_fields(cls, fields: dict):
+    """A `cls` (a spec dataclass) of a job spec's fields (lmstudy.job_spec): its lists as tuples,
+    its noise as a NoisePolicy; a UserError names a key `cls` has no field for."""
+    from lmstudy.errors import UserError
+    from lmstudy.measure.repeat import NoisePolicy
+
+    unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise UserError(f"the spec's {', '.join(sorted(unknown))}: not a setting of this job; remove it.")
+    values = {key: tuple(v) if isinstance(v, list) else v for key, v in fields.items()}
+    if isinstance(values.get("noise"), dict):
+        values["noise"] = NoisePolicy(**values["noise"])
+    if "model" in values:
+        values["model"] = ModelChoice.coerce(values["model"])
+    return cls(**values)
+

@@ -38,15 +38,15 @@ from lmstudy.measure.repeat import NoisePolicy, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import PASSES, import_lazy_modules, make_step, synchronize
 from lmstudy.phases import PhaseClock
-
-VARIANTS = ("naive", "sdpa", "naive-compile", "sdpa-compile")
+from lmstudy.plan import VARIANTS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TimingSpec(ModelSpec):
     variant: str = "naive"
     passes: tuple[str, ...] = PASSES
-    warmup_steps: tuple[int, ...] = (0, 1, 5)
+    # No default: config.yaml's timing.warmup_steps, through the job's spec (lmstudy.job_spec).
+    warmup_steps: tuple[int, ...]
     timed_steps: int = 10
     noise: NoisePolicy = NoisePolicy()
 

@@ -12,6 +12,11 @@ ATTENTION_CONFIGS = grid(
 ATTENTION_JOBS = [ATTENTION_RAW.format(**job) for job in ATTENTION_CONFIGS]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_attention,
+
+
 rule attention_sweep:
     output:
         rows=ATTENTION_RAW,
@@ -29,20 +34,10 @@ rule attention_sweep:
         **gpu_job_resources(),
     params:
         code=code_version("attention_sweep"),
-        seq_lens=flag("--seq-lens", ATTENTION["seq_lens"]),
-        batch_size=flag("--batch-size", ATTENTION["batch_size"]),
-        steps=flag("--steps", ATTENTION["steps"]),
-        processes=noise_flags(),
-        warmup=flag("--warmup", ATTENTION["warmup"]),
-        device=flag("--device", config["device"]),
-        tf32="--tf32" if config["tf32"] else "",
-        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        spec=lambda w: job_spec("attention", w),
     shell:
-        "lmstudy_gpu attention_sweep --out {output.rows} --phases {output.phases}"
-        " --implementation {wildcards.impl} --precision {wildcards.precision}"
-        " --head-dim {wildcards.head_dim} {params.seq_lens}"
-        " {params.batch_size} {params.steps} {params.warmup} {params.processes}"
-        " {params.device} {params.tf32} {params.memory_cap} > {log} 2>&1"
+        "lmstudy_gpu attention_sweep --spec {params.spec:q} --out {output.rows}"
+        " --phases {output.phases} > {log} 2>&1"
 
 
 rule aggregate_attention:

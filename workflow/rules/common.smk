@@ -12,10 +12,10 @@ sys.path.insert(0, workflow.basedir)
 
 from lmstudy import code_version as code_version_of  # noqa: E402
 from lmstudy import config as study_config  # noqa: E402
+from lmstudy import job_spec as job_specs  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
 from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS  # noqa: E402
-from lmstudy.model_choice import choice_from_config  # noqa: E402
 
 # config.yaml < preset < --configfile < --config: Snakemake merged the
 # command line's layers over config.yaml already; they are laid over the
@@ -213,6 +213,15 @@ def code_version(*scripts):
     return f"code {digest}"
 
 
+def model_code_version(*scripts):
+    """code_version of a job that measures the model: its scripts' code and the model factory's
+    (lmstudy.code_version.factory_digest), so that editing the user's model reruns exactly those
+    jobs. (The model itself, config model:, travels in each job's spec: lmstudy.job_spec.)
+    """
+    factory = code_version_of.factory_digest(config["model"]["factory"])
+    return f"{code_version(*scripts)} model {factory}"
+
+
 def flag(name, value):
     """A command-line flag and its value(s) as one param; "" for None.
 
@@ -227,16 +236,11 @@ def flag(name, value):
     return " ".join([name, *(shlex.quote(str(v)) for v in values)])
 
 
-def noise_flags():
-    """The noise criterion's flags (config noise:), as one param of every job that times steps."""
-    noise = config["noise"]
-    return " ".join(
-        [
-            flag("--min-processes", noise["min_processes"]),
-            flag("--max-processes", noise["max_processes"]),
-            flag("--max-spread", noise["max_spread"]),
-        ]
-    )
+def job_spec(job, wildcards=None):
+    """A measuring job's settings as its one param (lmstudy.job_spec): JSON, which the shell passes
+    as --spec. Its keys are in its text, so a change of any setting reruns exactly the jobs it touches.
+    """
+    return job_specs.as_param(job_specs.job_spec(config, job, wildcards or {}))
 
 
 def run_tables_digest(name):
@@ -254,7 +258,7 @@ wildcard_constraints:
     size=alternatives(config["sizes"]),
     ctx=r"\d+",
     precision="fp32|bf16|fp16",
-    variant="naive|sdpa|naive-compile|sdpa-compile",
+    variant=alternatives(plan.VARIANTS),
 
 
 onstart:
@@ -265,22 +269,3 @@ onstart:
     sentence = slurm_limits.before_submission(workflow)
     if sentence:
         raise WorkflowError(sentence)
-
-
-MODEL = config["model"]
-
-
-def model_flag(size):
-    """The model of config model: for one size (its factory, label, range depth and the size's own
-    keys beyond the four), as the --model flag of every job that measures the model: changing
-    model: reruns every measurement."""
-    choice = choice_from_config(MODEL, size_dims(size))
-    return flag("--model", choice.to_json())
-
-
-def model_code_version(*scripts):
-    """code_version of a job that measures the model: its scripts' code and the model factory's
-    (lmstudy.code_version.factory_digest), so that editing the user's model reruns those jobs.
-    """
-    factory = code_version_of.factory_digest(MODEL["factory"])
-    return f"{code_version(*scripts)} model {factory}"

@@ -15,6 +15,11 @@ COMPARE_TEMPLATES = sorted(
 )
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    compare,
+
+
 rule compare:
     input:
         templates=COMPARE_TEMPLATES,

@@ -14,6 +14,11 @@ COMPILE_CONFIGS = grid(
 COMPILE_JOBS = [COMPILE_RAW.format(**job) for job in COMPILE_CONFIGS]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_compile,
+
+
 rule compile_model:
     output:
         rows=COMPILE_RAW,
@@ -30,27 +35,10 @@ rule compile_model:
         **gpu_job_resources(),
     params:
         code=model_code_version("compile_model"),
-        model=lambda w: model_flag(w.size),
-        dims=lambda w: size_dims(w.size),
-        batch_size=flag("--batch-size", config["batch_size"]),
-        vocab_size=flag("--vocab-size", config["vocab_size"]),
-        processes=noise_flags(),
-        passes=flag("--passes", COMPILE["passes"]),
-        warmup_steps=flag("--warmup-steps", COMPILE["warmup_steps"]),
-        timed_steps=flag("--timed-steps", COMPILE["timed_steps"]),
-        device=flag("--device", config["device"]),
-        tf32="--tf32" if config["tf32"] else "",
-        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        spec=lambda w: job_spec("compile", w),
     shell:
-        "lmstudy_gpu compile_model --out {output.rows} --phases {output.phases}"
-        " --size {wildcards.size}"
-        " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
-        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
-        " --context-length {wildcards.ctx} --precision {wildcards.precision}"
-        " --attention {wildcards.attention} {params.batch_size}"
-        " {params.vocab_size} {params.passes}"
-        " {params.warmup_steps} {params.timed_steps} {params.processes}"
-        " {params.device} {params.tf32} {params.memory_cap} {params.model} > {log} 2>&1"
+        "lmstudy_gpu compile_model --spec {params.spec:q} --out {output.rows}"
+        " --phases {output.phases} > {log} 2>&1"
 
 
 rule aggregate_compile:

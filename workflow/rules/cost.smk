@@ -6,12 +6,22 @@ for _section in list(SECTION_TABLES):
     count_cost(_section, "figures", "{section}", [{"section": _section}])
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    study_cost,
+
+
 rule study_cost:
     input:
         benchmarks=COST_RECORDS["benchmarks"],
         phases=COST_RECORDS["phases"],
     output:
-        f"{RESULTS}/cost/jobs.csv",
+        report(
+            f"{RESULTS}/cost/jobs.csv",
+            caption="../report/cost_table.rst",
+            category="Tables",
+            labels={"section": "cost", "table": "jobs"},
+        ),
     log:
         f"{LOGS}/cost/study_cost.log",
     conda:

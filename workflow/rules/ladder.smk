@@ -17,7 +17,11 @@ LADDER_CONFIGS = grid(
 )
 LADDER_JOBS = [LADDER_RAW.format(**job) for job in LADDER_CONFIGS]
 LADDER_MATMULS = [LADDER_MATMUL.format(**job) for job in LADDER_CONFIGS]
-MATMUL = LADDER["matmul"]
+
+
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_ladder,
 
 
 rule ladder_rung:
@@ -37,32 +41,10 @@ rule ladder_rung:
         **gpu_job_resources(),
     params:
         code=model_code_version("ladder_rung"),
-        model=lambda w: model_flag(w.size),
-        dims=lambda w: size_dims(w.size),
-        batch_size=flag("--batch-size", config["batch_size"]),
-        processes=noise_flags(),
-        vocab_size=flag("--vocab-size", config["vocab_size"]),
-        warmup_steps=flag("--warmup-steps", LADDER["warmup_steps"]),
-        timed_steps=flag("--timed-steps", LADDER["timed_steps"]),
-        profile_steps=flag("--profile-steps", LADDER["profile_steps"]),
-        device=flag("--device", config["device"]),
-        tf32="--tf32" if config["tf32"] else "",
-        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
-        matmul_n="--matmul-n " + " ".join(str(n) for n in MATMUL["n"]),
-        matmul_warmup=flag("--matmul-warmup-s", MATMUL["warmup_s"]),
-        matmul_bursts=flag("--matmul-bursts", MATMUL["bursts"]),
-        matmul_products=flag("--matmul-burst-products", MATMUL["burst_products"]),
+        spec=lambda w: job_spec("ladder", w),
     shell:
-        "lmstudy_gpu ladder_rung --out {output.rows} --matmul-out {output.matmul}"
-        " --phases {output.phases}"
-        " --size {wildcards.size} --rung {wildcards.rung}"
-        " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
-        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
-        " --context-length {wildcards.ctx} {params.batch_size} {params.vocab_size}"
-        " {params.warmup_steps} {params.timed_steps} {params.profile_steps}"
-        " {params.processes} {params.device} {params.tf32} {params.memory_cap} {params.matmul_n}"
-        " {params.matmul_warmup} {params.matmul_bursts} {params.matmul_products}"
-        " {params.model} > {log} 2>&1"
+        "lmstudy_gpu ladder_rung --spec {params.spec:q} --out {output.rows}"
+        " --matmul-out {output.matmul} --phases {output.phases} > {log} 2>&1"
 
 
 rule aggregate_ladder:

@@ -38,6 +38,11 @@ MEMORY_SUMMARY_FILES = [
 ]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    memory_table,
+
+
 rule memory_snapshot:
     output:
         snapshot=f"{MEMORY_RAW}.pickle",
@@ -55,26 +60,10 @@ rule memory_snapshot:
         **gpu_job_resources(),
     params:
         code=model_code_version("memory_snapshot"),
-        model=lambda w: model_flag(w.size),
-        dims=lambda w: size_dims(w.size),
-        batch_size=flag("--batch-size", config["batch_size"]),
-        vocab_size=flag("--vocab-size", config["vocab_size"]),
-        warmup_steps=flag("--warmup-steps", MEMORY["warmup_steps"]),
-        max_entries=flag("--max-entries", MEMORY["max_entries"]),
-        stacks=flag("--stacks", MEMORY.get("stacks", "python")),
-        device=flag("--device", config["device"]),
-        tf32="--tf32" if config["tf32"] else "",
-        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        spec=lambda w: job_spec("memory", w),
     shell:
-        "lmstudy_gpu memory_snapshot --out {output.snapshot} --meta {output.meta}"
-        " --phases {output.phases}"
-        " --size {wildcards.size} --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
-        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
-        " --context-length {wildcards.ctx} --pass {wildcards.mempass}"
-        " --precision {wildcards.precision} {params.batch_size}"
-        " {params.vocab_size} {params.warmup_steps}"
-        " {params.max_entries} {params.stacks} {params.device}"
-        " {params.tf32} {params.memory_cap} {params.model} > {log} 2>&1"
+        "lmstudy_gpu memory_snapshot --spec {params.spec:q} --out {output.snapshot}"
+        " --meta {output.meta} --phases {output.phases} > {log} 2>&1"
 
 
 rule memory_summary:
@@ -107,7 +96,12 @@ rule memory_table:
     input:
         MEMORY_SUMMARIES,
     output:
-        f"{RESULTS}/memory/memory.csv",
+        report(
+            f"{RESULTS}/memory/memory.csv",
+            caption="../report/memory_table.rst",
+            category="Tables",
+            labels={"section": "memory", "table": "all configurations"},
+        ),
     log:
         f"{LOGS}/memory/table.log",
     benchmark:

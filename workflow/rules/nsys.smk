@@ -35,6 +35,11 @@ NSYS_JOBS = {
 }
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_nsys,
+
+
 rule nsys_backend:
     output:
         NSYS_BACKEND,
@@ -48,12 +53,9 @@ rule nsys_backend:
         **gpu_job_resources(),
     params:
         code=code_version("nsys_backend"),
-        backend=flag("--backend", NSYS["backend"]),
-        nsys=flag("--nsys", NSYS["executable"]),
-        device=flag("--device", config["device"]),
+        spec=job_spec("nsys_backend"),
     shell:
-        "lmstudy_gpu nsys_backend --out {output} {params.backend} {params.nsys}"
-        " {params.device} > {log} 2>&1"
+        "lmstudy_gpu nsys_backend --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule profile_model:
@@ -76,27 +78,11 @@ rule profile_model:
         **gpu_job_resources(),
     params:
         code=model_code_version("profile_job", "profile_model"),
-        model=lambda w: model_flag(w.size),
         out_dir=lambda w, output: str(Path(output.profile).parent),
-        dims=lambda w: size_dims(w.size),
-        passes=NSYS["passes"],
-        batch_size=flag("--batch-size", config["batch_size"]),
-        vocab_size=flag("--vocab-size", config["vocab_size"]),
-        warmup_steps=flag("--warmup-steps", NSYS["warmup_steps"]),
-        profiled_steps=flag("--profiled-steps", NSYS["profiled_steps"]),
-        device=flag("--device", config["device"]),
-        tf32="--tf32" if config["tf32"] else "",
-        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        spec=lambda w: job_spec("nsys", w),
     shell:
-        "lmstudy_gpu profile_job --out-dir {params.out_dir} --phases {output.phases}"
-        " --size {wildcards.size} --d-model {params.dims[d_model]}"
-        " --d-ff {params.dims[d_ff]} --num-layers {params.dims[num_layers]}"
-        " --num-heads {params.dims[num_heads]} --context-length {wildcards.ctx}"
-        " --passes {params.passes} --precision {wildcards.precision}"
-        " {params.batch_size} {params.vocab_size}"
-        " {params.warmup_steps} {params.profiled_steps}"
-        " {params.device} {params.tf32} {params.memory_cap} {params.model}"
-        " --backend-record {input.backend} > {log} 2>&1"
+        "lmstudy_gpu profile_job --spec {params.spec:q} --out-dir {params.out_dir}"
+        " --phases {output.phases} --backend-record {input.backend} > {log} 2>&1"
 
 
 rule aggregate_nsys:
@@ -105,9 +91,24 @@ rule aggregate_nsys:
         ranges=NSYS_JOBS["ranges.csv"],
         records=NSYS_JOBS["run.json"],
     output:
-        kernels=NSYS_TABLES[0],
-        ranges=NSYS_TABLES[1],
-        runs=NSYS_TABLES[2],
+        kernels=report(
+            NSYS_TABLES[0],
+            caption="../report/nsys_tables.rst",
+            category="Tables",
+            labels={"section": "nsys", "table": "kernels"},
+        ),
+        ranges=report(
+            NSYS_TABLES[1],
+            caption="../report/nsys_tables.rst",
+            category="Tables",
+            labels={"section": "nsys", "table": "ranges"},
+        ),
+        runs=report(
+            NSYS_TABLES[2],
+            caption="../report/nsys_tables.rst",
+            category="Tables",
+            labels={"section": "nsys", "table": "runs"},
+        ),
     log:
         f"{LOGS}/nsys/aggregate.log",
     benchmark:

@@ -6,8 +6,18 @@ PRECISION = config["precision"]
 
 rule precision_experiments:
     output:
-        accumulation=f"{RESULTS}/precision/accumulation.csv",
-        dtypes=f"{RESULTS}/precision/toy_dtypes.csv",
+        accumulation=report(
+            f"{RESULTS}/precision/accumulation.csv",
+            caption="../report/precision_tables.rst",
+            category="Tables",
+            labels={"section": "precision", "table": "accumulation"},
+        ),
+        dtypes=report(
+            f"{RESULTS}/precision/toy_dtypes.csv",
+            caption="../report/precision_tables.rst",
+            category="Tables",
+            labels={"section": "precision", "table": "toy model dtypes"},
+        ),
         phases=phases_file("precision", "precision_experiments"),
     log:
         f"{LOGS}/precision/experiments.log",
@@ -19,10 +29,9 @@ rule precision_experiments:
         **gpu_job_resources(),
     params:
         code=code_version("precision_experiments"),
-        device=flag("--device", config["device"]),
-        tf32="--tf32" if config["tf32"] else "",
+        spec=job_spec("precision"),
     shell:
-        "lmstudy_gpu precision_experiments {params.device} {params.tf32}"
+        "lmstudy_gpu precision_experiments --spec {params.spec:q}"
         " --accumulation {output.accumulation} --dtypes {output.dtypes}"
         " --phases {output.phases} > {log} 2>&1"
 
@@ -32,13 +41,17 @@ rule precision_experiments:
 # smallest model, whose residual stream is as any size's at initialisation.
 # The size is in the file's name: changing that size reruns this job, as its own.
 NORM_SIZE = config["timing"]["sizes"][0]
-NORM_CONTEXT = min(config["timing"]["context_lengths"])
 NORM_ERRORS = f"{RESULTS}/precision/norm_errors_{NORM_SIZE}.csv"
 
 
 rule precision_norms:
     output:
-        errors=f"{RESULTS}/precision/norm_errors_{{size}}.csv",
+        errors=report(
+            f"{RESULTS}/precision/norm_errors_{{size}}.csv",
+            caption="../report/precision_tables.rst",
+            category="Tables",
+            labels={"section": "precision", "table": "norm errors"},
+        ),
         phases=phases_file("precision", "precision_norms", "{size}"),
     log:
         f"{LOGS}/precision/norms_{{size}}.log",
@@ -49,17 +62,10 @@ rule precision_norms:
     resources:
         **gpu_job_resources(),
     params:
-        dims=lambda w: size_dims(w.size),
-        context=flag("--context-length", NORM_CONTEXT),
-        batch_size=flag("--batch-size", config["batch_size"]),
-        vocab_size=flag("--vocab-size", config["vocab_size"]),
-        device=flag("--device", config["device"]),
+        spec=lambda w: job_spec("norms", w),
     shell:
-        "lmstudy_gpu norm_errors {params.device} --out {output.errors}"
-        " --phases {output.phases} --size {wildcards.size} {params.context}"
-        " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
-        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
-        " {params.batch_size} {params.vocab_size} > {log} 2>&1"
+        "lmstudy_gpu norm_errors --spec {params.spec:q} --out {output.errors}"
+        " --phases {output.phases} > {log} 2>&1"
 
 
 if PRECISION["enabled"]:

@@ -27,6 +27,12 @@ ENVIRONMENT_TABLES = sorted(
 )
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    figures,
+    report,
+
+
 rule figures:
     input:
         tables=lambda w: SECTION_TABLES[w.section],

@@ -10,6 +10,11 @@ TIMING_CONFIGS = plan.timing_configurations(TIMING)
 TIMING_JOBS = [TIMING_RAW.format(**job) for job in TIMING_CONFIGS]
 
 
+# Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
+localrules:
+    aggregate_timing,
+
+
 rule time_model:
     output:
         rows=TIMING_RAW,
@@ -24,29 +29,10 @@ rule time_model:
         **gpu_job_resources(),
     params:
         code=model_code_version("time_model"),
-        model=lambda w: model_flag(w.size),
-        dims=lambda w: size_dims(w.size),
-        batch_size=flag("--batch-size", config["batch_size"]),
-        vocab_size=flag("--vocab-size", config["vocab_size"]),
-        passes=lambda w: flag(
-            "--passes", plan.timing_passes(w.variant, TIMING["passes"])
-        ),
-        warmup_steps=flag("--warmup-steps", TIMING["warmup_steps"]),
-        timed_steps=flag("--timed-steps", TIMING["timed_steps"]),
-        processes=noise_flags(),
-        device=flag("--device", config["device"]),
-        tf32="--tf32" if config["tf32"] else "",
-        memory_cap=flag("--memory-cap-gb", config.get("memory_cap_gb")),
+        spec=lambda w: job_spec("timing", w),
     shell:
-        "lmstudy_gpu time_model --out {output.rows} --phases {output.phases}"
-        " --size {wildcards.size}"
-        " --d-model {params.dims[d_model]} --d-ff {params.dims[d_ff]}"
-        " --num-layers {params.dims[num_layers]} --num-heads {params.dims[num_heads]}"
-        " --context-length {wildcards.ctx} --precision {wildcards.precision}"
-        " --variant {wildcards.variant} {params.batch_size}"
-        " {params.vocab_size} {params.passes}"
-        " {params.warmup_steps} {params.timed_steps} {params.processes}"
-        " {params.device} {params.tf32} {params.memory_cap} {params.model} > {log} 2>&1"
+        "lmstudy_gpu time_model --spec {params.spec:q} --out {output.rows}"
+        " --phases {output.phases} > {log} 2>&1"
 
 
 rule aggregate_timing:

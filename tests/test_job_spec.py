@@ -1,0 +1,161 @@
+"""Each measuring job's settings are one spec built from the config (lmstudy.job_spec)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+
+import pytest
+import yaml
+
+from lmstudy import job_spec, plan
+from lmstudy.cli import read_spec
+from lmstudy.config import ConfigError, load
+
+from .conftest import REPO
+
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+
+
+def config_of(preset: str, edit=None) -> dict:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["preset"] = preset
+    if edit:
+        edit(config)
+    return load(config, SCHEMA)
+
+
+SMOKE_JOBS = {
+    "timing": {"size": "tiny", "ctx": 32, "precision": "bf16", "variant": "sdpa"},
+    "nsys_backend": {},
+    "nsys": {"size": "tiny", "ctx": 32, "precision": "fp32"},
+    "memory": {"size": "tiny", "ctx": 32, "mempass": "train_step", "precision": "bf16"},
+    "attention": {"impl": "naive", "precision": "fp32", "head_dim": "8"},
+    "compile": {"size": "tiny", "ctx": "32", "precision": "fp32", "attention": "naive"},
+    "ladder": {"size": "tiny", "ctx": "32", "rung": "bf16-sdpa"},
+    "precision": {},
+    "norms": {"size": "tiny"},
+}
+
+
+def library_fields(cls, *apart: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)} | set(apart)
+
+
+def test_every_job_kind_has_a_case():
+    assert set(SMOKE_JOBS) == set(job_spec.BUILDERS)
+
+
+@pytest.mark.parametrize("job", sorted(SMOKE_JOBS))
+def test_a_spec_sets_every_field_of_its_library_spec(job):
+    """The library's own defaults are never what a job runs with: its spec names every field."""
+    from lmstudy.measure.attention import SweepSpec
+    from lmstudy.measure.compile_bench import CompileSpec
+    from lmstudy.measure.ladder_bench import BenchSpec, CeilingSpec
+    from lmstudy.measure.memory.capture import SnapshotSpec
+    from lmstudy.measure.nsys.capture import ProfileSpec
+    from lmstudy.measure.timing import TimingSpec
+
+    spec = job_spec.job_spec(config_of("smoke"), job, SMOKE_JOBS[job])
+    expected = {
+        "timing": library_fields(TimingSpec),
+        # the backend is the nsys_backend job's answer, read from its record
+        "nsys": library_fields(ProfileSpec) - {"backend"},
+        "memory": library_fields(SnapshotSpec),
+        # the seed is the library's, no setting of the study
+        "attention": library_fields(SweepSpec, "noise") - {"seed"},
+        "compile": library_fields(CompileSpec, "noise"),
+        "ladder": library_fields(BenchSpec, "noise", "matmul"),
+        "nsys_backend": {"backend", "executable", "device"},
+        "precision": {"device", "tf32"},
+        "norms": {"size", "d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size",
+                  "vocab_size", "device"},
+    }[job]
+    assert set(spec) == expected
+    if job == "ladder":
+        assert set(spec["matmul"]) == library_fields(CeilingSpec)
+
+
+def test_the_timing_spec_carries_the_configs_values():
+    config = config_of("smoke", lambda c: c["presets"]["smoke"]["timing"].update(warmup_steps=[0, 3]))
+    spec = job_spec.job_spec(config, "timing", SMOKE_JOBS["timing"])
+    assert spec["warmup_steps"] == [0, 3]
+    assert spec["timed_steps"] == config["timing"]["timed_steps"]
+    assert spec["d_ff"] == config["sizes"]["tiny"]["d_ff"]
+    assert spec["noise"]["max_processes"] == config["noise"]["max_processes"]
+
+
+@pytest.mark.parametrize(("edit", "changed"), [
+    (lambda c: c["timing"].update(warmup_steps=[0, 2]), {"timing"}),
+    (lambda c: c["nsys"].update(profiled_steps=2), {"nsys"}),
+    (lambda c: c["noise"].update(max_spread=0.1), {"timing", "attention", "compile", "ladder"}),
+    (lambda c: c.update(tf32=True),
+     {"timing", "nsys", "memory", "attention", "compile", "ladder", "precision"}),
+    # issue 25: model: reruns every measurement of the model (not the norms' built-in RMSNorm study)
+    (lambda c: c["model"].update(name="mine"), {"timing", "nsys", "memory", "compile", "ladder"}),
+    (lambda c: c["model"].update(factory="tests/fixtures/models/encoder_lm.py:build"),
+     {"timing", "nsys", "memory", "compile", "ladder"}),
+])
+def test_a_changed_setting_changes_the_param_of_exactly_the_jobs_it_concerns(edit, changed):
+    before = config_of("smoke")
+    after = copy.deepcopy(before)
+    edit(after)
+    differs = {
+        job for job, wildcards in SMOKE_JOBS.items()
+        if job_spec.as_param(job_spec.job_spec(before, job, wildcards))
+        != job_spec.as_param(job_spec.job_spec(after, job, wildcards))
+    }
+    assert differs == changed
+
+
+def test_the_param_is_the_same_text_for_the_same_settings_in_any_order():
+    spec = job_spec.job_spec(config_of("smoke"), "timing", SMOKE_JOBS["timing"])
+    assert job_spec.as_param(dict(reversed(spec.items()))) == job_spec.as_param(spec)
+    assert json.loads(job_spec.as_param(spec)) == spec
+
+
+def test_a_spec_by_hand_is_completed_as_the_workflow_builds_it(tmp_path):
+    wildcards = SMOKE_JOBS["timing"]
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"size": "tiny", "context_length": 32, "precision": "bf16", "variant": "sdpa",
+                                "timed_steps": 4}))
+    read = read_spec(argparse.Namespace(spec=str(path), preset="smoke"), "timing")
+    assert read == {**job_spec.job_spec(config_of("smoke"), "timing", wildcards), "timed_steps": 4}
+
+
+def test_the_model_travels_in_the_spec_with_a_sizes_own_keys():
+    """config model: and a size's keys beyond the four reach the library's ModelChoice through the spec."""
+    from lmstudy.measure.spec import from_fields
+    from lmstudy.measure.timing import TimingSpec
+    from lmstudy.model_choice import ModelChoice
+
+    factory = "tests/fixtures/models/encoder_lm.py:build"
+
+    def edit(c):
+        c["model"].update(factory=factory, name="encoder")
+        c["presets"]["smoke"]["sizes"]["tiny"]["dropout"] = 0.0
+
+    spec = job_spec.job_spec(config_of("smoke", edit), "timing", SMOKE_JOBS["timing"])
+    assert "dropout" not in spec
+    assert spec["model"] == {"factory": factory, "name": "encoder", "range_depth": 4,
+                             "extra": [["dropout", 0.0]]}
+    read = from_fields(TimingSpec, json.loads(job_spec.as_param(spec)))
+    expected = ModelChoice(factory=factory, name="encoder", range_depth=4, extra=(("dropout", 0.0),))
+    assert read.model == expected
+
+
+def test_a_spec_by_hand_may_name_the_factory_alone():
+    spec = read_spec(argparse.Namespace(spec=json.dumps({
+        "size": "tiny", "context_length": 32, "precision": "bf16", "variant": "sdpa",
+        "model": "tests/fixtures/models/encoder_lm.py:build"}), preset="smoke"), "timing")
+    assert spec["model"]["factory"] == "tests/fixtures/models/encoder_lm.py:build"
+    assert spec["model"]["range_depth"] == 4  # config's default for a model of the user's own
+
+
+def test_the_variants_are_checked_against_the_one_list():
+    with pytest.raises(ConfigError, match=r"timing\.variants\.1"):
+        config_of("full", lambda c: c["timing"].update(variants=["naive", "flash"]))
+    config = config_of("full", lambda c: c["timing"].update(variants=list(plan.VARIANTS)))
+    assert config["timing"]["variants"] == list(plan.VARIANTS)
