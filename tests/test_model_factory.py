@@ -164,3 +164,17 @@ def test_a_hugging_face_model_is_built_from_its_config_class_with_the_sizes_dime
     assert logits_of(model(ids), ids, 64, reference).shape == (2, 8, 64)
     counted = count_on_meta(choice, DIMS, context_length=8, batch_size=2)
     assert counted["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_a_factory_out_of_memory_is_a_result_not_a_broken_factory(tmp_path):
+    """The smoke preset's oversized model fails in its factory on the CPU: out of memory, a result."""
+    from lmstudy.measure.devices import is_out_of_memory
+
+    reference = write_factory(tmp_path, """
+        def build(**kw):
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes.")
+    """)
+    load_factory.cache_clear()
+    with pytest.raises(RuntimeError) as error:
+        build_model(ModelChoice(factory=reference), DIMS, context_length=8)
+    assert not isinstance(error.value, UserError) and is_out_of_memory(error.value)

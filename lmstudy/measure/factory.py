@@ -92,7 +92,9 @@ def build_model(choice: ModelChoice, dims: dict, context_length: int, attention:
     try:
         model = factory(**kwargs)
     except Exception as error:  # noqa: BLE001 - the user's factory: its failure is theirs to fix
-        if isinstance(error, torch.OutOfMemoryError):
+        from lmstudy.measure.devices import is_out_of_memory
+
+        if is_out_of_memory(error):  # a size too large for the device (CUDA's or the CPU's): a result
             raise
         raise UserError(f"the model factory {choice.factory!r} failed when called with {_keywords(kwargs)}: "
                         f"{type(error).__name__}: {_one_line(error)}.") from error
