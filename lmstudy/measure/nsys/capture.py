@@ -166,12 +166,13 @@ def run_profile(
     )
     started = time.perf_counter()
     # Module ranges in the capture only: its warm-up ran without their cost.
-    with capture, module_ranges(work.model, spec.model.range_depth):
+    # A step that runs out of memory leaves none of them open (ModuleRanges.step).
+    with capture, module_ranges(work.model, spec.model.range_depth) as ranges:
         for name, step in sorted(steps.items(), key=lambda item: spec.passes.index(item[0])):
             with out_of_memory_is_a_result(device) as oom, annotate(profiled_pass_range(name)):
                 for _ in range(spec.profiled_steps):
                     start = time.perf_counter()
-                    step()
+                    ranges.step(step, device)
                     synchronize(device)
                     records[name]["captured_step_ms"].append((time.perf_counter() - start) * 1e3)
             if oom:
