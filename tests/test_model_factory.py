@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -178,3 +179,33 @@ def test_a_factory_out_of_memory_is_a_result_not_a_broken_factory(tmp_path):
     with pytest.raises(RuntimeError) as error:
         build_model(ModelChoice(factory=reference), DIMS, context_length=8)
     assert not isinstance(error.value, UserError) and is_out_of_memory(error.value)
+
+
+@pytest.mark.parametrize("job", ["timing", "compile"])
+def test_an_sdpa_variant_of_a_model_without_an_attention_keyword_is_not_applicable_rows(tmp_path, job):
+    """As the ladder's rungs: rows that say why, nothing measured, and files the aggregation accepts."""
+    import pandas as pd
+
+    from lmstudy.analyse.result_files import check, product_of
+    from lmstudy.measure import compile_bench, timing
+    from lmstudy.measure.repeat import NoisePolicy
+
+    common = dict(size="tiny", **{k: DIMS[k] for k in ("d_model", "d_ff", "num_layers", "num_heads")},
+                  vocab_size=64, context_length=8, batch_size=2, precision="fp32", device="cpu",
+                  model=ModelChoice(factory=ENCODER, name="enc"))
+    if job == "timing":
+        spec = timing.TimingSpec(**common, variant="sdpa", warmup_steps=(0, 2), timed_steps=2)
+        rows, path = timing.run_job(spec), tmp_path / "timing/raw/tiny.csv"
+        assert {(r["pass"], r["warmup_steps"]) for r in rows} == {(p, w) for p in spec.passes for w in (0, 2)}
+    else:
+        spec = compile_bench.CompileSpec(**common, attention="sdpa", passes=("forward",), timed_steps=2)
+        rows = compile_bench.run_job_in_processes(spec, NoisePolicy(1, 1, 0.05))
+        path = tmp_path / "compile/raw/tiny.csv"
+        assert {(r["mode"], r["pass"]) for r in rows} == {(m, "forward") for m in compile_bench.MODES}
+    assert {r["status"] for r in rows} == {"not applicable"}
+    assert all(r["error"].startswith("enc: switching the attention to sdpa needs a factory") for r in rows)
+    path.parent.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    check(pd.read_csv(path), product_of(path), path)
+    naive = dataclasses.replace(spec, **({"variant": "naive"} if job == "timing" else {"attention": "naive"}))
+    assert naive.not_applicable() is None

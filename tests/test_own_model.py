@@ -5,9 +5,10 @@ with a causal mask: nothing of the built-in model), named by a path relative
 to the project root, as a user's config.yaml would. CI's time is tight: the
 built-in smoke study already takes about 8 minutes on 2 cores, so this run is
 the smoke preset cut down by a --configfile to what the assertions read: one
-size, one context length, fp32, the timing section (the model table: name,
-parameters, FLOPs counted by FlopCounterMode) and the profile section (the
-kernel table by module path); the other sections run on any model through the
+size, one context length, the timing section (the model table: name,
+parameters, FLOPs counted by FlopCounterMode; its sdpa variant, in bf16, rows
+"not applicable": the factory takes no `attention`) and the profile section
+(the kernel table by module path, forward and backward); the other sections run on any model through the
 same build and are covered by the unit tests (tests/test_model_factory.py).
 The invalidation test reuses the finished run (a dry-run after an edit).
 """
@@ -32,8 +33,8 @@ NAME = "encoder-lm"
 TINY = {"d_model": 64, "d_ff": 256, "num_layers": 2, "num_heads": 4}
 OVERRIDES = {
     "model": {"factory": FACTORY, "name": NAME, "range_depth": None},
-    "timing": {"sizes": ["tiny"], "context_lengths": [32], "precisions": ["fp32"], "variants": ["naive"],
-               "passes": ["forward", "train_step"]},
+    "timing": {"sizes": ["tiny"], "context_lengths": [32], "precisions": ["fp32", "bf16"],
+               "variants": ["naive", "sdpa"], "passes": ["forward", "train_step"]},
     "nsys": {"sizes": ["tiny"], "context_lengths": [32]},
     "precision": {"enabled": False},
     "memory": {"enabled": False},
@@ -66,6 +67,12 @@ def test_the_report_names_the_model_counts_all_its_parameters_and_shows_kernels_
     modules = (own_model_run / "report/default/tables/nsys_modules.csv").read_text()
     assert "encoder.layers.*.self_attn" in modules and "encoder.layers.*.linear1" in modules
     assert "no kernel ran in the built-in model's attention sub-ranges" in report
+    # its factory takes no `attention` keyword: the sdpa variant's rows say so (issue 25, the ladder's way)
+    timing = (own_model_run / "results/default/timing/timing.csv").read_text()
+    assert "not applicable" in timing and "needs a factory that takes an `attention` keyword" in timing
+    assert "not applicable" in report
+    # the backward's module ranges: the kernel table by module has backward rows
+    assert "backward" in modules
 
 
 def test_editing_the_factory_file_reruns_exactly_its_measurements(own_model_run, tmp_path):

@@ -70,6 +70,16 @@ def accepts_attention(factory: Callable) -> bool:
         return False
 
 
+def attention_not_applicable(choice: ModelChoice, attention: str) -> str | None:
+    """Why the model of `choice` cannot be measured with `attention` (a sentence), or None where it can:
+    any model runs as its factory builds it ("naive"); another attention needs a factory that takes
+    an `attention` keyword."""
+    if attention == "naive" or accepts_attention(load_factory(choice.factory)):
+        return None
+    return (f"switching the attention to {attention} needs a factory that takes an `attention` keyword, "
+            f"and {choice.factory} does not.")
+
+
 def factory_arguments(choice: ModelChoice, dims: dict, context_length: int) -> dict:
     """The keyword arguments of one size's call: its dimensions, the context length and its own keys."""
     return {**dims, "context_length": context_length, **dict(choice.extra)}
@@ -82,13 +92,11 @@ def build_model(choice: ModelChoice, dims: dict, context_length: int, attention:
     """
     factory = load_factory(choice.factory)
     kwargs = factory_arguments(choice, dims, context_length)
+    why = attention_not_applicable(choice, attention)
+    if why:
+        raise NotApplicable(why)
     if accepts_attention(factory):
         kwargs["attention"] = attention
-    elif attention != "naive":
-        raise NotApplicable(
-            f"switching the attention to {attention} needs a factory that takes an `attention` keyword, "
-            f"and {choice.factory} does not."
-        )
     try:
         model = factory(**kwargs)
     except Exception as error:  # noqa: BLE001 - the user's factory: its failure is theirs to fix

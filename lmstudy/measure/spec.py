@@ -89,6 +89,16 @@ class ModelSpec:
     def flops_counted_by(self) -> str:
         return "formula (equal to FlopCounterMode)" if self.model.builtin else "FlopCounterMode"
 
+    def not_applicable(self) -> str | None:
+        """Why this spec cannot be measured on its model (its attention cannot be switched): the
+        reason its rows give with status "not applicable", as the ladder's rungs do; None where it can."""
+        if self.model.builtin:
+            return None
+        from lmstudy.measure.factory import attention_not_applicable
+
+        why = attention_not_applicable(self.model, self.model_attention)
+        return f"{self.model.label}: {why}" if why else None
+
     def build_workload(self, device, with_optimizer: bool = True):
         """The model on `device` with its batch (and optimizer), as the spec says."""
         from lmstudy.errors import UserError

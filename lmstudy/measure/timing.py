@@ -262,6 +262,11 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
         import_lazy_modules()  # once here, not in every fresh process's build
     params = spec.parameter_count()
     facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
+    why = spec.not_applicable()
+    if why:  # an attention the model cannot switch to: a row that says so, nothing measured
+        return [{**_base_row(spec, pass_name, warmup, params), "status": "not applicable", "error": why,
+                 "processes": 0, **facts}
+                for pass_name in spec.passes for warmup in sorted(spec.warmup_steps)]
     steady = max(spec.warmup_steps)
 
     def measure(passes: list[str], round_index: int) -> dict[str, dict]:
