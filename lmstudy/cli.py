@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ from pathlib import Path
 from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
 from lmstudy.job_process import own_torch_scratch
+from lmstudy.model_choice import ModelChoice
 
 # The model's dimensions, as argparse names them (dest), in ModelSpec's order.
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")
@@ -91,6 +93,10 @@ def add_dimension_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context-length", type=int, required=True)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--vocab-size", type=int, default=10000)
+    p.add_argument("--model", type=model_choice, default=ModelChoice(), metavar="JSON",
+                   help="the model's factory and label, as config model: gives them "
+                        "(default: the built-in model), e.g. "
+                        '\'{"factory": "my_model.py:build", "name": "mine"}\'')
 
 
 def add_device_arguments(p: argparse.ArgumentParser, memory_cap_help: str | None = None) -> None:
@@ -116,14 +122,22 @@ def add_model_arguments(
     add_device_arguments(p)
 
 
+def model_choice(text: str) -> ModelChoice:
+    """--model's JSON (lmstudy.model_choice.ModelChoice's fields), or argparse's error naming it."""
+    try:
+        return ModelChoice.coerce(json.loads(text))
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(f"not a model choice ({error}): {text!r}") from None
+
+
 def dimension_kwargs(args: argparse.Namespace) -> dict:
-    """The parsed dimensions, as keyword arguments of a spec."""
-    return {name: getattr(args, name) for name in DIMENSIONS}
+    """The parsed dimensions and model, as keyword arguments of a spec."""
+    return {name: getattr(args, name) for name in (*DIMENSIONS, "model")}
 
 
 def model_kwargs(args: argparse.Namespace) -> dict:
     """The parsed ModelSpec fields (see add_model_arguments), as keyword arguments of a spec."""
-    return {name: getattr(args, name) for name in MODEL_FIELDS}
+    return {name: getattr(args, name) for name in (*MODEL_FIELDS, "model")}
 
 
 def add_noise_arguments(p: argparse.ArgumentParser) -> None:
@@ -202,8 +216,19 @@ def read_spec(args: argparse.Namespace, job: str) -> dict:
         base.setdefault("sizes", {})[given["size"]] = {
             k: given.get(k) for k in ("d_model", "d_ff", "num_layers", "num_heads")
         }
+    model = given.pop("model", None)
+    if isinstance(model, str):  # a factory alone: "path/to/file.py:build"
+        model = {"factory": model}
+    if isinstance(model, dict):
+        # config model:'s keys the spec gives are laid over config.yaml's (a size's extra keys aside)
+        base["model"] = {**base.get("model", {}), **{k: v for k, v in model.items() if k != "extra"}}
+    elif model is not None:
+        raise UserError("--spec: model must be a JSON object (config model:'s keys) or a factory's name.")
     try:
         config = study_config.load(base, repo / "workflow/schemas/config.schema.yaml")
     except study_config.ConfigError as error:
         raise UserError(f"--spec: {error}") from None
-    return {**job_spec(config, job, wildcards), **given}
+    spec = {**job_spec(config, job, wildcards), **given}
+    if model is not None and "model" in spec:
+        spec["model"] = {**spec["model"], **model}
+    return spec

@@ -127,3 +127,20 @@ def digest(*scripts: str | Path) -> str:
             label = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
             total.update(f"{label}\0{_code_digest(path)}\0".encode())
     return total.hexdigest()[:16]
+
+
+def factory_digest(reference: str) -> str:
+    """A short digest of the model factory's source (config model.factory) and the lmstudy modules it
+    imports, so that editing the user's model reruns exactly the jobs that measured it.
+
+    A factory whose file cannot be found has the digest "missing": its job says why it cannot run.
+    """
+    from lmstudy.model_choice import factory_file
+
+    path = factory_file(reference)
+    if path is None or not path.is_file():
+        return "missing"
+    total = hashlib.sha256(reference.encode())
+    for module in modules_of(path.resolve()):
+        total.update(f"{module.name}\0{_code_digest(module)}\0".encode())
+    return total.hexdigest()[:16]

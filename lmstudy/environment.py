@@ -113,6 +113,8 @@ def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | boo
 
 
 ENVIRONMENT_COLUMNS = (
+    # The measured model (config model:), in the rows of the sections that measure it.
+    "model",
     "gpu", "gpu_power_limit_w", "cpu", "driver", "cuda", "torch", "python", "host", "commit", "date",
     "tf32_matmul", "tf32_cudnn", *job_process.lease_facts(),
 )

@@ -13,22 +13,38 @@ of its own. Torch-free: the Snakefile calls it at parse time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from lmstudy import plan
+from lmstudy.model_choice import STANDARD_KEYS, choice_from_config
 
 
 def _model(config: dict, size: str, context_length: int, precision: str) -> dict:
-    """The model every measuring job of the study builds (lmstudy.measure.spec.ModelSpec's fields)."""
+    """The model every measuring job of the study builds (lmstudy.measure.spec.ModelSpec's fields).
+
+    Its `model` is config model: for this size (lmstudy.model_choice.ModelChoice's fields: the
+    factory, its label, the depth of the per-module ranges, and the size's keys beyond the four
+    dimensions): changing model: reruns every measurement of the model.
+    """
+    dims = config["sizes"][size]
     return {
         "size": size,
-        **config["sizes"][size],
+        **{key: dims[key] for key in STANDARD_KEYS},
+        "model": model_choice(config, size),
         "context_length": int(context_length),
         "batch_size": config["batch_size"],
         "vocab_size": config["vocab_size"],
         "precision": precision,
         **_device(config),
     }
+
+
+def model_choice(config: dict, size: str) -> dict:
+    """config model: for one size, as ModelChoice's fields (its `extra` as lists, as JSON has them)."""
+    choice = dataclasses.asdict(choice_from_config(config.get("model"), config["sizes"][size]))
+    choice["extra"] = [list(pair) for pair in choice["extra"]]
+    return choice
 
 
 def _device(config: dict) -> dict:
@@ -138,6 +154,7 @@ def _norms(config: dict, w: dict) -> dict:
     """The study model of one size at the timing section's shortest context (section 3 b)."""
     model = _model(config, w["size"], min(config["timing"]["context_lengths"]), "fp32")
     del model["precision"], model["tf32"], model["memory_cap_gb"]  # fp32 and the whole device, always
+    del model["model"]  # the norms' experiment builds the built-in model: it studies its RMSNorm
     return model
 
 

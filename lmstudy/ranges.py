@@ -24,3 +24,11 @@ PROFILED_PASS = "profiled pass "
 
 def profiled_pass_range(pass_name: str) -> str:
     return PROFILED_PASS + pass_name
+
+# Around each module's forward, down to config model.range_depth (lmstudy.measure.module_ranges):
+# "module layers.0.attn". The analysis finds module ranges by this prefix.
+MODULE_RANGE = "module "
+
+
+def module_range(path: str) -> str:
+    return MODULE_RANGE + path

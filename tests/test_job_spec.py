@@ -93,6 +93,10 @@ def test_the_timing_spec_carries_the_configs_values():
     (lambda c: c["noise"].update(max_spread=0.1), {"timing", "attention", "compile", "ladder"}),
     (lambda c: c.update(tf32=True),
      {"timing", "nsys", "memory", "attention", "compile", "ladder", "precision"}),
+    # issue 25: model: reruns every measurement of the model (not the norms' built-in RMSNorm study)
+    (lambda c: c["model"].update(name="mine"), {"timing", "nsys", "memory", "compile", "ladder"}),
+    (lambda c: c["model"].update(factory="tests/fixtures/models/encoder_lm.py:build"),
+     {"timing", "nsys", "memory", "compile", "ladder"}),
 ])
 def test_a_changed_setting_changes_the_param_of_exactly_the_jobs_it_concerns(edit, changed):
     before = config_of("smoke")
@@ -119,6 +123,35 @@ def test_a_spec_by_hand_is_completed_as_the_workflow_builds_it(tmp_path):
                                 "timed_steps": 4}))
     read = read_spec(argparse.Namespace(spec=str(path), preset="smoke"), "timing")
     assert read == {**job_spec.job_spec(config_of("smoke"), "timing", wildcards), "timed_steps": 4}
+
+
+def test_the_model_travels_in_the_spec_with_a_sizes_own_keys():
+    """config model: and a size's keys beyond the four reach the library's ModelChoice through the spec."""
+    from lmstudy.measure.spec import from_fields
+    from lmstudy.measure.timing import TimingSpec
+    from lmstudy.model_choice import ModelChoice
+
+    factory = "tests/fixtures/models/encoder_lm.py:build"
+
+    def edit(c):
+        c["model"].update(factory=factory, name="encoder")
+        c["presets"]["smoke"]["sizes"]["tiny"]["dropout"] = 0.0
+
+    spec = job_spec.job_spec(config_of("smoke", edit), "timing", SMOKE_JOBS["timing"])
+    assert "dropout" not in spec
+    assert spec["model"] == {"factory": factory, "name": "encoder", "range_depth": 4,
+                             "extra": [["dropout", 0.0]]}
+    read = from_fields(TimingSpec, json.loads(job_spec.as_param(spec)))
+    expected = ModelChoice(factory=factory, name="encoder", range_depth=4, extra=(("dropout", 0.0),))
+    assert read.model == expected
+
+
+def test_a_spec_by_hand_may_name_the_factory_alone():
+    spec = read_spec(argparse.Namespace(spec=json.dumps({
+        "size": "tiny", "context_length": 32, "precision": "bf16", "variant": "sdpa",
+        "model": "tests/fixtures/models/encoder_lm.py:build"}), preset="smoke"), "timing")
+    assert spec["model"]["factory"] == "tests/fixtures/models/encoder_lm.py:build"
+    assert spec["model"]["range_depth"] == 4  # config's default for a model of the user's own
 
 
 def test_the_variants_are_checked_against_the_one_list():

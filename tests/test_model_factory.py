@@ -1,3 +1,158 @@
+"""The model factory (config model:): loading, its error sentences, FlopCounterMode's FLOPs, module ranges."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from lmstudy import code_version, flops
+from lmstudy.errors import UserError
+from lmstudy.measure.factory import NotApplicable, build_model, count_on_meta, load_factory, logits_of
+from lmstudy.measure.module_ranges import module_ranges
+from lmstudy.model_choice import ModelChoice, choice_from_config, factory_file
+
+ENCODER = "tests/fixtures/models/encoder_lm.py:build"
+DIMS = {"vocab_size": 64, "d_model": 16, "d_ff": 32, "num_layers": 2, "num_heads": 2}
+
+
+def write_factory(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "factory_under_test.py"
+    path.write_text("import torch\nfrom torch import nn\n" + textwrap.dedent(body))
+    return f"{path}:build"
+
+
+def one_sentence(error: pytest.ExceptionInfo, reference: str) -> str:
+    message = str(error.value)
+    assert "\n" not in message and message.endswith(".")
+    assert reference in message
+    return message
+
+
+def test_a_file_reference_relative_to_the_project_root_builds_a_model():
+    model = build_model(ModelChoice(factory=ENCODER), DIMS, context_length=8)
+    ids = torch.randint(64, (2, 8))
+    assert logits_of(model(ids), ids, 64, ENCODER).shape == (2, 8, 64)
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("raise RuntimeError('no GPU here')\n", "could not be imported: RuntimeError: no GPU here"),
+    ("def other(**kw):\n    pass\n", "has no function 'build'"),
+    ("def build(**kw):\n    raise ValueError('d_model too small')\n", "failed when called with"),
+    ("def build(**kw):\n    return 42\n", "returned a int, not a torch.nn.Module"),
+])
+def test_a_broken_factory_stops_with_one_sentence_naming_it(tmp_path, body, expected):
+    reference = write_factory(tmp_path, body)
+    load_factory.cache_clear()
+    with pytest.raises(UserError) as error:
+        build_model(ModelChoice(factory=reference), DIMS, context_length=8)
+    assert expected in one_sentence(error, reference)
+
+
+def test_a_missing_file_and_a_malformed_reference_name_the_fix(tmp_path):
+    missing = f"{tmp_path}/nowhere.py:build"
+    with pytest.raises(UserError) as error:
+        load_factory(missing)
+    assert "does not exist" in one_sentence(error, missing)
+    with pytest.raises(UserError) as error:
+        load_factory("my_model_without_function")
+    assert "must be 'path/to/file.py:function'" in one_sentence(error, "my_model_without_function")
+
+
+@pytest.mark.parametrize(("forward", "expected"), [
+    ("return {'scores': ids}", "returned a dict from its forward, not logits"),
+    ("return torch.zeros(ids.shape[0], ids.shape[1], 3)", "returned logits of shape [2, 8, 3]"),
+    ("return (torch.zeros(ids.shape[0], 64),)", "returned logits of shape [2, 64]"),
+])
+def test_a_model_whose_output_is_not_logits_of_the_batch_stops_with_one_sentence(tmp_path, forward, expected):
+    reference = write_factory(tmp_path, f"""
+        class Odd(nn.Module):
+            def forward(self, ids):
+                {forward}
+
+        def build(**kw):
+            return Odd()
+    """)
+    load_factory.cache_clear()
+    model = build_model(ModelChoice(factory=reference), DIMS, context_length=8)
+    ids = torch.zeros(2, 8, dtype=torch.long)
+    with pytest.raises(UserError) as error:
+        logits_of(model(ids), ids, 64, reference)
+    assert expected in one_sentence(error, reference)
+
+
+def test_logits_in_a_tuple_or_an_object_with_logits_are_accepted():
+    ids = torch.zeros(2, 8, dtype=torch.long)
+    logits = torch.zeros(2, 8, 64)
+
+    class Output:
+        pass
+
+    output = Output()
+    output.logits = logits
+    assert logits_of((logits, None), ids, 64, "f") is logits
+    assert logits_of(output, ids, 64, "f") is logits
+
+
+def test_switching_attention_needs_a_factory_that_takes_it():
+    with pytest.raises(NotApplicable, match="attention"):
+        build_model(ModelChoice(factory=ENCODER), DIMS, context_length=8, attention="sdpa")
+    builtin = build_model(ModelChoice(), DIMS, context_length=8, attention="sdpa")
+    assert builtin.layers[0].attn.use_sdpa
+
+
+@pytest.mark.parametrize("dims", [DIMS, {"vocab_size": 100, "d_model": 48, "d_ff": 80, "num_layers": 3,
+                                         "num_heads": 4}])
+def test_flop_counter_equals_the_built_in_formula(dims):
+    counted = count_on_meta(ModelChoice(), dims, context_length=16, batch_size=3)
+    for pass_name in ("forward", "forward_backward", "train_step"):
+        assert counted[pass_name] == flops.flops_per_step(pass_name, 3, 16, **dims)
+    assert counted["parameters"] == flops.parameter_count(**dims)
+
+
+def test_a_model_of_ones_own_is_counted_on_the_meta_device_with_all_its_parameters():
+    counted = count_on_meta(ModelChoice(factory=ENCODER), DIMS, context_length=8, batch_size=2)
+    model = build_model(ModelChoice(factory=ENCODER), DIMS, context_length=8)
+    assert counted["parameters"] == sum(p.numel() for p in model.parameters())
+    # Backward costs twice the forward's matrix products, give or take the first layer's input gradient.
+    assert 2 * counted["forward"] < counted["train_step"] <= 3 * counted["forward"]
+
+
+def test_module_ranges_name_the_modules_down_to_the_depth():
+    model = build_model(ModelChoice(factory=ENCODER), DIMS, context_length=8)
+    ids = torch.zeros(1, 8, dtype=torch.long)
+    with torch.profiler.profile() as prof, module_ranges(model, depth=4):
+        model(ids)
+    names = {event.name for event in prof.events()}
+    assert {"module encoder", "module encoder.layers.0.self_attn", "module encoder.layers.1.linear2"} <= names
+    assert not any(name.startswith("module encoder.layers.0.self_attn.") for name in names)
+    model(ids)  # the hooks are gone: nothing left open
+    assert not model._forward_pre_hooks
+
+
+def test_choice_from_config_passes_a_sizes_own_keys_and_picks_the_range_depth():
+    choice = choice_from_config({"factory": ENCODER, "name": "enc", "range_depth": None},
+                                {"d_model": 16, "d_ff": 32, "num_layers": 2, "num_heads": 2, "rope": 5})
+    assert choice.extra == (("rope", 5),) and choice.range_depth == 4 and choice.label == "enc"
+    assert choice_from_config(None, {"d_model": 1}).range_depth == 0
+    assert ModelChoice.from_json(choice.to_json()) == choice
+
+
+def test_the_factory_digest_follows_its_file_and_ignores_comments(tmp_path):
+    reference = write_factory(tmp_path, "def build(**kw):\n    return nn.Linear(1, 1)\n")
+    path = factory_file(reference)
+    before = code_version.factory_digest(reference)
+    path.write_text(path.read_text() + "# a comment\n")
+    code_version._code_digest.cache_clear()
+    code_version.modules_of.cache_clear()
+    assert code_version.factory_digest(reference) == before
+    path.write_text(path.read_text().replace("(1, 1)", "(1, 2)"))
+    code_version._code_digest.cache_clear()
+    code_version.modules_of.cache_clear()
+    assert code_version.factory_digest(reference) != before
 
 
 @pytest.mark.parametrize("factory", ["llama", "qwen2", "gpt2"])
@@ -10,3 +165,47 @@ def test_a_hugging_face_model_is_built_from_its_config_class_with_the_sizes_dime
     assert logits_of(model(ids), ids, 64, reference).shape == (2, 8, 64)
     counted = count_on_meta(choice, DIMS, context_length=8, batch_size=2)
     assert counted["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_a_factory_out_of_memory_is_a_result_not_a_broken_factory(tmp_path):
+    """The smoke preset's oversized model fails in its factory on the CPU: out of memory, a result."""
+    from lmstudy.measure.devices import is_out_of_memory
+
+    reference = write_factory(tmp_path, """
+        def build(**kw):
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes.")
+    """)
+    load_factory.cache_clear()
+    with pytest.raises(RuntimeError) as error:
+        build_model(ModelChoice(factory=reference), DIMS, context_length=8)
+    assert not isinstance(error.value, UserError) and is_out_of_memory(error.value)
+
+
+@pytest.mark.parametrize("job", ["timing", "compile"])
+def test_an_sdpa_variant_of_a_model_without_an_attention_keyword_is_not_applicable_rows(tmp_path, job):
+    """As the ladder's rungs: rows that say why, nothing measured, and files the aggregation accepts."""
+    import pandas as pd
+
+    from lmstudy.analyse.result_files import check, product_of
+    from lmstudy.measure import compile_bench, timing
+    from lmstudy.measure.repeat import NoisePolicy
+
+    common = dict(size="tiny", **{k: DIMS[k] for k in ("d_model", "d_ff", "num_layers", "num_heads")},
+                  vocab_size=64, context_length=8, batch_size=2, precision="fp32", device="cpu",
+                  model=ModelChoice(factory=ENCODER, name="enc"))
+    if job == "timing":
+        spec = timing.TimingSpec(**common, variant="sdpa", warmup_steps=(0, 2), timed_steps=2)
+        rows, path = timing.run_job(spec), tmp_path / "timing/raw/tiny.csv"
+        assert {(r["pass"], r["warmup_steps"]) for r in rows} == {(p, w) for p in spec.passes for w in (0, 2)}
+    else:
+        spec = compile_bench.CompileSpec(**common, attention="sdpa", passes=("forward",), timed_steps=2)
+        rows = compile_bench.run_job_in_processes(spec, NoisePolicy(1, 1, 0.05))
+        path = tmp_path / "compile/raw/tiny.csv"
+        assert {(r["mode"], r["pass"]) for r in rows} == {(m, "forward") for m in compile_bench.MODES}
+    assert {r["status"] for r in rows} == {"not applicable"}
+    assert all(r["error"].startswith("enc: switching the attention to sdpa needs a factory") for r in rows)
+    path.parent.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    check(pd.read_csv(path), product_of(path), path)
+    naive = dataclasses.replace(spec, **({"variant": "naive"} if job == "timing" else {"attention": "naive"}))
+    assert naive.not_applicable() is None

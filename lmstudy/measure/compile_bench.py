@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from lmstudy import flops, hardware
+from lmstudy import hardware
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
@@ -99,9 +99,7 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                 "pass": pass_name,
                 "warmup_steps": spec.warmup_steps,
                 "timed_steps": spec.timed_steps,
-                "flops_per_step": flops.flops_per_step(
-                    pass_name, spec.batch_size, spec.context_length, **spec.dims
-                ),
+                "flops_per_step": spec.flops_per_step(pass_name),
                 "peak_tflops": peak,
                 "mfu_peak": hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
             }
@@ -137,6 +135,15 @@ def run_job_in_processes(
     later ones find the compiled graphs in the job's cache."""
     clock = clock or PhaseClock()
     keys = [(mode, pass_name) for mode in MODES for pass_name in spec.passes]
+    why = spec.not_applicable()
+    if why:  # an attention the model cannot switch to: a row that says so, nothing measured
+        from lmstudy import environment
+
+        return [{"size": spec.size, **spec.dims, "context_length": spec.context_length,
+                 "batch_size": spec.batch_size, "precision": spec.precision, "attention": spec.attention,
+                 "mode": mode, "pass": pass_name, "warmup_steps": spec.warmup_steps,
+                 "timed_steps": spec.timed_steps, "status": "not applicable", "error": why,
+                 **environment.host_facts()} for mode, pass_name in keys]
 
     def measure(pending, round_index):
         what = f"process {round_index + 1} of torch.compile's {spec.size} {spec.precision} job"

@@ -35,6 +35,7 @@ from lmstudy.analyse import ladder_table
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
+from lmstudy.measure.factory import NotApplicable, build_model
 from lmstudy.measure.gpu_time import kernel_breakdown
 from lmstudy.measure.master_weights import MasterWeightAdamW
 from lmstudy.measure.matmul_ceiling import measure_ceiling, summarize
@@ -44,6 +45,7 @@ from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_resu
 from lmstudy.measure.spec import model_dims
 from lmstudy.measure.steps import Workload, build_workload, make_step, synchronize
 from lmstudy.measure.timing import time_steps
+from lmstudy.model_choice import ModelChoice
 from lmstudy.phases import PhaseClock
 
 SDPA_BACKENDS = {
@@ -77,10 +79,24 @@ class BenchSpec:
     size: str = ""  # the size's name, recorded in the row
     tf32: bool = False
     memory_cap_gb: float | None = None
+    model: ModelChoice = ModelChoice()
+
+    def __post_init__(self):
+        # Read back from JSON (a child process's argument), the choice is a dict.
+        object.__setattr__(self, "model", ModelChoice.coerce(self.model))
 
     @property
     def dims(self) -> dict[str, int]:
         return model_dims(self)
+
+    def flops_per_step(self) -> float:
+        """A training step's FLOPs: by formula for the built-in model, else by FlopCounterMode."""
+        if self.model.builtin:
+            return flops.flops_per_step("train_step", self.batch_size, self.context_length, **self.dims)
+        from lmstudy.measure.spec import _counted
+
+        return float(_counted(self.model, tuple(self.dims.items()), self.context_length, self.batch_size)
+                     ["train_step"])
 
 
 
@@ -91,7 +107,7 @@ def rung_workload(spec: BenchSpec, device: torch.device) -> Workload:
     config = ModelConfig(context_length=spec.context_length, attention=rung.attention, **spec.dims)
     if rung.sdpa_backend:
         allow_only_sdpa_backend(rung.sdpa_backend)
-    work = build_workload(config, spec.batch_size, rung.precision, device)
+    work = build_workload(config, spec.batch_size, rung.precision, device, choice=spec.model)
     if rung.fused_adamw:
         work.optimizer = make_optimizer(work.model, fused=True)
     if rung.master_weights:
@@ -103,6 +119,19 @@ def rung_workload(spec: BenchSpec, device: torch.device) -> Workload:
     if rung.compile_mode:
         work.model = torch.compile(work.model, mode=rung.compile_mode)
     return work
+
+
+def rung_workload_check(spec: BenchSpec) -> None:
+    """NotApplicable where the model does not allow the rung (its attention or its Linear weights),
+    found on the meta device before anything is built on the real one."""
+    rung = RUNGS[spec.rung]
+    if spec.model.builtin:
+        return
+    with torch.device("meta"):
+        model = build_model(spec.model, spec.dims, spec.context_length, rung.attention)
+    if rung.master_weights and not any(isinstance(m, torch.nn.Linear) for m in model.modules()):
+        raise NotApplicable("bf16 weights with fp32 masters replace nn.Linear weights, "
+                            "and the model has none.")
 
 
 def training_losses(spec: BenchSpec, steps: int = 50) -> list[float]:
@@ -164,14 +193,18 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
         "warmup_steps": spec.warmup_steps,
         "timed_steps": spec.timed_steps,
         "profile_steps": spec.profile_steps,
-        "flops_per_step": flops.flops_per_step(
-            "train_step", spec.batch_size, spec.context_length, **spec.dims
-        ),
+        "flops_per_step": spec.flops_per_step(),
         **env,
     }
     reason = unsupported_here(rung, device.type)
     if reason:
         row.update(status="unsupported", reason=reason)
+        return row
+    try:
+        with clock.timing("build"):
+            rung_workload_check(spec)
+    except NotApplicable as why:
+        row.update(status="not applicable", reason=f"{spec.model.label}: {why}")
         return row
     with out_of_memory_is_a_result(device) as oom, unsupported_is_a_result() as unsupported:
         with clock.timing("build"):

@@ -54,7 +54,7 @@ class MasterWeightAdamW:
     def __init__(self, model: nn.Module, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
                  compiled: bool = True) -> None:
         for module in model.modules():
-            if isinstance(module, Linear):
+            if isinstance(module, (Linear, nn.Linear)):
                 master = module.weight.detach()
                 module.weight = nn.Parameter(master.to(torch.bfloat16))
                 module.weight.master = master

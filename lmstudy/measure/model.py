@@ -191,3 +191,26 @@ def make_optimizer(model: nn.Module, fused: bool | None = None) -> torch.optim.A
     return torch.optim.AdamW(
         model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, fused=fused
     )
+
+
+def build(
+    vocab_size: int,
+    context_length: int,
+    d_model: int,
+    d_ff: int,
+    num_layers: int,
+    num_heads: int,
+    attention: str = "naive",
+) -> TransformerLM:
+    """The built-in model's factory (config `model.factory`'s default): one size's keys in, the model out."""
+    return TransformerLM(
+        ModelConfig(
+            vocab_size=vocab_size,
+            context_length=context_length,
+            d_model=d_model,
+            d_ff=d_ff,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            attention=attention,
+        )
+    )

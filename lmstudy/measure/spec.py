@@ -8,8 +8,10 @@ subclass may add fields with or without defaults in any order.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from lmstudy.measure.model import ModelConfig
+from lmstudy.model_choice import ModelChoice
 
 
 def model_dims(spec) -> dict[str, int]:
@@ -37,6 +39,8 @@ class ModelSpec:
     device: str = "cuda"
     tf32: bool = False
     memory_cap_gb: float | None = None
+    # The model's factory and label (config model:); the built-in model by default.
+    model: ModelChoice = ModelChoice()
 
     @property
     def model_attention(self) -> str:
@@ -60,18 +64,61 @@ class ModelSpec:
         return model_dims(self)
 
     def parameter_count(self) -> int:
-        """The model's parameter count, by formula (tested against the model): no torch needed."""
+        """The model's parameter count: the built-in model's by formula (tested against the model),
+        another's counted from its parameters, built on the meta device."""
         from lmstudy.flops import parameter_count
 
-        return parameter_count(**self.dims)
+        if self.model.builtin:
+            return parameter_count(**self.dims)
+        return self.counted()["parameters"]
+
+    def flops_per_step(self, pass_name: str) -> float:
+        """The FLOPs of one step: the built-in model's by formula, which PyTorch's FlopCounterMode
+        matches exactly (tests/test_model_factory.py); another's counted by FlopCounterMode."""
+        from lmstudy.flops import flops_per_step
+
+        if self.model.builtin:
+            return flops_per_step(pass_name, self.batch_size, self.context_length, **self.dims)
+        return float(self.counted()[pass_name])
+
+    def counted(self) -> dict:
+        """Parameters and FLOPs per pass of the model, by lmstudy.measure.factory.count_on_meta."""
+        return _counted(self.model, tuple(self.dims.items()), self.context_length, self.batch_size)
+
+    @property
+    def flops_counted_by(self) -> str:
+        return "formula (equal to FlopCounterMode)" if self.model.builtin else "FlopCounterMode"
+
+    def not_applicable(self) -> str | None:
+        """Why this spec cannot be measured on its model (its attention cannot be switched): the
+        reason its rows give with status "not applicable", as the ladder's rungs do; None where it can."""
+        if self.model.builtin:
+            return None
+        from lmstudy.measure.factory import attention_not_applicable
+
+        why = attention_not_applicable(self.model, self.model_attention)
+        return f"{self.model.label}: {why}" if why else None
 
     def build_workload(self, device, with_optimizer: bool = True):
         """The model on `device` with its batch (and optimizer), as the spec says."""
+        from lmstudy.errors import UserError
+        from lmstudy.measure.factory import NotApplicable
         from lmstudy.measure.steps import build_workload
 
-        return build_workload(
-            self.model_config, self.batch_size, self.precision, device, with_optimizer=with_optimizer
-        )
+        try:
+            return build_workload(
+                self.model_config, self.batch_size, self.precision, device, with_optimizer=with_optimizer,
+                choice=self.model,
+            )
+        except NotApplicable as why:
+            raise UserError(f"{self.model.label}: {why} Measure it with attention naive only.") from None
+
+
+@functools.cache
+def _counted(choice: ModelChoice, dims: tuple, context_length: int, batch_size: int) -> dict:
+    from lmstudy.measure.factory import count_on_meta
+
+    return count_on_meta(choice, dict(dims), context_length, batch_size)
 
 
 def from_fields(cls, fields: dict):
@@ -86,4 +133,7 @@ def from_fields(cls, fields: dict):
     values = {key: tuple(v) if isinstance(v, list) else v for key, v in fields.items()}
     if isinstance(values.get("noise"), dict):
         values["noise"] = NoisePolicy(**values["noise"])
+    if "model" in values:
+        values["model"] = ModelChoice.coerce(values["model"])
     return cls(**values)
+

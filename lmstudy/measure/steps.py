@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
+from lmstudy.measure.factory import build_model, logits_of
 from lmstudy.measure.markers import annotate
-from lmstudy.measure.model import ModelConfig, TransformerLM, cross_entropy, make_optimizer
+from lmstudy.measure.model import ModelConfig, cross_entropy, make_optimizer
+from lmstudy.model_choice import ModelChoice
 
+BUILTIN = ModelChoice()
 PASSES = ("forward", "forward_backward", "train_step")
 # fp16 autocast times the speed only: no GradScaler (its cost, one unscale and inf check of the
 # gradients per step, is the optimizer's; the loss here never needs scaling to be timed).
@@ -47,11 +50,17 @@ def autocast_context(precision: str, device: torch.device):
 class Workload:
     """A model on its device with one fixed random batch."""
 
-    model: TransformerLM
+    model: torch.nn.Module
     optimizer: torch.optim.Optimizer | None
     inputs: torch.Tensor
     targets: torch.Tensor
     precision: str
+    vocab_size: int
+    choice: ModelChoice = ModelChoice()
+
+    def logits(self) -> torch.Tensor:
+        """The model's logits for the batch, whatever form its forward returns them in (checked)."""
+        return logits_of(self.model(self.inputs), self.inputs, self.vocab_size, self.choice.factory)
 
     @property
     def device(self) -> torch.device:
@@ -71,12 +80,16 @@ def build_workload(
     device: torch.device,
     with_optimizer: bool = True,
     seed: int = 0,
+    choice: ModelChoice = BUILTIN,
 ) -> Workload:
+    """`config` gives the dimensions and attention; `choice` the factory that builds the model from them."""
     torch.manual_seed(seed)
+    dims = {"vocab_size": config.vocab_size, "d_model": config.d_model, "d_ff": config.d_ff,
+            "num_layers": config.num_layers, "num_heads": config.num_heads}
     # Built on the device directly: initialising a 2.7B model on the host
     # first would cost tens of seconds per job.
     with torch.device(device):
-        model = TransformerLM(config)
+        model = build_model(choice, dims, config.context_length, config.attention)
     # The batch comes from a host generator, the same on every device; the
     # explicit device keeps it there under a surrounding torch.device context.
     generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -84,7 +97,7 @@ def build_workload(
     inputs = torch.randint(config.vocab_size, shape, generator=generator, device="cpu").to(device)
     targets = torch.randint(config.vocab_size, shape, generator=generator, device="cpu").to(device)
     optimizer = make_optimizer(model) if with_optimizer else None
-    return Workload(model, optimizer, inputs, targets, precision)
+    return Workload(model, optimizer, inputs, targets, precision, config.vocab_size, choice)
 
 
 def make_step(work: Workload, pass_name: str) -> Callable[[], torch.Tensor | None]:
@@ -97,13 +110,13 @@ def make_step(work: Workload, pass_name: str) -> Callable[[], torch.Tensor | Non
     def forward() -> None:
         with annotate("step"), torch.no_grad(), annotate("forward"):
             with autocast_context(work.precision, work.device):
-                model(work.inputs)
+                work.logits()
 
     def forward_backward(update: bool = False) -> torch.Tensor:
         with annotate("step"):
             model.zero_grad(set_to_none=True)
             with annotate("forward"), autocast_context(work.precision, work.device):
-                loss = cross_entropy(model(work.inputs), work.targets)
+                loss = cross_entropy(work.logits(), work.targets)
             with annotate("backward"):
                 loss.backward()
             if update:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import torch
 
-from lmstudy import environment, flops, hardware
+from lmstudy import environment, hardware
 from lmstudy.analyse.stats import process_summary, summarize_ms
 from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
 from lmstudy.measure.fresh_process import run_forked
@@ -168,7 +168,9 @@ def _base_row(spec: TimingSpec, pass_name: str, warmup: int, params: int) -> dic
         "batch_size": spec.batch_size, "pass": pass_name, "precision": spec.precision,
         "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
         "params": params,
-        "flops_per_step": flops.flops_per_step(pass_name, spec.batch_size, spec.context_length, **spec.dims),
+        "flops_per_step": spec.flops_per_step(pass_name),
+        "flops_counted_by": spec.flops_counted_by,
+        "model": spec.model.label,
     }
 
 
@@ -260,6 +262,11 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
         import_lazy_modules()  # once here, not in every fresh process's build
     params = spec.parameter_count()
     facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
+    why = spec.not_applicable()
+    if why:  # an attention the model cannot switch to: a row that says so, nothing measured
+        return [{**_base_row(spec, pass_name, warmup, params), "status": "not applicable", "error": why,
+                 "processes": 0, **facts}
+                for pass_name in spec.passes for warmup in sorted(spec.warmup_steps)]
     steady = max(spec.warmup_steps)
 
     def measure(passes: list[str], round_index: int) -> dict[str, dict]:

@@ -225,7 +225,8 @@ _TABLE_NUMBERS = itertools.count(1)
 # A cell longer than this (a kernel's full C++ signature) shows its start, the rest on hover.
 LONG_TEXT = 60
 # Cell text that is a result, not a number: each shown in its own way (see the HTML template).
-STATUS_CLASSES = {"OOM": "oom", "unsupported": "unsupported", "not measured": "not-measured", MISSING: "na"}
+STATUS_CLASSES = {"OOM": "oom", "unsupported": "unsupported", "not applicable": "unsupported",
+                  "not measured": "not-measured", MISSING: "na"}
 
 
 def shorten(text: str, width: int = LONG_TEXT) -> str:

@@ -213,6 +213,15 @@ def code_version(*scripts):
     return f"code {digest}"
 
 
+def model_code_version(*scripts):
+    """code_version of a job that measures the model: its scripts' code and the model factory's
+    (lmstudy.code_version.factory_digest), so that editing the user's model reruns exactly those
+    jobs. (The model itself, config model:, travels in each job's spec: lmstudy.job_spec.)
+    """
+    factory = code_version_of.factory_digest(config["model"]["factory"])
+    return f"{code_version(*scripts)} model {factory}"
+
+
 def flag(name, value):
     """A command-line flag and its value(s) as one param; "" for None.
 

@@ -34,7 +34,7 @@ rule compile_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("compile_model"),
+        code=model_code_version("compile_model"),
         spec=lambda w: job_spec("compile", w),
     shell:
         "lmstudy_gpu compile_model --spec {params.spec:q} --out {output.rows}"

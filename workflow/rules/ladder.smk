@@ -40,7 +40,7 @@ rule ladder_rung:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("ladder_rung"),
+        code=model_code_version("ladder_rung"),
         spec=lambda w: job_spec("ladder", w),
     shell:
         "lmstudy_gpu ladder_rung --spec {params.spec:q} --out {output.rows}"

@@ -59,7 +59,7 @@ rule memory_snapshot:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("memory_snapshot"),
+        code=model_code_version("memory_snapshot"),
         spec=lambda w: job_spec("memory", w),
     shell:
         "lmstudy_gpu memory_snapshot --spec {params.spec:q} --out {output.snapshot}"

@@ -77,7 +77,7 @@ rule profile_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("profile_job", "profile_model"),
+        code=model_code_version("profile_job", "profile_model"),
         out_dir=lambda w, output: str(Path(output.profile).parent),
         spec=lambda w: job_spec("nsys", w),
     shell:

@@ -28,7 +28,7 @@ rule time_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("time_model"),
+        code=model_code_version("time_model"),
         spec=lambda w: job_spec("timing", w),
     shell:
         "lmstudy_gpu time_model --spec {params.spec:q} --out {output.rows}"

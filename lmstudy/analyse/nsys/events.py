@@ -15,13 +15,18 @@ launched it, on the thread that made the call (as nsys's nvtx_kern_sum does).
 
 The backward pass is the exception that needs a rule: PyTorch's autograd
 engine runs a CUDA backward on its own device thread (``pt_autograd_0``),
-which has none of the program's ranges, while the main thread waits inside
-``loss.backward()``, that is inside the ``backward`` range. So a launch that
+which has none of the step's ranges, while the main thread waits inside
+``loss.backward()``, that is inside the ``backward`` range. The per-module
+ranges of that backward (lmstudy.measure.module_ranges) are on autograd's
+thread: a range of a thread without the step's own ranges that no range of
+its thread encloses is adopted by the deepest range open at its start on a
+thread that has them, so its path reads "step/backward/module ...". A launch that
 no range of its own thread encloses is *adopted*: it goes to the innermost
 range open at the moment of the launch on the thread that holds the
 program's ranges. During ``loss.backward()`` that range is ``backward``. The
-table counts adopted work apart (``adopted_instances``, ``adopted_ns``) so a
-reader can see how much of a range came from another thread.
+table counts adopted work apart (``adopted_instances``, ``adopted_ns``; work
+inside an adopted range too) so a reader can see how much of a range came
+from another thread.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import pandas as pd
 
 from lmstudy.analyse.nsys.categories import categorize
 from lmstudy.errors import UserError
-from lmstudy.ranges import PHASES, PROFILED_PASS
+from lmstudy.ranges import PHASES, PROFILED_PASS, STEP
 
 RANGE_COLUMNS = ["thread", "name", "start", "end"]
 LAUNCH_COLUMNS = ["thread", "start", "end", "correlation"]
@@ -203,11 +208,53 @@ class Attribution:
     ranges: pd.DataFrame  # + parent, path
 
 
+def _adopt_ranges(ranges: pd.DataFrame, parents: np.ndarray) -> np.ndarray:
+    """Where a range that no range of its own thread encloses was opened in a thread with none of the
+    step's ranges (the per-module ranges of a CUDA backward, on autograd's thread), its parent is
+    the deepest range open at its start on a thread that holds them (during loss.backward(): the
+    backward range, or a module's range inside it). True for each range so adopted."""
+    adopted = np.zeros(len(ranges), dtype=bool)
+    names = ranges["name"].astype(str)
+    program = set(ranges.loc[names.isin([*PHASES, STEP]), "thread"])
+    roots = (parents < 0) & ~ranges["thread"].isin(program).to_numpy()
+    if not program or not roots.any():
+        return adopted
+    depth = np.zeros(len(ranges), dtype=int)
+    for idx in range(len(ranges)):
+        at = parents[idx]
+        while at >= 0:
+            depth[idx] += 1
+            at = parents[at]
+    times = ranges.loc[roots, "start"].to_numpy()
+    best = np.full(len(times), -1)
+    for _, group in ranges[ranges["thread"].isin(program)].groupby("thread"):
+        found = _timeline(group).at(times)
+        deeper = depth[np.clip(found, 0, None)] > depth[np.clip(best, 0, None)]
+        better = (found >= 0) & ((best < 0) | deeper)
+        best = np.where(better, found, best)
+    parents[np.flatnonzero(roots)] = best
+    adopted[np.flatnonzero(roots)] = best >= 0
+    return adopted
+
+
+def _crossed(parents: np.ndarray, adopted: np.ndarray) -> np.ndarray:
+    """For each range: it or a range above it was adopted from another thread."""
+    crossed = adopted.copy()
+    for idx in range(len(parents)):
+        at = idx
+        while at >= 0 and not crossed[idx]:
+            crossed[idx] = adopted[at]
+            at = parents[at]
+    return crossed
+
+
 def attribute(events: Events) -> Attribution:
     ranges = events.ranges.copy()
     parents = _parents(ranges)
+    adopted = _adopt_ranges(ranges, parents)
     ranges["parent"] = parents
     ranges["path"] = _paths(ranges, parents)
+    crossed = _crossed(parents, adopted)
 
     launches = events.launches.copy()
     launches["owner"] = -1
@@ -215,7 +262,9 @@ def attribute(events: Events) -> Attribution:
         mask = (launches["thread"] == thread).to_numpy()
         if mask.any():
             launches.loc[mask, "owner"] = _timeline(group).at(launches.loc[mask, "start"].to_numpy())
-    launches["adopted"] = False
+    # Work launched inside a range adopted from another thread was adopted too.
+    owners = launches["owner"].to_numpy()
+    launches["adopted"] = (owners >= 0) & crossed[np.clip(owners, 0, None)]
     orphans = (launches["owner"] < 0).to_numpy()
     range_threads = set(ranges["thread"])
     if orphans.any() and len(range_threads) > 0:

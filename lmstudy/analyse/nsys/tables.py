@@ -13,7 +13,7 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.nsys.categories import CATEGORIES
-from lmstudy.ranges import ATTENTION_SCORES, FINAL_MATMUL, PHASES, SOFTMAX
+from lmstudy.ranges import ATTENTION_SCORES, FINAL_MATMUL, MODULE_RANGE, PHASES, SOFTMAX
 
 CONFIG = ["size", "context_length", "pass"]
 # softmax over one row element: max, subtract, exp, sum, divide.
@@ -252,3 +252,26 @@ def adopted_share(kernels: pd.DataFrame) -> pd.DataFrame:
     sums["adopted % of step"] = 100 * sums["adopted_ns"] / sums["total_ns"]
     sums["adopted % of backward"] = 100 * sums["adopted_ns"] / backward
     return sums.reset_index()
+
+
+@computes_table
+def module_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Time per step (ms) by module, per configuration and phase: kernels whose innermost range is a
+    module's (lmstudy.measure.module_ranges), the modules' layer numbers replaced by * so that every
+    layer's same module adds up; with each module's share of its phase's time and its top kernel."""
+    owned = kernels[kernels["range"].astype(str).str.startswith(MODULE_RANGE)].copy()
+    if owned.empty:
+        return pd.DataFrame()
+    owned["module"] = (owned["range"].astype(str).str.removeprefix(MODULE_RANGE)
+                       .str.replace(r"\.\d+(?=\.|$)", ".*", regex=True))
+    owned["ms"] = per_step(owned, "total_ns") / 1e6
+    keys = [*CONFIG, "phase"]
+    phase_ms = (kernels.assign(ms=per_step(kernels, "total_ns") / 1e6)
+                .groupby(keys, observed=True)["ms"].sum().rename("phase_ms"))
+    table = owned.groupby([*keys, "module"], observed=True).agg(ms=("ms", "sum")).reset_index()
+    top = (owned.sort_values("ms", ascending=False).drop_duplicates([*keys, "module"])
+           [[*keys, "module", "kernel"]].rename(columns={"kernel": "top kernel"}))
+    table = table.merge(phase_ms.reset_index(), on=keys).merge(top, on=[*keys, "module"])
+    table["share of phase %"] = 100 * table["ms"] / table["phase_ms"]
+    table = table.sort_values([*keys, "ms"], ascending=[True] * len(keys) + [False])
+    return table.drop(columns="phase_ms").rename(columns={"ms": "ms per step"}).reset_index(drop=True)

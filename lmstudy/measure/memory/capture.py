@@ -44,6 +44,7 @@ class SnapshotSpec(ModelSpec):
     def describe(self) -> dict:
         row = dataclasses.asdict(self)
         row["pass"] = row.pop("pass_name")
+        row["model"] = self.model.label
         return row
 
 
@@ -64,6 +65,8 @@ def _grads(model) -> list[torch.Tensor]:
 def _observe_residual_dtype(model, step) -> str:
     """Run `step` once, noting the dtype of the first block's output."""
     seen = []
+    if not hasattr(model, "layers"):
+        return ""  # a model of the user's own: which module carries the residual stream is not known
     handle = model.layers[0].register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     try:
         step()

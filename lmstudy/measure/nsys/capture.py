@@ -30,6 +30,7 @@ import torch
 
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.markers import annotate
+from lmstudy.measure.module_ranges import module_ranges
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import make_step, synchronize
 from lmstudy.phases import PhaseClock
@@ -70,6 +71,7 @@ class ProfileSpec(ModelSpec):
             "num_layers": self.num_layers,
             "num_heads": self.num_heads,
             "vocab_size": self.vocab_size,
+            "model": self.model.label,
         }
 
 
@@ -163,12 +165,14 @@ def run_profile(
         cuda_profiler_range(device) if spec.backend == "nsys" else torch_profiler_capture(device, Path(trace))
     )
     started = time.perf_counter()
-    with capture:
+    # Module ranges in the capture only: its warm-up ran without their cost.
+    # A step that runs out of memory leaves none of them open (ModuleRanges.step).
+    with capture, module_ranges(work.model, spec.model.range_depth) as ranges:
         for name, step in sorted(steps.items(), key=lambda item: spec.passes.index(item[0])):
             with out_of_memory_is_a_result(device) as oom, annotate(profiled_pass_range(name)):
                 for _ in range(spec.profiled_steps):
                     start = time.perf_counter()
-                    step()
+                    ranges.step(step, device)
                     synchronize(device)
                     records[name]["captured_step_ms"].append((time.perf_counter() - start) * 1e3)
             if oom:

@@ -72,6 +72,8 @@ def program_args(spec: ProfileSpec) -> list[str]:
         spec.device,
         "--backend",
         spec.backend,
+        "--model",
+        spec.model.to_json(),
     ]
     if spec.tf32:
         args.append("--tf32")

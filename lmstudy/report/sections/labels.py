@@ -15,6 +15,7 @@ PASS_LABELS = {
 
 # The report header's names of the provenance columns (lmstudy.environment.ENVIRONMENT_COLUMNS).
 ENVIRONMENT_LABELS = {
+    "model": "model",
     "gpu": "device",
     "driver": "driver",
     "cuda": "CUDA",

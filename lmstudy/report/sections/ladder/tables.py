@@ -124,7 +124,9 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
             ],
             "speed-up vs fp32 ×": ladder["speedup_vs_fp32"],
             "status": ladder["status"],
-            "why not measured": ladder["reason"].where(ladder["status"] == "unsupported", ""),
+            "why not measured": ladder["reason"].where(
+            ladder["status"].isin(["unsupported", "not applicable"]), ""
+        ),
         }
     )
     if not plots.has_values(table["MFU %"]):

@@ -168,6 +168,20 @@ def build(results: Path, figures: Path) -> Section:
                 name="nsys_attention",
             )
         )
+    else:
+        section.add(Text("(e) Attention: no kernel ran in the built-in model's attention sub-ranges "
+                         "(scores, softmax, final matmul); a model of your own has none, so its attention "
+                         "shows by module below."))
+    modules = in_size_order(T.module_table(kernels))
+    if not modules.empty:
+        section.add(
+            Table(
+                f"{said['time'].capitalize()} per step by module (the model's module paths, each layer's "
+                "module added up as *), with its share of the phase and its top kernel",
+                with_alias(modules),
+                name="nsys_modules",
+            )
+        )
     section.add(
         Table(
             f"Share of {said['time']} by kernel category (%)",

@@ -211,9 +211,12 @@ def model_table(frame: pd.DataFrame) -> pd.DataFrame:
     columns = ["size", "d_model", "d_ff", "num_layers", "num_heads", "vocab_size", "batch_size", "params"]
     if not set(columns) <= set(frame):
         return pd.DataFrame()
-    rows = frame.drop_duplicates("size")[columns].sort_values("size")
+    # The model's label and what counted its FLOPs, where the rows have them (runs since model: exists).
+    named = [c for c in ("model", "flops_counted_by") if c in frame]
+    rows = frame.drop_duplicates("size")[columns + named].sort_values("size")
     return pd.DataFrame(
         {
+            **({"model": rows["model"].astype(str)} if "model" in rows else {}),
             "size": rows["size"].astype(str),
             "d_model": rows["d_model"],
             "d_ff": rows["d_ff"],
@@ -223,6 +226,8 @@ def model_table(frame: pd.DataFrame) -> pd.DataFrame:
             "batch": rows["batch_size"],
             "parameters (M)": rows["params"] / 1e6,
             "without embedding (M)": (rows["params"] - rows["vocab_size"] * rows["d_model"]) / 1e6,
+            **({"FLOPs counted by": rows["flops_counted_by"].astype(str)}
+               if "flops_counted_by" in rows else {}),
         }
     ).reset_index(drop=True)
 

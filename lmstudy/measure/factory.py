@@ -1,0 +1,179 @@
+"""Building the measured model through its factory (config `model:`), and checking what it gives.
+
+Every measuring code path builds the model here, the built-in one too (its
+factory is lmstudy.measure.model.build). A factory that cannot be loaded,
+fails, returns something other than a module, or whose model gives logits of
+the wrong shape stops the job with one sentence naming the factory and what
+was wrong: a UserError, which the scripts print as one line.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from lmstudy.errors import UserError
+from lmstudy.model_choice import ModelChoice, factory_file, is_file_reference, split_reference
+
+
+class NotApplicable(Exception):
+    """What the model does not allow (an attention to switch, Linear weights to keep in bf16): a result."""
+
+
+@functools.cache
+def load_factory(reference: str) -> Callable[..., nn.Module]:
+    """The factory function `reference` names, imported once per process."""
+    where, function = split_reference(reference)
+    if is_file_reference(where):
+        path = factory_file(reference)
+        if not path.is_file():
+            raise UserError(
+                f"the model factory {reference!r}: the file {path} does not exist (a relative path is from "
+                "the project root): fix model.factory in config.yaml."
+            )
+        # A module name of its own, so a user's model.py never shadows (or is shadowed by) another.
+        name = "lmstudy_user_factory_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        loader = functools.partial(spec.loader.exec_module, module)
+    else:
+        module = None
+        loader = functools.partial(importlib.import_module, where)
+    try:
+        loaded = loader()
+    except Exception as error:  # noqa: BLE001 - whatever the user's module raises is theirs to fix
+        raise UserError(f"the model factory {reference!r} could not be imported: "
+                        f"{type(error).__name__}: {_one_line(error)}.") from error
+    module = module if module is not None else loaded
+    if module.__name__ not in sys.modules:
+        sys.modules[module.__name__] = module  # classes in it must pickle by name for torch.compile
+    factory = getattr(module, function, None)
+    if not callable(factory):
+        raise UserError(f"the model factory {reference!r}: {where} has no function {function!r}: "
+                        "fix model.factory in config.yaml.")
+    return factory
+
+
+def accepts_attention(factory: Callable) -> bool:
+    """Whether the factory takes an `attention` keyword ("naive" or "sdpa"): the model can switch it."""
+    try:
+        return "attention" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def attention_not_applicable(choice: ModelChoice, attention: str) -> str | None:
+    """Why the model of `choice` cannot be measured with `attention` (a sentence), or None where it can:
+    any model runs as its factory builds it ("naive"); another attention needs a factory that takes
+    an `attention` keyword."""
+    if attention == "naive" or accepts_attention(load_factory(choice.factory)):
+        return None
+    return (f"switching the attention to {attention} needs a factory that takes an `attention` keyword, "
+            f"and {choice.factory} does not.")
+
+
+def factory_arguments(choice: ModelChoice, dims: dict, context_length: int) -> dict:
+    """The keyword arguments of one size's call: its dimensions, the context length and its own keys."""
+    return {**dims, "context_length": context_length, **dict(choice.extra)}
+
+
+def build_model(choice: ModelChoice, dims: dict, context_length: int, attention: str = "naive") -> nn.Module:
+    """The model of `choice` at one size, on the current default device (a torch.device context).
+
+    `attention` other than "naive" needs a factory that accepts it, else NotApplicable.
+    """
+    factory = load_factory(choice.factory)
+    kwargs = factory_arguments(choice, dims, context_length)
+    why = attention_not_applicable(choice, attention)
+    if why:
+        raise NotApplicable(why)
+    if accepts_attention(factory):
+        kwargs["attention"] = attention
+    try:
+        model = factory(**kwargs)
+    except Exception as error:  # noqa: BLE001 - the user's factory: its failure is theirs to fix
+        from lmstudy.measure.devices import is_out_of_memory
+
+        if is_out_of_memory(error):  # a size too large for the device (CUDA's or the CPU's): a result
+            raise
+        raise UserError(f"the model factory {choice.factory!r} failed when called with {_keywords(kwargs)}: "
+                        f"{type(error).__name__}: {_one_line(error)}.") from error
+    if not isinstance(model, nn.Module):
+        raise UserError(f"the model factory {choice.factory!r} returned a {type(model).__name__}, "
+                        "not a torch.nn.Module: return the model itself.")
+    return model
+
+
+def logits_of(output, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
+    """The logits in a model's output (a tensor, a tuple's first item, or `.logits`), checked for shape.
+
+    Only shapes are compared (no device synchronisation): free on every step.
+    """
+    if isinstance(output, (tuple, list)) and output:
+        output = output[0]
+    elif not isinstance(output, torch.Tensor) and hasattr(output, "logits"):
+        output = output.logits
+    if not isinstance(output, torch.Tensor):
+        raise UserError(f"the model of factory {factory!r} returned a {type(output).__name__} from its "
+                        "forward, not logits: return a tensor, a tuple starting with one, or an object "
+                        "with .logits.")
+    expected = (*inputs.shape, vocab_size)
+    if tuple(output.shape) != expected:
+        raise UserError(f"the model of factory {factory!r} returned logits of shape {list(output.shape)} for "
+                        f"token ids of shape {list(inputs.shape)}; expected [batch, context, vocab] = "
+                        f"{list(expected)}.")
+    return output
+
+
+def count_on_meta(choice: ModelChoice, dims: dict, context_length: int, batch_size: int) -> dict:
+    """The model's parameters (all of them) and the FLOPs of one step of each pass, by PyTorch's
+    FlopCounterMode, counted on the meta device: nothing is allocated or computed anywhere.
+
+    FLOPs are those of fp32 arithmetic (autocast changes dtypes, not the count).
+    """
+    try:
+        return _count(choice, dims, context_length, batch_size, "meta")
+    except RuntimeError:
+        # Some models read a value in their forward (Hugging Face's masks call .item()), which the
+        # meta device cannot give: counted on the host, with one sequence (FLOPs scale with the batch).
+        counted = _count(choice, dims, context_length, 1, "cpu")
+        return {k: v if k == "parameters" else v * batch_size for k, v in counted.items()}
+
+
+def _count(choice: ModelChoice, dims: dict, context_length: int, batch_size: int, device: str) -> dict:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device(device):
+        model = build_model(choice, dims, context_length)
+        inputs = torch.zeros(batch_size, context_length, dtype=torch.long)
+    vocab_size = dims["vocab_size"]
+    with torch.no_grad(), FlopCounterMode(display=False) as forward:
+        logits_of(model(inputs), inputs, vocab_size, choice.factory)
+    with FlopCounterMode(display=False) as training:
+        logits = logits_of(model(inputs), inputs, vocab_size, choice.factory)
+        nn.functional.cross_entropy(logits.reshape(-1, vocab_size).float(), inputs.reshape(-1)).backward()
+    return {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "forward": forward.get_total_flops(),
+        # The optimizer's arithmetic is not counted (the MFU convention, as lmstudy.flops).
+        "forward_backward": training.get_total_flops(),
+        "train_step": training.get_total_flops(),
+    }
+
+
+def _keywords(kwargs: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0].rstrip(".")[:300] if text else "(no message)"
+
