@@ -60,7 +60,7 @@ install-test: $(VENV)/bin/python
 	  echo "note: $(TORCH_CPU_INDEX) cannot be reached; installing $(TEST_TORCH) from the default index"; \
 	  $(PIP) "$(TEST_TORCH)"; \
 	fi
-	$(PIP) -e ".[test,slurm]"
+	$(PIP) -e ".[test,slurm,hf]"
 
 # The browser test (tests/test_report_browser.py) opens the report in Debian's
 # Chromium. Recommends are left out: the browser needs none of them.
