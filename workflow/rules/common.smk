@@ -239,12 +239,17 @@ def noise_flags():
 
 
 def run_tables_digest(name):
-    """The digest of run `name`'s tables (lmstudy.analyse.compare.runs), or a WorkflowError naming the fix."""
+    """The digest of run `name`'s tables (lmstudy.analyse.compare.runs), or a WorkflowError naming the fix.
+
+    The sections declare the tables a comparison reads; importing them (pandas,
+    matplotlib) costs seconds, so only a comparison's job asks.
+    """
     from lmstudy.analyse.compare.runs import fingerprint
     from lmstudy.errors import UserError
+    from lmstudy.report.sections import compared_products
 
     try:
-        return fingerprint(Path("results"), name)
+        return fingerprint(Path("results"), name, compared_products())
     except UserError as error:
         raise WorkflowError(str(error)) from None
 
