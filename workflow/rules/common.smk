@@ -15,6 +15,7 @@ from lmstudy import config as study_config  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
 from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS  # noqa: E402
+from lmstudy.report.sections import NAMES as SECTION_NAMES  # noqa: E402
 
 # config.yaml < preset < --configfile < --config: Snakemake merged the
 # command line's layers over config.yaml already; they are laid over the
