@@ -38,7 +38,6 @@ def load(results: Path) -> pd.DataFrame:
 
 def make_figures(results: Path, out_dir: Path) -> None:
     frame = load(results)
-    out_dir.mkdir(parents=True, exist_ok=True)
     comp = comparison(frame) if not frame.empty else pd.DataFrame()
     if comp.empty or comp["speedup"].isna().all():
         return

@@ -70,7 +70,6 @@ def load(results: Path) -> dict[str, pd.DataFrame]:
 
 def make_figures(results: Path, out_dir: Path) -> None:
     """The share of the matmul rate per rung and size; and each profiled rung's time by category."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     ladder = ladder_frame(load(results)["rungs"])
     if ladder.empty:
         return

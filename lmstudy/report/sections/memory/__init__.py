@@ -61,7 +61,6 @@ def load(results: Path) -> pd.DataFrame:
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
     frame = measured(load(results))
     if frame.empty:
         return

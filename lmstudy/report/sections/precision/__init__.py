@@ -24,7 +24,6 @@ __all__ = [
     "dtype_findings",
     "dtype_table",
     "load",
-    "make_figures",
     "speedup_findings",
 ]
 
@@ -41,11 +40,6 @@ def load_norms(results: Path) -> pd.DataFrame:
     ]
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def make_figures(results: Path, out_dir: Path) -> None:
-    """The speed-up figure belongs to the timing section; this section draws none."""
-    out_dir.mkdir(parents=True, exist_ok=True)
 
 
 def build(results: Path, figures: Path) -> Section:
@@ -154,7 +148,7 @@ SECTION = SectionContract(
         "timing": "timing/timing.csv",
     },
     build=build,
-    make_figures=make_figures,
+    # No make_figures: the speed-up figure belongs to the timing section; this section draws none.
     tables=(accumulation_table, dtype_table, precision_answers.norm_table, timing_section.speedup_table,
             precision_answers.low_precision_speedup_table),
     findings=(accumulation_findings, dtype_findings, speedup_findings),

@@ -59,7 +59,6 @@ def load(results: Path) -> pd.DataFrame:
 
 def make_figures(results: Path, out_dir: Path) -> None:
     frame = study_model(load(results))
-    out_dir.mkdir(parents=True, exist_ok=True)
     if frame.empty:
         return
     draw_figures(frame, out_dir)
