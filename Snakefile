@@ -14,14 +14,15 @@ configfile: "config.yaml"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/timing.smk"
-include: "workflow/rules/nsys.smk"
-include: "workflow/rules/precision.smk"
-include: "workflow/rules/memory.smk"
-include: "workflow/rules/attention.smk"
-include: "workflow/rules/compile.smk"
-include: "workflow/rules/ladder.smk"
-include: "workflow/rules/cost.smk"
+
+
+# One rule file per report section, in the registry's order (lmstudy.report.sections.NAMES):
+# a section reads the tables of those before it, and cost, the last, counts every job.
+for section_name in SECTION_NAMES:
+
+    include: f"workflow/rules/{section_name}.smk"
+
+
 include: "workflow/rules/report.smk"
 include: "workflow/rules/compare.smk"
 

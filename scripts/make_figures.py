@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from lmstudy.cli import run_main  # noqa: E402
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--section", required=True, help="a module of lmstudy.report.sections")
+    p.add_argument("--section", required=True, help="a section of lmstudy.report.sections.NAMES")
     p.add_argument("--results", type=Path, required=True, help="results/<run>")
     p.add_argument("--sizes", nargs="*", default=[], help="the sizes in the config's order (tables, figures)")
     p.add_argument("--style", type=Path, help="a matplotlib style file")
@@ -33,13 +32,12 @@ def main(argv=None) -> None:
     if args.style:
         plt.style.use(args.style)
     from lmstudy.analyse.links import check_links_inside
+    from lmstudy.report.sections import contract
     from lmstudy.report.sections.labels import use_size_order
 
     check_links_inside(args.results)
     use_size_order(args.sizes)
-    module = importlib.import_module(f"lmstudy.report.sections.{args.section}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    module.make_figures(args.results, args.out)
+    contract(args.section).draw(args.results, args.out)
     print("\n".join(str(p) for p in sorted(args.out.glob("*.png"))))
 
 

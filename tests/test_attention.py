@@ -131,7 +131,7 @@ def test_naive_compile_runs_and_records_its_first_call():
 def test_section_from_real_rows(sweep_rows, tmp_path):
     write_csv(tmp_path / "attention" / "attention.csv", sweep_rows)
     figures = tmp_path / "figures"
-    section.make_figures(tmp_path, figures)
+    section.SECTION.draw(tmp_path, figures)
     assert (figures / "time.png").stat().st_size > 0
     built = section.build(tmp_path, figures)
     findings = next(b for b in built.blocks if isinstance(b, Findings)).items

@@ -63,7 +63,7 @@ def test_out_of_memory_is_a_row(compile_rows):
 
 def test_section_from_real_rows(compile_rows, tmp_path):
     write_csv(tmp_path / "compile" / "compile.csv", compile_rows)
-    section.make_figures(tmp_path, tmp_path / "figures")
+    section.SECTION.draw(tmp_path, tmp_path / "figures")
     assert (tmp_path / "figures" / "speedup.png").exists()
     built = section.build(tmp_path, tmp_path / "figures")
     table = next(b.frame for b in built.blocks if isinstance(b, Table))

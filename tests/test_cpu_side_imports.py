@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from lmstudy.report.sections import NAMES as SECTION_NAMES
+
 from .conftest import FIXTURES, IMPORT_PROBE, REPO, import_probe_env
 from .fresh_imports import import_each
 
@@ -38,8 +40,7 @@ CPU_SIDE = [
     "lmstudy.errors",
     "lmstudy.ranges",
     "lmstudy.analyse.attention_memory",  # the attention section's accounting
-    *(f"lmstudy.report.sections.{name}" for name in
-      ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")),  # figures, report
+    *(f"lmstudy.report.sections.{name}" for name in SECTION_NAMES),  # figures, report
 ]
 # And every module of the CPU-side layers (README, Layout), through whatever they import.
 CPU_SIDE += sorted(

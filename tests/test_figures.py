@@ -89,7 +89,7 @@ def test_the_ladder_on_a_cpu_has_no_mfu_and_marks_what_could_not_run(tmp_path):
     said = ladder.findings(frame)
     assert "tiny: no rung is faster than the one below it beyond noise." in said
     assert any("CPU operator time per step" in s and "outside those operators" in s for s in said)
-    ladder.make_figures(tmp_path, tmp_path / "figures")
+    ladder.SECTION.draw(tmp_path, tmp_path / "figures")
     for name in (ladder.SHARE_FIGURE, ladder.TIME_FIGURE):
         assert (tmp_path / "figures" / name).stat().st_size > 5000
 

@@ -67,7 +67,7 @@ def results(tmp_path_factory):
         "device is cpu",
     )
     frame.to_csv(root / "memory" / "memory.csv", index=False)
-    section.make_figures(root, root / "figures" / "memory")
+    section.SECTION.draw(root, root / "figures" / "memory")
     return root
 
 
@@ -135,7 +135,7 @@ def test_section_says_why_nothing_was_measured(tmp_path):
     frame = table.build(["tiny"], [32], ["forward"], ["fp32"], [], tmp_path, "device is cpu: no GPU")
     (tmp_path / "memory").mkdir()
     frame.to_csv(tmp_path / "memory" / "memory.csv", index=False)
-    section.make_figures(tmp_path, tmp_path / "figures")
+    section.SECTION.draw(tmp_path, tmp_path / "figures")
     built = section.build(tmp_path, tmp_path / "figures")
     answers, block = built.blocks
     assert answers.items[0].text == "Not answered: no memory snapshot was taken: device is cpu: no GPU."

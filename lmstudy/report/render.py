@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import itertools
 import math
 import re
@@ -322,13 +321,16 @@ def table_html(frame: pd.DataFrame) -> Markup:
 
 
 def build_sections(names: list[str], results: Path, figures: Path) -> list[Section]:
+    """The registered sections among `names` (lmstudy.report.sections.NAMES), each built through its
+    contract from results/<run> and its figures in figures/<name>, in the report's order."""
+    from lmstudy.report.sections import contracts
+
     sections = []
-    for name in names:
-        module = importlib.import_module(f"lmstudy.report.sections.{name}")
-        section = module.build(results, figures / name)
+    for contract in contracts(names):
+        section = contract.build(results, figures / contract.name)
         for block in section.blocks:
             if isinstance(block, Figure) and not block.drawn_by:
-                block.drawn_by = f"{module.__name__}.make_figures"
+                block.drawn_by = contract.drawn_by
         sections.append(section)
     return sections
 

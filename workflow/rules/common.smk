@@ -16,6 +16,7 @@ from lmstudy import job_spec as job_specs  # noqa: E402
 from lmstudy import plan  # noqa: E402
 from lmstudy import resources as job_resources  # noqa: E402
 from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS  # noqa: E402
+from lmstudy.report.sections import NAMES as SECTION_NAMES  # noqa: E402
 
 # config.yaml < preset < --configfile < --config: Snakemake merged the
 # command line's layers over config.yaml already; they are laid over the
@@ -244,12 +245,17 @@ def job_spec(job, wildcards=None):
 
 
 def run_tables_digest(name):
-    """The digest of run `name`'s tables (lmstudy.analyse.compare.runs), or a WorkflowError naming the fix."""
+    """The digest of run `name`'s tables (lmstudy.analyse.compare.runs), or a WorkflowError naming the fix.
+
+    The sections declare the tables a comparison reads; importing them (pandas,
+    matplotlib) costs seconds, so only a comparison's job asks.
+    """
     from lmstudy.analyse.compare.runs import fingerprint
     from lmstudy.errors import UserError
+    from lmstudy.report.sections import compared_products
 
     try:
-        return fingerprint(Path("results"), name)
+        return fingerprint(Path("results"), name, compared_products())
     except UserError as error:
         raise WorkflowError(str(error)) from None
 

@@ -5,7 +5,8 @@
 # Each section's rule file registers its aggregated tables before this file
 # is included:  SECTION_TABLES["<section>"] = [paths]. The section's library
 # package lmstudy/report/sections/<section>/ draws its figures and builds its part
-# of the report from them.
+# of the report from them, through its contract (lmstudy.report.contract); the
+# report shows the sections in the registry's order (lmstudy.report.sections.NAMES).
 FIGURE_STYLE = str(BASE / "workflow/report/figures.mplstyle")
 TEMPLATES = sorted(
     str(p)

@@ -19,17 +19,10 @@ from lmstudy.analyse.tables import environment_of
 from lmstudy.environment import ENVIRONMENT_COLUMNS
 from lmstudy.errors import UserError
 
-# The tables a comparison reads, relative to results/<run>/; timing is the one it needs.
-TABLES = {
-    "timing": "timing/timing.csv",
-    "kernels": "nsys/kernels.csv",
-    "profiles": "nsys/runs.csv",
-    "memory": "memory/memory.csv",
-    "attention": "attention/attention.csv",
-    "compile": "compile/compile.csv",
-    "ladder": "ladder/ladder.csv",
-}
-REQUIRED = "timing"
+# The one table a comparison needs, relative to results/<run>/; the others it reads are those the
+# report's sections declare (lmstudy.report.sections.compared_products), handed to load() and
+# fingerprint() as `tables` (name -> path under results/<run>/).
+REQUIRED = "timing/timing.csv"
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads")
 
 
@@ -85,20 +78,20 @@ def check_run(results: Path, name: str) -> Path:
             f"There is no run named {name!r}: {folder}/ does not exist ({_others(results, name)}); "
             f"copy that run's results folder to {folder}/ or run the study with --config run={name}."
         )
-    if not (folder / TABLES[REQUIRED]).exists():
+    if not (folder / REQUIRED).exists():
         raise UserError(
-            f"{folder}/ has no {TABLES[REQUIRED]}, which a comparison needs: "
-            f"{remake(name, folder / TABLES[REQUIRED])}, or copy that run's whole results folder, "
+            f"{folder}/ has no {REQUIRED}, which a comparison needs: "
+            f"{remake(name, folder / REQUIRED)}, or copy that run's whole results folder, "
             "timing table included."
         )
     return folder
 
 
-def fingerprint(results: Path, name: str) -> str:
-    """A digest of the tables a comparison of run `name` reads (paths, sizes, modification times)."""
+def fingerprint(results: Path, name: str, tables: dict[str, str]) -> str:
+    """A digest of the `tables` a comparison of run `name` reads (paths, sizes, modification times)."""
     folder = check_run(results, name)
     digest = hashlib.sha256()
-    for relative in TABLES.values():
+    for relative in tables.values():
         path = folder / relative
         if path.exists():
             stat = path.stat()
@@ -106,13 +99,14 @@ def fingerprint(results: Path, name: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def load(results: Path, name: str) -> Run:
+def load(results: Path, name: str, tables: dict[str, str]) -> Run:
+    """Run `name`'s `tables` (name -> path under results/<name>/), each empty where the run has none."""
     folder = check_run(results, name)
     check_links_inside(folder)
-    tables = {}
-    for key, relative in TABLES.items():
+    frames = {}
+    for key, relative in tables.items():
         try:
-            tables[key] = result_files.read_csv(folder / relative, missing_ok=True)
+            frames[key] = result_files.read_csv(folder / relative, missing_ok=True)
         except result_files.DamagedResult as error:
             if not error.what:
                 raise
@@ -122,7 +116,7 @@ def load(results: Path, name: str) -> Run:
                 f"{error.path} is damaged or not a result file ({error.what}): delete it "
                 f"(rm '{error.path}') and {remake(name, error.path)}."
             ) from None
-    return Run(name, folder, tables)
+    return Run(name, folder, frames)
 
 
 def _values(frame: pd.DataFrame, column: str) -> str:

@@ -1,7 +1,7 @@
-"""Each section's numbers of two runs matched by configuration, with ratios B/A and verdicts.
+"""Each section's numbers of two runs matched by configuration: the joins, presence and verdicts
+every section's comparison (lmstudy/report/sections/<name>/compare.py) uses.
 
-Every function takes the two runs (lmstudy.analyse.compare.runs.Run) and returns a
-tidy frame: one row per configuration found in either run, so a
+A joined frame has one row per configuration found in either run, so a
 configuration measured in one run only, or out of memory in one, is a row
 that says so rather than a row dropped.
 """
@@ -15,16 +15,6 @@ import pandas as pd
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 
-TIMING_KEY = ["size", "context_length", "pass", "precision", "variant"]
-PROFILE_KEY = ["size", "context_length", "pass", "precision"]
-MEMORY_KEY = ["size", "context_length", "pass", "precision"]
-ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
-COMPILE_KEY = ["size", "context_length", "precision", "attention", "pass", "mode"]
-LADDER_KEY = ["size", "context_length", "rung_key"]
-MEMORY_KINDS = (
-    "parameters", "gradients", "optimizer_state", "autocast_cache", "activations", "temporaries", "other",
-    "before_recording", "allocator_rounding",
-)
 MISSING_STATUS = "not measured"
 
 
@@ -48,7 +38,7 @@ def presence(status_a, status_b) -> str:
     return f"{status_a} in A, {status_b} in B"
 
 
-def _join(a: pd.DataFrame, b: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+def join(a: pd.DataFrame, b: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """Outer join of A's and B's rows on `key` (columns suffixed _a, _b); A's order, then B's extra rows."""
     a = a.assign(_in_a=True).set_index(key)
     b = b.assign(_in_b=True).set_index(key)
@@ -57,8 +47,8 @@ def _join(a: pd.DataFrame, b: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     return joined.reindex(order).reset_index()
 
 
-def _join_table(a: Run, b: Run, table: str, key: list[str], columns) -> pd.DataFrame:
-    """Both runs' `table` (those of `columns` it has, and status), joined on `key` (see _join)."""
+def join_table(a: Run, b: Run, table: str, key: list[str], columns) -> pd.DataFrame:
+    """Both runs' `table` (those of `columns` it has, and status), joined on `key` (see join)."""
     parts = []
     for run in (a, b):
         frame = run[table]
@@ -66,10 +56,10 @@ def _join_table(a: Run, b: Run, table: str, key: list[str], columns) -> pd.DataF
             parts.append(pd.DataFrame(columns=[*key, "status"]))
         else:
             parts.append(frame[[c for c in (*key, "status", *columns) if c in frame]])
-    return _join(parts[0], parts[1], key)
+    return join(parts[0], parts[1], key)
 
 
-def _steady(frame: pd.DataFrame) -> pd.DataFrame:
+def steady(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["warmup_steps"] == frame["warmup_steps"].max()]
 
 
@@ -84,172 +74,17 @@ def _result_columns(result: V.Comparison) -> dict:
     }
 
 
-_EMPTY_RESULT = {
+EMPTY_RESULT = {
     "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "processes_a": 0, "processes_b": 0,
 }
 
 
-def _compared(cell_a, cell_b, min_effect: float) -> dict:
+def compared(cell_a, cell_b, min_effect: float) -> dict:
     """The comparison columns of two rows' per-process samples (lmstudy.analyse.compare.verdict)."""
     return _result_columns(V.compare_processes(V.processes_of(cell_a), V.processes_of(cell_b), min_effect))
 
 
-def timing(a: Run, b: Run, min_effect: float = V.MIN_EFFECT,
-           unfair_sizes: frozenset = frozenset()) -> pd.DataFrame:
-    """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY."""
-    columns = ["status", "median_ms", "step_times_ms", "tokens_per_s", "mfu", "peak_allocated_bytes",
-               "batch_size", "params"]
-    parts = []
-    for run in (a, b):
-        frame = run["timing"]
-        if "variant" not in frame:
-            frame = frame.assign(variant="naive")
-        steady = _steady(frame)
-        parts.append(steady[[*TIMING_KEY, *(c for c in columns if c in steady)]])
-    joined = _join(parts[0], parts[1], TIMING_KEY)
-    rows = []
-    for _, row in joined.iterrows():
-        out = {k: row[k] for k in TIMING_KEY}
-        out["status_a"], out["status_b"] = row.get("status_a"), row.get("status_b")
-        for side in ("a", "b"):
-            ok = row.get(f"status_{side}") == "ok"
-            out[f"median_ms_{side}"] = row.get(f"median_ms_{side}") if ok else math.nan
-            out[f"tokens_per_s_{side}"] = row.get(f"tokens_per_s_{side}") if ok else math.nan
-            out[f"mfu_{side}"] = row.get(f"mfu_{side}") if ok else math.nan
-            peak = row.get(f"peak_allocated_bytes_{side}")
-            out[f"peak_gib_{side}"] = peak / 2**30 if ok and pd.notna(peak) else math.nan
-            out[f"params_{side}"] = row.get(f"params_{side}")
-        unmatched = presence(out["status_a"], out["status_b"])
-        if unmatched:
-            out.update(_EMPTY_RESULT, verdict=unmatched)
-        else:
-            out.update(_compared(row["step_times_ms_a"], row["step_times_ms_b"], min_effect))
-        notes = []
-        batch_a, batch_b = row.get("batch_size_a"), row.get("batch_size_b")
-        if pd.notna(batch_a) and pd.notna(batch_b) and batch_a != batch_b:
-            notes.append(f"batch {int(batch_a)} vs {int(batch_b)}")
-        if str(out["size"]) in unfair_sizes:
-            notes.append("other dimensions")
-        out["note"] = "; ".join(notes)
-        rows.append(out)
-    frame = pd.DataFrame(rows)
-    if not frame.empty:
-        frame["tokens_ratio"] = frame["tokens_per_s_b"] / frame["tokens_per_s_a"]
-    return frame
-
-
-def _per_step_kernels(run: Run) -> pd.DataFrame:
-    kernels = run["kernels"]
-    if kernels.empty:
-        return kernels
-    kernels = kernels[kernels["status"] == "ok"] if "status" in kernels else kernels
-    steps = kernels["profiled_steps"] if "profiled_steps" in kernels else 1
-    return kernels.assign(ms_per_step=kernels["total_ns"] / steps / 1e6)
-
-
-def profile_status(run: Run) -> pd.DataFrame:
-    """One row per profiled configuration with its status (nsys/runs.csv)."""
-    runs = run["profiles"]
-    if runs.empty:
-        return pd.DataFrame(columns=[*PROFILE_KEY, "status"])
-    return runs[[*PROFILE_KEY, "status"]].drop_duplicates(PROFILE_KEY)
-
-
-def profiled_configurations(a: Run, b: Run) -> pd.DataFrame:
-    """Every profiled configuration of either run, with both statuses and a verdict of presence."""
-    joined = _join(profile_status(a), profile_status(b), PROFILE_KEY)
-    if joined.empty:
-        return joined
-    joined["presence"] = [presence(x, y) for x, y in zip(joined["status_a"], joined["status_b"], strict=True)]
-    return joined
-
-
-def kernel_categories(a: Run, b: Run) -> pd.DataFrame:
-    """GPU time per step by kernel category, per configuration profiled in both runs."""
-    sums = []
-    for run in (a, b):
-        kernels = _per_step_kernels(run)
-        if kernels.empty:
-            sums.append(pd.DataFrame(columns=[*PROFILE_KEY, "category", "ms_per_step"]))
-            continue
-        per_category = kernels.groupby([*PROFILE_KEY, "category"], sort=False)["ms_per_step"].sum()
-        sums.append(per_category.reset_index())
-    configs = profiled_configurations(a, b)
-    if configs.empty:
-        return pd.DataFrame()
-    both = configs[configs["presence"] == ""][PROFILE_KEY]
-    joined = _join(sums[0], sums[1], [*PROFILE_KEY, "category"])
-    joined = joined.merge(both, on=PROFILE_KEY, how="inner")
-    joined["ms_a"] = joined["ms_per_step_a"].fillna(0.0)
-    joined["ms_b"] = joined["ms_per_step_b"].fillna(0.0)
-    joined["change"] = joined["ms_b"] / joined["ms_a"] - 1
-    return joined[[*PROFILE_KEY, "category", "ms_a", "ms_b", "change"]]
-
-
-def top_kernel_changes(
-    a: Run, b: Run, per_configuration: int = 5, min_effect: float = V.MIN_EFFECT
-) -> pd.DataFrame:
-    """Per configuration profiled in both: the kernels that changed most, appeared or vanished."""
-    ka, kb = _per_step_kernels(a), _per_step_kernels(b)
-    configs = profiled_configurations(a, b)
-    if ka.empty or kb.empty or configs.empty:
-        return pd.DataFrame()
-    both = configs[configs["presence"] == ""][PROFILE_KEY]
-    key = [*PROFILE_KEY, "kernel", "category"]
-    sa = ka.groupby(key, sort=False)["ms_per_step"].sum().reset_index()
-    sb = kb.groupby(key, sort=False)["ms_per_step"].sum().reset_index()
-    joined = _join(sa, sb, key).merge(both, on=PROFILE_KEY, how="inner")
-    joined["ms_a"] = joined["ms_per_step_a"].fillna(0.0)
-    joined["ms_b"] = joined["ms_per_step_b"].fillna(0.0)
-    joined["delta_ms"] = joined["ms_b"] - joined["ms_a"]
-    joined["change"] = [
-        V.change_verdict(x, y, min_effect) for x, y in zip(joined["ms_a"], joined["ms_b"], strict=True)
-    ]
-    joined["magnitude"] = joined["delta_ms"].abs()
-    top = (
-        joined.sort_values("magnitude", ascending=False, kind="stable")
-        .groupby(PROFILE_KEY, sort=False)
-        .head(per_configuration)
-    )
-    order = {tuple(k): i for i, k in enumerate(both.itertuples(index=False, name=None))}
-    top = top.assign(_order=[order[tuple(k)] for k in top[PROFILE_KEY].itertuples(index=False, name=None)])
-    top = top.sort_values(["_order", "magnitude"], ascending=[True, False], kind="stable")
-    columns = [*PROFILE_KEY, "kernel", "category", "change", "ms_a", "ms_b", "delta_ms"]
-    return top[columns].reset_index(drop=True)
-
-
-def memory(a: Run, b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Section 4: each configuration's peak in both runs, and memory at the peak by kind."""
-    joined = _join_table(a, b, "memory", MEMORY_KEY, ["peak_bytes", *(f"{k}_bytes" for k in MEMORY_KINDS)])
-    if joined.empty:
-        return joined, joined
-    peaks = joined[MEMORY_KEY].copy()
-    peaks["status_a"], peaks["status_b"] = joined["status_a"], joined["status_b"]
-    peaks["presence"] = [presence(x, y) for x, y in zip(joined["status_a"], joined["status_b"], strict=True)]
-    for side in ("a", "b"):
-        column = f"peak_bytes_{side}"
-        values = joined[column] if column in joined else pd.Series(math.nan, index=joined.index)
-        peaks[f"peak_gib_{side}"] = (values / 2**30).where(joined[f"status_{side}"] == "ok")
-    peaks["ratio"] = peaks["peak_gib_b"] / peaks["peak_gib_a"]
-    kinds = []
-    both = peaks["presence"] == ""
-    for kind in MEMORY_KINDS:
-        ca, cb = f"{kind}_bytes_a", f"{kind}_bytes_b"
-        if ca not in joined and cb not in joined:
-            continue
-        part = joined.loc[both, MEMORY_KEY].copy()
-        part["kind"] = kind
-        part["gib_a"] = (joined.loc[both, ca] if ca in joined else math.nan) / 2**30
-        part["gib_b"] = (joined.loc[both, cb] if cb in joined else math.nan) / 2**30
-        kinds.append(part)
-    kinds = pd.concat(kinds, ignore_index=True) if kinds else pd.DataFrame()
-    if not kinds.empty:
-        kinds = kinds.sort_values([*MEMORY_KEY], kind="stable").reset_index(drop=True)
-        kinds["change_gib"] = kinds["gib_b"] - kinds["gib_a"]
-    return peaks, kinds
-
-
-def _sample_comparisons(joined, key, parts, min_effect) -> pd.DataFrame:
+def sample_comparisons(joined, key, parts, min_effect) -> pd.DataFrame:
     """Rows compared from their per-process samples: one per key x part.
 
     `parts`: (part's name, its median column, its per-process samples
@@ -267,140 +102,11 @@ def _sample_comparisons(joined, key, parts, min_effect) -> pd.DataFrame:
             out["median_ms_a"] = row.get(f"{median}_a") if row.get("status_a") == "ok" else math.nan
             out["median_ms_b"] = row.get(f"{median}_b") if row.get("status_b") == "ok" else math.nan
             if unmatched:
-                out.update(_EMPTY_RESULT, verdict=unmatched)
+                out.update(EMPTY_RESULT, verdict=unmatched)
                 rows.append(out)
                 continue
-            out.update(_compared(row.get(f"{samples}_a"), row.get(f"{samples}_b"), min_effect))
+            out.update(compared(row.get(f"{samples}_a"), row.get(f"{samples}_b"), min_effect))
             if out["verdict"] == V.TOO_FEW and out["median_ms_a"] > 0 and out["median_ms_b"] > 0:
                 out.update(ratio=out["median_ms_b"] / out["median_ms_a"], verdict=V.ONE_PROCESS)
             rows.append(out)
     return pd.DataFrame(rows)
-
-
-def attention(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
-    """Section 5: forward and backward medians per implementation, precision, d and length."""
-    parts = [(d, f"{d}_median_ms", f"{d}_times_ms") for d in ("forward", "backward")]
-    joined = _join_table(a, b, "attention", ATTENTION_KEY, [c for _, *columns in parts for c in columns])
-    if joined.empty:
-        return joined
-    return _sample_comparisons(joined, ATTENTION_KEY, parts, min_effect)
-
-
-def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
-    """Each run's speed-up of SDPA and of compiled naive attention over naive eager (forward+backward)."""
-    out = None
-    for name, run in (("a", a), ("b", b)):
-        frame = run["attention"]
-        if frame.empty:
-            continue
-        ok = frame[frame["status"] == "ok"].assign(
-            total=lambda f: f["forward_median_ms"] + f["backward_median_ms"]
-        )
-        wide = ok.pivot_table(index=["precision", "head_dim", "seq_len"], columns="implementation",
-                              values="total", aggfunc="first")
-        part = pd.DataFrame(index=wide.index)
-        for other in ("sdpa", "naive-compile"):
-            if "naive" in wide and other in wide:
-                part[f"{other}_{name}"] = wide["naive"] / wide[other]
-        out = part if out is None else out.join(part, how="outer")
-    if out is None or out.empty or not len(out.columns):
-        return pd.DataFrame()
-    return out.reset_index()
-
-
-def compile_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
-    """Section 6: eager and compiled medians per size, precision, attention, pass."""
-    keep = ("median_ms", "step_times_ms", "first_step_excess_s")
-    joined = _join_table(a, b, "compile", COMPILE_KEY, keep)
-    if joined.empty:
-        return joined
-    rows = _sample_comparisons(joined, COMPILE_KEY, (("", "median_ms", "step_times_ms"),), min_effect)
-    for side in ("a", "b"):
-        column = f"first_step_excess_s_{side}"
-        rows[f"compile_s_{side}"] = (
-            joined[column].where((joined["mode"] == "compiled") & (joined[f"status_{side}"] == "ok"))
-            if column in joined else math.nan
-        )
-    return rows
-
-
-def compile_speedups(rows: pd.DataFrame) -> pd.DataFrame:
-    """Eager over compiled median, in each run, per size, context, precision, attention and pass."""
-    if rows.empty:
-        return rows
-    key = [k for k in COMPILE_KEY if k != "mode"]
-    out = {}
-    for side in ("a", "b"):
-        wide = rows.pivot_table(index=key, columns="mode", values=f"median_ms_{side}", aggfunc="first",
-                                observed=True)
-        if {"eager", "compiled"} <= set(wide.columns):
-            out[f"speedup_{side}"] = wide["eager"] / wide["compiled"]
-        compile_s = rows[rows["mode"] == "compiled"].set_index(key)[f"compile_s_{side}"]
-        out[f"compile_s_{side}"] = compile_s
-    frame = pd.DataFrame(out)
-    return frame.reset_index() if not frame.empty else frame
-
-
-def ladder_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
-    """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, verdicts from the step
-    samples; each run's share of its own matmul rate beside them."""
-    columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops"]
-    parts = [
-        run["ladder"][[*LADDER_KEY, *(c for c in columns if c in run["ladder"])]]
-        if not run["ladder"].empty else pd.DataFrame(columns=[*LADDER_KEY, "status"])
-        for run in (a, b)
-    ]
-    joined = _join(parts[0], parts[1], LADDER_KEY)
-    rows = []
-    for _, row in joined.iterrows():
-        out = {k: row[k] for k in LADDER_KEY}
-        out["rung"] = row.get("rung_a") if pd.notna(row.get("rung_a")) else row.get("rung_b")
-        out["status_a"], out["status_b"] = row.get("status_a"), row.get("status_b")
-        for side in ("a", "b"):
-            ok = row.get(f"status_{side}") == "ok"
-            out[f"median_ms_{side}"] = row.get(f"median_ms_{side}") if ok else math.nan
-            out[f"share_{side}"] = row.get(f"share_of_matmul_{side}") if ok else math.nan
-            out[f"matmul_tflops_{side}"] = row.get(f"matmul_tflops_{side}")
-        unmatched = presence(out["status_a"], out["status_b"])
-        if unmatched:
-            out.update(_EMPTY_RESULT, verdict=unmatched)
-        else:
-            out.update(_compared(row.get("step_times_ms_a"), row.get("step_times_ms_b"), min_effect))
-        rows.append(out)
-    return pd.DataFrame(rows)
-
-
-# The ladder's rungs as timing variants, for runs without a ladder table (made before
-# section 7 had jobs of its own, or with sdpa variants in timing.variants):
-# (rung, precision, timing variant).
-RUNGS = (
-    ("fp32", "fp32", "naive"),
-    ("bf16", "bf16", "naive"),
-    ("bf16 + SDPA", "bf16", "sdpa"),
-    ("bf16 + SDPA + compile", "bf16", "sdpa-compile"),
-)
-
-
-def ladder(timing_rows: pd.DataFrame) -> pd.DataFrame:
-    """The training step's rungs, from the compared timing rows, where a context has more than one rung."""
-    if timing_rows.empty:
-        return timing_rows
-    train = timing_rows[timing_rows["pass"] == "train_step"]
-    parts = []
-    for index, (rung, precision, variant) in enumerate(RUNGS):
-        part = train[(train["precision"] == precision) & (train["variant"] == variant)]
-        parts.append(part.assign(rung=rung, rung_index=index))
-    rungs = pd.concat(parts, ignore_index=True)
-    counts = rungs.groupby(["size", "context_length"])["rung"].transform("nunique")
-    rungs = rungs[counts > 1]
-    if rungs.empty:
-        return rungs
-    for side in ("a", "b"):
-        base = rungs[rungs["rung_index"] == 0].set_index(["size", "context_length"])[f"median_ms_{side}"]
-        keys = list(zip(rungs["size"], rungs["context_length"], strict=True))
-        rungs[f"vs_fp32_{side}"] = base.reindex(keys).to_numpy() / rungs[f"median_ms_{side}"]
-    seen = dict.fromkeys(zip(timing_rows["size"], timing_rows["context_length"], strict=True))
-    first_seen = {k: i for i, k in enumerate(seen)}
-    rungs["_order"] = [first_seen[k] for k in zip(rungs["size"], rungs["context_length"], strict=True)]
-    rungs = rungs.sort_values(["_order", "rung_index"], kind="stable").drop(columns="_order")
-    return rungs.reset_index(drop=True)

@@ -1,21 +1,55 @@
-"""One package per report section; labels.py and plots.py are shared by all.
+"""The report's sections: one package each, registered here; labels.py and plots.py are shared by all.
 
-Each section is a package lmstudy/report/sections/<name>/ with one module per job:
+NAMES is the registry, in the report's order: the study's report shows, the
+comparison compares, the workflow includes (workflow/rules/<name>.smk, from the
+Snakefile) and the tests check exactly these sections. It stays a plain list
+of names so that the workflow reads it at parse time without importing pandas
+or matplotlib.
 
-- ``__init__.py``: the loader(s) of its aggregated tables and the two entry points below
-  (``build`` assembles the Section from the parts);
+A section is a package lmstudy/report/sections/<name>/ that ends its
+``__init__.py`` with ``SECTION = SectionContract(...)`` (lmstudy.report.contract):
+its title, what it measures, the products it reads, its tables, figures,
+findings and answers, how to build its part of the report and how two runs of
+it compare. Inside the package, one module per job:
+
+- ``__init__.py``: loads its products, draws (``make_figures``) and builds
+  (``build``) its part of the report, and declares the contract;
 - ``tables.py``: the functions that compute its tables (pandas only);
 - ``figures.py``: the functions that draw its figures (matplotlib; the only part that
-  imports it; precision draws none, so has none);
-- ``findings.py``: the functions that compute its findings (sentences) from its tables.
+  imports it);
+- ``findings.py`` and ``answers.py``: its findings and its answers to the course's
+  questions, computed from its tables;
+- ``compare.py``: its part of the comparison of two runs (where it has one).
 
-tables.py and findings.py never import figures.py. Each section package offers two
-functions that the report side calls:
-
-- ``make_figures(results: Path, out_dir: Path) -> None`` draws the section's
-  figures (PNG) from its aggregated tables under ``results`` into ``out_dir``;
-- ``build(results: Path, figures: Path) -> lmstudy.report.render.Section`` returns
-  the section's tables, figures and computed findings.
-
-``results`` is ``results/<run>``. Neither function touches a GPU.
+tables.py, findings.py and answers.py never import figures.py. Neither part touches a GPU.
+docs/layout.md shows how to add a section, on an example.
 """
+
+from __future__ import annotations
+
+import importlib
+
+NAMES = ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")
+
+
+def contract(name: str):
+    """The registered section `name`'s contract (lmstudy.report.contract.SectionContract)."""
+    if name not in NAMES:
+        raise ValueError(f"no report section named {name!r}: the sections are {', '.join(NAMES)}")
+    return importlib.import_module(f"lmstudy.report.sections.{name}").SECTION
+
+
+def contracts(names=NAMES) -> list:
+    """The contracts of `names`, in the registry's order (the report's)."""
+    for name in names:
+        contract(name)  # an unknown name stops here, named
+    return [contract(name) for name in NAMES if name in set(names)]
+
+
+def compared_products() -> dict[str, str]:
+    """Every product the comparison of two runs reads, by key, in the registry's order."""
+    products = {}
+    for section in contracts():
+        if section.compare is not None:
+            products.update({key: section.products[key] for key in section.compare.reads})
+    return products

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse import result_files
 from lmstudy.report.answers import Answers
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.attention import answers as attention_answers
+from lmstudy.report.sections.attention import compare as attention_compare
 from lmstudy.report.sections.attention.figures import draw_figures
 from lmstudy.report.sections.attention.findings import findings
 from lmstudy.report.sections.attention.tables import (
@@ -32,6 +33,7 @@ from lmstudy.report.sections.attention.tables import (
 )
 
 __all__ = [
+    "SECTION",
     "GIB",
     "IMPLEMENTATIONS",
     "LABELS",
@@ -57,8 +59,7 @@ __all__ = [
 
 
 def load(results: Path) -> pd.DataFrame:
-    path = results / "attention" / "attention.csv"
-    frame = result_files.read_csv(path, missing_ok=True)
+    frame = SECTION.read(results, "attention")
     if frame.empty:
         return frame
     frame["implementation"] = pd.Categorical(
@@ -72,14 +73,13 @@ def load(results: Path) -> pd.DataFrame:
 
 def make_figures(results: Path, out_dir: Path) -> None:
     frame = load(results)
-    out_dir.mkdir(parents=True, exist_ok=True)
     if frame.empty:
         return
     draw_figures(frame, out_dir)
 
 
 def build(results: Path, figures: Path) -> Section:
-    section = Section("attention", "5. Attention")
+    section = SECTION.start()
     frame = load(results)
     if frame.empty:
         return section.add(Text("No attention results: the section is switched off or produced no rows."))
@@ -185,3 +185,17 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     return section
+
+
+SECTION = SectionContract(
+    name="attention",
+    title="5. Attention",
+    measures="Attention alone, naive vs compiled vs SDPA: time and memory against sequence length.",
+    products={"attention": "attention/attention.csv"},
+    build=build,
+    make_figures=make_figures,
+    tables=(main_table, backend_table, compile_table, accounting_table, memory_fit_table),
+    findings=(findings,),
+    answers=attention_answers.answers,
+    compare=Comparison(reads=("attention",), build=attention_compare.section),
+)

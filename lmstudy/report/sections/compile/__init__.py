@@ -6,16 +6,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse import result_files
 from lmstudy.report.answers import Answers
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.compile import answers as compile_answers
+from lmstudy.report.sections.compile import compare as compile_compare
 from lmstudy.report.sections.compile.figures import draw_figures
 from lmstudy.report.sections.compile.findings import findings
 from lmstudy.report.sections.compile.tables import KEY, comparison, comparison_table
 from lmstudy.report.sections.labels import order_sizes
 
 __all__ = [
+    "SECTION",
     "KEY",
     "build",
     "comparison",
@@ -28,8 +30,7 @@ __all__ = [
 
 
 def load(results: Path) -> pd.DataFrame:
-    path = results / "compile" / "compile.csv"
-    frame = result_files.read_csv(path, missing_ok=True)
+    frame = SECTION.read(results, "compile")
     if frame.empty:
         return frame
     return order_sizes(frame)
@@ -37,7 +38,6 @@ def load(results: Path) -> pd.DataFrame:
 
 def make_figures(results: Path, out_dir: Path) -> None:
     frame = load(results)
-    out_dir.mkdir(parents=True, exist_ok=True)
     comp = comparison(frame) if not frame.empty else pd.DataFrame()
     if comp.empty or comp["speedup"].isna().all():
         return
@@ -45,7 +45,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
 
 
 def build(results: Path, figures: Path) -> Section:
-    section = Section("compile", "6. torch.compile of the whole model")
+    section = SECTION.start()
     frame = load(results)
     if frame.empty:
         return section.add(Text("No torch.compile results: the section is switched off or produced no rows."))
@@ -77,3 +77,18 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     return section
+
+
+SECTION = SectionContract(
+    name="compile",
+    title="6. torch.compile of the whole model",
+    measures="The whole model eager and under torch.compile: step times, speed-up and compile time.",
+    products={"compile": "compile/compile.csv"},
+    build=build,
+    make_figures=make_figures,
+    tables=(comparison_table,),
+    figures=("speedup.png",),
+    findings=(findings,),
+    answers=compile_answers.answers,
+    compare=Comparison(reads=("compile",), build=compile_compare.section),
+)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse import result_files
 from lmstudy.analyse.study_cost import PHASE_COLUMNS
 from lmstudy.phases import PHASES
+from lmstudy.report.contract import SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.cost.figures import draw_figures
 from lmstudy.report.sections.cost.findings import concurrency_findings, findings
@@ -23,6 +23,7 @@ from lmstudy.report.sections.cost.tables import (
 )
 
 __all__ = [
+    "SECTION",
     "PHASE_LABELS",
     "SECTION_ORDER",
     "SHORT",
@@ -45,12 +46,11 @@ PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing res
 
 
 def load(results: Path) -> pd.DataFrame:
-    return result_files.read_csv(results / "cost" / "jobs.csv", missing_ok=True)
+    return SECTION.read(results, "jobs")
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
     frame = load(results)
-    out_dir.mkdir(parents=True, exist_ok=True)
     if frame.empty:
         return
     draw_figures(frame, out_dir)
@@ -63,7 +63,7 @@ def _phase_label(frame: pd.DataFrame, column: str) -> str:
 
 
 def build(results: Path, figures: Path) -> Section:
-    section = Section("cost", "8. The study's own cost")
+    section = SECTION.start()
     frame = load(results)
     if frame.empty:
         return section.add(Text("No cost records: the run had no jobs."))
@@ -84,3 +84,16 @@ def build(results: Path, figures: Path) -> Section:
     if not gpus.empty:
         section.add(Table("Measuring jobs per GPU", gpus))
     return section
+
+
+SECTION = SectionContract(
+    name="cost",
+    title="8. The study's own cost",
+    measures="Every job's wall time, by section, rule and phase.",
+    products={"jobs": "cost/jobs.csv"},
+    build=build,
+    make_figures=make_figures,
+    tables=(by_rule, slowest, by_gpu),
+    figures=("cost.png",),
+    findings=(findings, concurrency_findings),
+)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse import result_files
 from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.ladder import compare as ladder_compare
 from lmstudy.report.sections.ladder.figures import _share_figure, _time_figure
 from lmstudy.report.sections.ladder.findings import findings
 from lmstudy.report.sections.ladder.tables import (
@@ -35,6 +36,7 @@ from lmstudy.report.sections.ladder.tables import (
 )
 
 __all__ = [
+    "SECTION",
     "CATEGORY_COLUMNS",
     "SHARE_FIGURE",
     "TIME_FIGURE",
@@ -63,16 +65,11 @@ TIME_FIGURE = "time_by_category.png"
 
 
 def load(results: Path) -> dict[str, pd.DataFrame]:
-    folder = results / "ladder"
-    return {
-        "rungs": result_files.read_csv(folder / "ladder.csv", missing_ok=True),
-        "matmul": result_files.read_csv(folder / "matmul.csv", missing_ok=True),
-    }
+    return {"rungs": SECTION.read(results, "ladder"), "matmul": SECTION.read(results, "matmul")}
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
     """The share of the matmul rate per rung and size; and each profiled rung's time by category."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     ladder = ladder_frame(load(results)["rungs"])
     if ladder.empty:
         return
@@ -121,7 +118,7 @@ def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
 
 
 def build(results: Path, figures: Path) -> Section:
-    section = Section("ladder", "7. The optimization ladder of the training step")
+    section = SECTION.start()
     data = load(results)
     ladder = ladder_frame(data["rungs"])
     if ladder.empty:
@@ -179,3 +176,18 @@ def build(results: Path, figures: Path) -> Section:
                 )
             )
     return section
+
+
+SECTION = SectionContract(
+    name="ladder",
+    title="7. The optimization ladder of the training step",
+    measures="The training step one optimization after another (fp32 → bf16 → SDPA → compile → ...), each "
+    "rung as a share of the GPU's dense bf16 matmul rate measured in the same run.",
+    products={"ladder": "ladder/ladder.csv", "matmul": "ladder/matmul.csv"},
+    build=build,
+    make_figures=make_figures,
+    tables=(ladder_table, best_table, breakdown_table, matmul_table),
+    figures=(SHARE_FIGURE, TIME_FIGURE),
+    findings=(findings,),
+    compare=Comparison(reads=("ladder",), build=ladder_compare.section),
+)

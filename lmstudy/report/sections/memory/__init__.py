@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse import result_files
 from lmstudy.report.answers import Answer, Answers
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
 from lmstudy.report.sections.memory import answers as memory_answers
+from lmstudy.report.sections.memory import compare as memory_compare
 from lmstudy.report.sections.memory.figures import PHASE_COLORS, _timeline_name, draw_figures
 from lmstudy.report.sections.memory.findings import findings
 from lmstudy.report.sections.memory.tables import (
@@ -26,6 +27,7 @@ from lmstudy.report.sections.memory.tables import (
 )
 
 __all__ = [
+    "SECTION",
     "GIB",
     "KIND_LABELS",
     "MEMORY_VIZ",
@@ -50,8 +52,7 @@ MEMORY_VIZ = "https://pytorch.org/memory_viz"
 
 
 def load(results: Path) -> pd.DataFrame:
-    path = results / "memory" / "memory.csv"
-    frame = result_files.read_csv(path, missing_ok=True)
+    frame = SECTION.read(results, "memory")
     if frame.empty:
         return frame
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
@@ -60,7 +61,6 @@ def load(results: Path) -> pd.DataFrame:
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
     frame = measured(load(results))
     if frame.empty:
         return
@@ -89,7 +89,7 @@ def _method_text(frame: pd.DataFrame) -> str:
 
 
 def build(results: Path, figures: Path) -> Section:
-    section = Section("memory", "4. Memory")
+    section = SECTION.start()
     frame = load(results)
     if frame.empty:
         return section.add(Text("No memory results: the section produced no rows."))
@@ -178,3 +178,23 @@ def build(results: Path, figures: Path) -> Section:
     if absent:
         section.add(Text(f"Absent from this run's folder (copied without them?): {absent}."))
     return section
+
+
+SECTION = SectionContract(
+    name="memory",
+    title="4. Memory",
+    measures="CUDA memory snapshots of one step: peaks, memory by kind at the peak, timelines and the "
+    "largest allocations.",
+    # memory.csv names each snapshot's summary folder (summary_dir), which holds the rest.
+    products={
+        "memory": "memory/memory.csv",
+        "summaries": "memory/summary/<snapshot>/ (summary.json, timeline.csv, largest_allocations.csv)",
+    },
+    build=build,
+    make_figures=make_figures,
+    tables=(peak_table, kinds_table, phase_peak_table, residual_table, largest_table),
+    figures=("peaks.png",),
+    findings=(findings,),
+    answers=memory_answers.answers,
+    compare=Comparison(reads=("memory",), build=memory_compare.section),
+)

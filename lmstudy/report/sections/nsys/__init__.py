@@ -10,14 +10,17 @@ from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
 from lmstudy.analyse.nsys.names import kernel_alias
 from lmstudy.report.answers import Answers
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.labels import in_size_order
 from lmstudy.report.sections.nsys import answers as nsys_answers
+from lmstudy.report.sections.nsys import compare as nsys_compare
 from lmstudy.report.sections.nsys.figures import SHARES_FIGURE, draw_figures
 from lmstudy.report.sections.nsys.findings import findings
 from lmstudy.report.sections.nsys.tables import _with_status, words
 
 __all__ = [
+    "SECTION",
     "SHARES_FIGURE",
     "_with_status",
     "backend_record",
@@ -30,14 +33,9 @@ __all__ = [
 ]
 
 
-def _read(path: Path) -> pd.DataFrame:
-    return result_files.read_csv(path, missing_ok=True)
-
-
 def load(results: Path) -> dict[str, pd.DataFrame]:
-    base = results / "nsys"
-    data = {name: _read(base / f"{name}.csv") for name in ("kernels", "ranges", "runs")}
-    data["timing"] = _read(results / "timing" / "timing.csv")
+    data = {name: SECTION.read(results, product) for name, product in
+            (("kernels", "kernels"), ("ranges", "ranges"), ("runs", "profiles"), ("timing", "timing"))}
     for frame in (data["kernels"], data["ranges"]):
         if not frame.empty:
             frame["range"] = frame["range"].fillna("")
@@ -50,7 +48,7 @@ def load(results: Path) -> dict[str, pd.DataFrame]:
 def backend_record(results: Path) -> dict:
     """How the run's profiler was chosen (scripts/nsys_backend.py's answer); {} if absent."""
 
-    path = results / "nsys" / "backend.json"
+    path = results / SECTION.products["backend"]
     return result_files.read_json(path) if path.exists() else {}
 
 
@@ -92,10 +90,10 @@ def build(results: Path, figures: Path) -> Section:
     data = load(results)
     runs = data["runs"]
     if runs.empty:
-        section = Section("nsys", "2. Kernel profiles")
+        section = SECTION.start()
         return section.add(Text("No profiles: the section is switched off or produced no runs."))
     said = words(runs)
-    section = Section("nsys", said["title"])
+    section = Section(SECTION.name, said["title"])  # names the profiler it ran
     first = runs.iloc[0]
     backends = ", ".join(sorted(set(runs["backend"])))
     versions = ", ".join(sorted({str(v) for v in runs.get("nsys_version", pd.Series()).dropna() if str(v)}))
@@ -198,3 +196,26 @@ def build(results: Path, figures: Path) -> Section:
         )
     )
     return section
+
+
+SECTION = SectionContract(
+    name="nsys",
+    title="2. Kernel profiles",
+    measures="Nsight Systems (or torch.profiler) profiles: kernels by NVTX range, top kernels, GEMM share, "
+    "softmax vs matmul inside attention.",
+    products={
+        "kernels": "nsys/kernels.csv",
+        "ranges": "nsys/ranges.csv",
+        "profiles": "nsys/runs.csv",
+        "backend": "nsys/backend.json",
+        "timing": "timing/timing.csv",
+    },
+    build=build,
+    make_figures=make_figures,
+    tables=(T.forward_time_table, T.top_kernels, T.top_non_gemm_forward, T.gemm_share, T.attention_table,
+            T.category_shares),
+    figures=(SHARES_FIGURE,),
+    findings=(findings,),
+    answers=nsys_answers.answers,
+    compare=Comparison(reads=("kernels", "profiles"), build=nsys_compare.section),
+)

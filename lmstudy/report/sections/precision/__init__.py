@@ -8,6 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse import result_files
 from lmstudy.report.answers import Answers
+from lmstudy.report.contract import SectionContract
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections import timing as timing_section
 from lmstudy.report.sections.precision import answers as precision_answers
@@ -15,6 +16,7 @@ from lmstudy.report.sections.precision.findings import accumulation_findings, dt
 from lmstudy.report.sections.precision.tables import PRECISIONS, accumulation_table, dtype_table
 
 __all__ = [
+    "SECTION",
     "PRECISIONS",
     "accumulation_findings",
     "accumulation_table",
@@ -22,34 +24,26 @@ __all__ = [
     "dtype_findings",
     "dtype_table",
     "load",
-    "make_figures",
     "speedup_findings",
 ]
 
 
-def _read(path: Path) -> pd.DataFrame:
-    return result_files.read_csv(path, missing_ok=True)
-
-
 def load(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    folder = results / "precision"
-    return _read(folder / "accumulation.csv"), _read(folder / "toy_dtypes.csv")
+    return SECTION.read(results, "accumulation"), SECTION.read(results, "dtypes")
 
 
 def load_norms(results: Path) -> pd.DataFrame:
     """The normalisation experiment's rows (precision/norm_errors_<size>.csv, one size per run)."""
-    frames = [_read(path) for path in sorted((results / "precision").glob("norm_errors_*.csv"))]
+    frames = [
+        result_files.read_csv(path, missing_ok=True)
+        for path in sorted(results.glob(SECTION.products["norm_errors"]))
+    ]
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def make_figures(results: Path, out_dir: Path) -> None:
-    """The speed-up figure belongs to the timing section; this section draws none."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-
 def build(results: Path, figures: Path) -> Section:
-    section = Section("precision", "3. Mixed precision")
+    section = SECTION.start()
     accumulation, dtypes = load(results)
     norms = load_norms(results)
     if accumulation.empty and dtypes.empty and norms.empty:
@@ -140,3 +134,23 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     return section
+
+
+SECTION = SectionContract(
+    name="precision",
+    title="3. Mixed precision",
+    measures="Accumulation error, dtypes under autocast, RMSNorm and LayerNorm error in fp16 and bf16 "
+    "operation by operation, and bf16 (and fp16) speed-ups.",
+    products={
+        "accumulation": "precision/accumulation.csv",
+        "dtypes": "precision/toy_dtypes.csv",
+        "norm_errors": "precision/norm_errors_*.csv",
+        "timing": "timing/timing.csv",
+    },
+    build=build,
+    # No make_figures: the speed-up figure belongs to the timing section; this section draws none.
+    tables=(accumulation_table, dtype_table, precision_answers.norm_table, timing_section.speedup_table,
+            precision_answers.low_precision_speedup_table),
+    findings=(accumulation_findings, dtype_findings, speedup_findings),
+    answers=precision_answers.answers,
+)

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse import result_files
 from lmstudy.report.answers import Answers
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections import plots
 from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
 from lmstudy.report.sections.timing import answers as timing_answers
+from lmstudy.report.sections.timing import compare as timing_compare
 from lmstudy.report.sections.timing.figures import draw_figures
 from lmstudy.report.sections.timing.findings import findings
 from lmstudy.report.sections.timing.tables import (
@@ -29,6 +30,7 @@ from lmstudy.report.sections.timing.tables import (
 )
 
 __all__ = [
+    "SECTION",
     "KEY",
     "build",
     "draw_figures",
@@ -47,8 +49,7 @@ __all__ = [
 
 
 def load(results: Path) -> pd.DataFrame:
-    path = results / "timing" / "timing.csv"
-    frame = result_files.read_csv(path, missing_ok=True)
+    frame = SECTION.read(results, "timing")
     if frame.empty:
         return frame
     order_sizes(frame)
@@ -58,14 +59,13 @@ def load(results: Path) -> pd.DataFrame:
 
 def make_figures(results: Path, out_dir: Path) -> None:
     frame = study_model(load(results))
-    out_dir.mkdir(parents=True, exist_ok=True)
     if frame.empty:
         return
     draw_figures(frame, out_dir)
 
 
 def build(results: Path, figures: Path) -> Section:
-    section = Section("timing", "1. End-to-end timing")
+    section = SECTION.start()
     every_variant = load(results)
     frame = study_model(every_variant)
     if frame.empty:
@@ -176,3 +176,20 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     return section
+
+
+SECTION = SectionContract(
+    name="timing",
+    title="1. End-to-end timing",
+    measures="End-to-end time of every size × context length × pass × precision, with warm-up effects, "
+    "MFU and peak memory.",
+    products={"timing": "timing/timing.csv"},
+    build=build,
+    make_figures=make_figures,
+    tables=(timing_answers.model_table, main_table, warmup_table, backward_table, speedup_table, mfu_table,
+            timing_answers.fit_table, variants_table),
+    figures=("latency.png", "warmup.png", "speedup.png"),
+    findings=(findings,),
+    answers=timing_answers.answers,
+    compare=Comparison(reads=("timing",), build=timing_compare.section),
+)

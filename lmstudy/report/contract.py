@@ -1,0 +1,89 @@
+"""What a report section declares, once: the contract the report and the comparison are generic over.
+
+Each section package lmstudy/report/sections/<name>/ ends with one
+``SECTION = SectionContract(...)``; lmstudy.report.sections.NAMES lists the
+packages in the report's order. The study's report builds and draws every
+registered section through its contract (lmstudy.report.render), the comparison
+of two runs calls each contract's ``compare`` (lmstudy.report.compare), and the
+tests iterate over the same registry. No torch, no matplotlib here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+
+
+@dataclasses.dataclass
+class ComparedRuns:
+    """Two runs as a section's comparison sees them: A and B (lmstudy.analyse.compare.runs.Run), the
+    smallest change a verdict calls faster or slower, the folder its figures go to, and what one
+    section computed that another reuses (the ladder of runs without a ladder table reads the timing
+    section's matched rows)."""
+
+    a: object
+    b: object
+    min_effect: float
+    figures: Path
+    shared: dict = dataclasses.field(default_factory=dict)
+
+    def once(self, key: str, compute: Callable[[], object]):
+        """`compute()`, computed once per comparison under `key`."""
+        if key not in self.shared:
+            self.shared[key] = compute()
+        return self.shared[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """How two runs of a section compare: the products it reads from each run (keys of the
+    section's ``products``) and the function that builds its part of the comparison report."""
+
+    reads: tuple[str, ...]
+    build: Callable[[ComparedRuns], object]  # -> lmstudy.report.render.Section
+
+
+@dataclasses.dataclass(frozen=True)
+class SectionContract:
+    name: str  # the package's name, the rule file's (workflow/rules/<name>.smk) and the report's key
+    title: str  # its heading in the report
+    measures: str  # what it measures, in one sentence (the README's and the docs' list)
+    # Every product it reads, by key: a path under results/<run>/ ("timing/timing.csv").
+    products: Mapping[str, str]
+    # (results/<run>, the folder of its figures) -> lmstudy.report.render.Section: its blocks in order.
+    build: Callable[[Path, Path], object]
+    # (results/<run>, a folder that exists) -> None: draws its PNGs; None for a section without figures.
+    make_figures: Callable[[Path, Path], None] | None = None
+    # Declared for a reader and the tests; build() places them:
+    tables: tuple[Callable, ...] = ()  # the functions that compute its tables
+    figures: tuple[str, ...] = ()  # the PNG files it may draw
+    findings: tuple[Callable, ...] = ()  # the functions that write its findings
+    answers: Callable | None = None  # the function that answers the course's questions
+    compare: Comparison | None = None  # None: the comparison of two runs leaves it out
+
+    def start(self):
+        """The section's empty part of the report, headed by its title."""
+        from lmstudy.report.render import Section
+
+        return Section(self.name, self.title)
+
+    def read(self, results: Path, product: str) -> pd.DataFrame:
+        """One of its CSV products of run `results`; empty where the run has none."""
+        return result_files.read_csv(results / self.products[product], missing_ok=True)
+
+    def draw(self, results: Path, out_dir: Path) -> None:
+        """Its figures into out_dir, which exists afterwards even where there is nothing to draw."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if self.make_figures is not None:
+            self.make_figures(results, out_dir)
+
+    @property
+    def drawn_by(self) -> str:
+        """The dotted name a figure of this section credits when it names no function of its own."""
+        function = self.make_figures
+        return f"{function.__module__}.{function.__qualname__}" if function else ""

@@ -1,0 +1,81 @@
+"""Section 5 in the comparison of two runs: attention's forward and backward times."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lmstudy.analyse.compare import tables as T
+from lmstudy.analyse.compare import verdict as V
+from lmstudy.analyse.compare.runs import Run
+from lmstudy.report import compare_cells as cells
+from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.render import Findings, Section, Table, Text
+
+ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
+
+
+def attention(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
+    """Section 5: forward and backward medians per implementation, precision, d and length."""
+    parts = [(d, f"{d}_median_ms", f"{d}_times_ms") for d in ("forward", "backward")]
+    joined = T.join_table(a, b, "attention", ATTENTION_KEY, [c for _, *columns in parts for c in columns])
+    if joined.empty:
+        return joined
+    return T.sample_comparisons(joined, ATTENTION_KEY, parts, min_effect)
+
+
+def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
+    """Each run's speed-up of SDPA and of compiled naive attention over naive eager (forward+backward)."""
+    out = None
+    for name, run in (("a", a), ("b", b)):
+        frame = run["attention"]
+        if frame.empty:
+            continue
+        ok = frame[frame["status"] == "ok"].assign(
+            total=lambda f: f["forward_median_ms"] + f["backward_median_ms"]
+        )
+        wide = ok.pivot_table(index=["precision", "head_dim", "seq_len"], columns="implementation",
+                              values="total", aggfunc="first")
+        part = pd.DataFrame(index=wide.index)
+        for other in ("sdpa", "naive-compile"):
+            if "naive" in wide and other in wide:
+                part[f"{other}_{name}"] = wide["naive"] / wide[other]
+        out = part if out is None else out.join(part, how="outer")
+    if out is None or out.empty or not len(out.columns):
+        return pd.DataFrame()
+    return out.reset_index()
+
+
+def _section_attention(a, b, min_effect: float) -> Section:
+    section = Section("attention", "5. Attention")
+    rows = attention(a, b, min_effect)
+    if rows.empty:
+        return section.add(Text("Neither run has attention results (section 5)."))
+    section.add(Text(
+        "Forward and backward medians per implementation, precision, head size and sequence length, "
+        "with verdicts from the variation between processes (rows of runs that kept no per-process "
+        "samples say \"one process\")."
+    ))
+    compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
+    items = []
+    for part_name, part in compared.groupby("part", sort=False):
+        items.append(f"Attention {part_name}: B/A median {part['ratio'].median():.3f} over {len(part)} "
+                     f"configurations ({cells.counts(part['verdict'])}).")
+    unmatched = rows[~rows["verdict"].isin(V.VERDICTS)]
+    if len(unmatched):
+        items.append(f"Not compared: {cells.counts(unmatched['verdict'])} (rows forward and backward).")
+    section.add(Findings(items))
+    section.add(Table("Attention step times, B against A", cells.summary_table(rows, {
+        "implementation": "implementation", "precision": "precision", "head_dim": "d", "seq_len": "seq",
+        "part": "part"}), name="attention_step_times"))
+    speedups = attention_speedups(a, b)
+    if not speedups.empty:
+        speedups = speedups.rename(columns={
+            "head_dim": "d", "seq_len": "seq", "sdpa_a": "A SDPA ×", "sdpa_b": "B SDPA ×",
+            "naive-compile_a": "A compiled ×", "naive-compile_b": "B compiled ×"})
+        section.add(Table("Speed-ups over naive eager attention (forward+backward), in each run", speedups,
+                          name="attention_speedups"))
+    return section
+
+
+def section(runs: ComparedRuns) -> Section:
+    return _section_attention(runs.a, runs.b, runs.min_effect)

@@ -1,0 +1,134 @@
+"""Section 7 in the comparison of two runs: the ladder's rungs, or for runs without a ladder
+table, its rungs among the timing variants."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from lmstudy.analyse.compare import tables as T
+from lmstudy.analyse.compare import verdict as V
+from lmstudy.analyse.compare.runs import Run
+from lmstudy.report import compare_cells as cells
+from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.render import Findings, Section, Table, Text
+from lmstudy.report.sections.timing.compare import matched as matched_timing
+
+LADDER_KEY = ["size", "context_length", "rung_key"]
+
+
+def ladder_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
+    """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, verdicts from the step
+    samples; each run's share of its own matmul rate beside them."""
+    columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops"]
+    parts = [
+        run["ladder"][[*LADDER_KEY, *(c for c in columns if c in run["ladder"])]]
+        if not run["ladder"].empty else pd.DataFrame(columns=[*LADDER_KEY, "status"])
+        for run in (a, b)
+    ]
+    joined = T.join(parts[0], parts[1], LADDER_KEY)
+    rows = []
+    for _, row in joined.iterrows():
+        out = {k: row[k] for k in LADDER_KEY}
+        out["rung"] = row.get("rung_a") if pd.notna(row.get("rung_a")) else row.get("rung_b")
+        out["status_a"], out["status_b"] = row.get("status_a"), row.get("status_b")
+        for side in ("a", "b"):
+            ok = row.get(f"status_{side}") == "ok"
+            out[f"median_ms_{side}"] = row.get(f"median_ms_{side}") if ok else math.nan
+            out[f"share_{side}"] = row.get(f"share_of_matmul_{side}") if ok else math.nan
+            out[f"matmul_tflops_{side}"] = row.get(f"matmul_tflops_{side}")
+        unmatched = T.presence(out["status_a"], out["status_b"])
+        if unmatched:
+            out.update(T.EMPTY_RESULT, verdict=unmatched)
+        else:
+            out.update(T.compared(row.get("step_times_ms_a"), row.get("step_times_ms_b"), min_effect))
+        rows.append(out)
+    return pd.DataFrame(rows)
+
+
+# The ladder's rungs as timing variants, for runs without a ladder table (made before
+# section 7 had jobs of its own, or with sdpa variants in timing.variants):
+# (rung, precision, timing variant).
+RUNGS = (
+    ("fp32", "fp32", "naive"),
+    ("bf16", "bf16", "naive"),
+    ("bf16 + SDPA", "bf16", "sdpa"),
+    ("bf16 + SDPA + compile", "bf16", "sdpa-compile"),
+)
+
+
+def ladder(timing_rows: pd.DataFrame) -> pd.DataFrame:
+    """The training step's rungs, from the compared timing rows, where a context has more than one rung."""
+    if timing_rows.empty:
+        return timing_rows
+    train = timing_rows[timing_rows["pass"] == "train_step"]
+    parts = []
+    for index, (rung, precision, variant) in enumerate(RUNGS):
+        part = train[(train["precision"] == precision) & (train["variant"] == variant)]
+        parts.append(part.assign(rung=rung, rung_index=index))
+    rungs = pd.concat(parts, ignore_index=True)
+    counts = rungs.groupby(["size", "context_length"])["rung"].transform("nunique")
+    rungs = rungs[counts > 1]
+    if rungs.empty:
+        return rungs
+    for side in ("a", "b"):
+        base = rungs[rungs["rung_index"] == 0].set_index(["size", "context_length"])[f"median_ms_{side}"]
+        keys = list(zip(rungs["size"], rungs["context_length"], strict=True))
+        rungs[f"vs_fp32_{side}"] = base.reindex(keys).to_numpy() / rungs[f"median_ms_{side}"]
+    seen = dict.fromkeys(zip(timing_rows["size"], timing_rows["context_length"], strict=True))
+    first_seen = {k: i for i, k in enumerate(seen)}
+    rungs["_order"] = [first_seen[k] for k in zip(rungs["size"], rungs["context_length"], strict=True)]
+    rungs = rungs.sort_values(["_order", "rung_index"], kind="stable").drop(columns="_order")
+    return rungs.reset_index(drop=True)
+
+
+def _section_ladder(a, b, rows, min_effect: float) -> Section:
+    section = Section("ladder", "7. The optimization ladder of the training step")
+    if not (a["ladder"].empty and b["ladder"].empty):
+        return _section_ladder_table(section, ladder_rows(a, b, min_effect))
+    # Runs without the ladder's own table: its rungs among the timing variants, if any.
+    rungs = ladder(rows)
+    if rungs.empty:
+        return section.add(Text("No size and context has more than one rung of the ladder in either run."))
+    items = []
+    for rung, part in rungs[rungs["ratio"].notna()].groupby("rung", sort=False):
+        items.append(f"{rung}: B/A median {part['ratio'].median():.3f} ({cells.counts(part['verdict'])}).")
+    section.add(Findings(items))
+    section.add(Table("Rungs, B against A", pd.DataFrame({
+        "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
+        "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
+        "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
+        "B/A": rungs["ratio"], "verdict": rungs["verdict"],
+        "A × vs fp32": rungs["vs_fp32_a"], "B × vs fp32": rungs["vs_fp32_b"],
+    }), name="ladder_rungs"))
+    return section
+
+
+def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
+    """The ladder section's rungs (ladder/ladder.csv) of both runs: step time B/A with its verdict, and
+    each run's share of its own matmul rate (which itself differs from GPU to GPU)."""
+    items = []
+    for size, part in rungs[rungs["ratio"].notna()].groupby("size", sort=False):
+        items.append(f"{size}: B/A median {part['ratio'].median():.3f} over {len(part)} rungs "
+                     f"({cells.counts(part['verdict'])}).")
+    missing = rungs[~rungs["verdict"].isin(V.VERDICTS) & rungs["ratio"].isna()]
+    if len(missing):
+        names = ", ".join(
+            f"{r['size']} {r['rung_key']} ({r['verdict']})" for _, r in missing.head(6).iterrows()
+        )
+        items.append(f"{len(missing)} rung(s) not compared: {names}.")
+    section.add(Findings(items))
+    section.add(Table("Rungs, B against A", pd.DataFrame({
+        "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
+        "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
+        "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
+        "B/A": rungs["ratio"], "95% CI of B/A": rungs.apply(cells.interval, axis=1),
+        "verdict": rungs["verdict"],
+        "A share of matmul %": rungs["share_a"] * 100, "B share of matmul %": rungs["share_b"] * 100,
+    }), name="ladder_rungs"))
+    return section
+
+
+def section(runs: ComparedRuns) -> Section:
+    return _section_ladder(runs.a, runs.b, matched_timing(runs), runs.min_effect)

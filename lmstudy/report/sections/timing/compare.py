@@ -1,0 +1,216 @@
+"""Section 1 in the comparison of two runs: steady-state step times matched by configuration."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from lmstudy.analyse.compare import runs as R  # noqa: E402
+from lmstudy.analyse.compare import tables as T  # noqa: E402
+from lmstudy.analyse.compare import verdict as V  # noqa: E402
+from lmstudy.analyse.compare.runs import Run  # noqa: E402
+from lmstudy.report import compare_cells as cells  # noqa: E402
+from lmstudy.report.contract import ComparedRuns  # noqa: E402
+from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
+
+TIMING_KEY = ["size", "context_length", "pass", "precision", "variant"]
+
+
+def timing(a: Run, b: Run, min_effect: float = V.MIN_EFFECT,
+           unfair_sizes: frozenset = frozenset()) -> pd.DataFrame:
+    """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY."""
+    columns = ["status", "median_ms", "step_times_ms", "tokens_per_s", "mfu", "peak_allocated_bytes",
+               "batch_size", "params"]
+    parts = []
+    for run in (a, b):
+        frame = run["timing"]
+        if "variant" not in frame:
+            frame = frame.assign(variant="naive")
+        steady = T.steady(frame)
+        parts.append(steady[[*TIMING_KEY, *(c for c in columns if c in steady)]])
+    joined = T.join(parts[0], parts[1], TIMING_KEY)
+    rows = []
+    for _, row in joined.iterrows():
+        out = {k: row[k] for k in TIMING_KEY}
+        out["status_a"], out["status_b"] = row.get("status_a"), row.get("status_b")
+        for side in ("a", "b"):
+            ok = row.get(f"status_{side}") == "ok"
+            out[f"median_ms_{side}"] = row.get(f"median_ms_{side}") if ok else math.nan
+            out[f"tokens_per_s_{side}"] = row.get(f"tokens_per_s_{side}") if ok else math.nan
+            out[f"mfu_{side}"] = row.get(f"mfu_{side}") if ok else math.nan
+            peak = row.get(f"peak_allocated_bytes_{side}")
+            out[f"peak_gib_{side}"] = peak / 2**30 if ok and pd.notna(peak) else math.nan
+            out[f"params_{side}"] = row.get(f"params_{side}")
+        unmatched = T.presence(out["status_a"], out["status_b"])
+        if unmatched:
+            out.update(T.EMPTY_RESULT, verdict=unmatched)
+        else:
+            out.update(T.compared(row["step_times_ms_a"], row["step_times_ms_b"], min_effect))
+        notes = []
+        batch_a, batch_b = row.get("batch_size_a"), row.get("batch_size_b")
+        if pd.notna(batch_a) and pd.notna(batch_b) and batch_a != batch_b:
+            notes.append(f"batch {int(batch_a)} vs {int(batch_b)}")
+        if str(out["size"]) in unfair_sizes:
+            notes.append("other dimensions")
+        out["note"] = "; ".join(notes)
+        rows.append(out)
+    frame = pd.DataFrame(rows)
+    if not frame.empty:
+        frame["tokens_ratio"] = frame["tokens_per_s_b"] / frame["tokens_per_s_a"]
+    return frame
+
+
+def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
+    table = pd.DataFrame(
+        {
+            "size": rows["size"],
+            "context": rows["context_length"],
+            "pass": rows["pass"].map(PASS_LABELS),
+            "precision": rows["precision"],
+        }
+    )
+    if variant_column:
+        table["variant"] = rows["variant"]
+    table["A median ms"] = cells.shown(rows["median_ms_a"], rows["status_a"])
+    table["B median ms"] = cells.shown(rows["median_ms_b"], rows["status_b"])
+    table["B/A"] = rows["ratio"]
+    table["95% CI of B/A"] = rows.apply(cells.interval, axis=1)
+    table["processes A/B"] = cells.processes(rows)
+    table["verdict"] = rows["verdict"]
+    table["A tokens/s"] = rows["tokens_per_s_a"]
+    table["B tokens/s"] = rows["tokens_per_s_b"]
+    table["A MFU %"] = rows["mfu_a"] * 100
+    table["B MFU %"] = rows["mfu_b"] * 100
+    table["A peak GiB"] = rows["peak_gib_a"]
+    table["B peak GiB"] = rows["peak_gib_b"]
+    table["note"] = rows["note"]
+    return table.reset_index(drop=True)
+
+
+def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[str]:
+    items = []
+    compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
+    study = compared[compared["variant"] == "naive"]
+    for pass_name in [p for p in PASS_LABELS if p in set(study["pass"])]:
+        part = study[study["pass"] == pass_name]
+        median = part["ratio"].median()
+        text = (
+            f"{PASS_LABELS[pass_name]}: the median ratio B/A over {len(part)} "
+            f"configuration{'s' if len(part) != 1 else ''} is {median:.3f} ({cells.counts(part['verdict'])})"
+        )
+        flagged = part[part["verdict"].isin([V.FASTER, V.SLOWER])]
+        if len(flagged):
+            best, worst = part.loc[part["ratio"].idxmin()], part.loc[part["ratio"].idxmax()]
+            if best["ratio"] < 1 and best["verdict"] == V.FASTER:
+                text += f"; the largest gain is {cells.config_label(best)} ({cells.times(best['ratio'])})"
+            if worst["ratio"] > 1 and worst["verdict"] == V.SLOWER:
+                text += f"; the largest loss is {cells.config_label(worst)} ({cells.times(worst['ratio'])})"
+        items.append(text + ".")
+    if study["precision"].nunique() > 1:
+        by = study.groupby("precision")["ratio"].median()
+        items.append(
+            "By precision, the median ratio B/A is " + ", ".join(f"{p} {r:.3f}" for p, r in by.items()) + "."
+        )
+    for label in ("A", "B"):
+        only = rows[rows["verdict"] == f"only in {label}"]
+        if len(only):
+            names = ", ".join(f"{cells.config_label(r)} {r['variant']}" for _, r in only.head(6).iterrows())
+            more = f" and {len(only) - 6} more" if len(only) > 6 else ""
+            items.append(f"{len(only)} configuration(s) measured only in {label}: {names}{more}.")
+    oom = rows[rows["verdict"].str.contains("OOM in A$|OOM in B$", regex=True)]
+    for _, row in oom.iterrows():
+        where = row["verdict"][4:]
+        items.append(f"{cells.config_label(row)} {row['variant']} ran out of memory {where} only.")
+    faster_tokens = compared["tokens_ratio"].dropna()
+    if len(faster_tokens) and (rows["note"].str.contains("batch")).any():
+        items.append(
+            f"With different batch sizes, tokens/s is the fair measure: B's is a median "
+            f"{faster_tokens.median():.2f}× A's."
+        )
+    items.append(cells.verdict_rule(min_effect))
+    return items
+
+
+def ratio_figure(rows: pd.DataFrame, min_effect: float, out: Path) -> bool:
+    """Ratio B/A with its interval per configuration (sizes x contexts), one panel per pass x precision."""
+    rows = rows[(rows["variant"] == "naive") & rows["ratio"].notna()]
+    if rows.empty:
+        return False
+    passes = [p for p in PASS_LABELS if p in set(rows["pass"])]
+    precisions = sorted(set(rows["precision"]), key=lambda p: (p != "fp32", p))
+    fig, axes = plt.subplots(len(precisions), len(passes), squeeze=False, sharey=True,
+                             figsize=(4.2 * len(passes), 3.2 * len(precisions) + 0.4))
+    low, high = V.noise_band(min_effect)
+    for r, precision in enumerate(precisions):
+        for c, pass_name in enumerate(passes):
+            ax = axes[r][c]
+            part = rows[(rows["pass"] == pass_name) & (rows["precision"] == precision)].reset_index(drop=True)
+            ax.axhspan(low, high, color="tab:gray", alpha=0.2, lw=0, label="noise band")
+            ax.axhline(1, color="black", lw=0.8)
+            for i, row in part.iterrows():
+                color = cells.VERDICT_COLORS.get(row["verdict"], "tab:gray")
+                if pd.notna(row["ci_low"]):
+                    ax.plot([i, i], [row["ci_low"], row["ci_high"]], color=color, lw=1.5)
+                ax.plot([i], [row["ratio"]], "o", color=color, label=row["verdict"])
+            ax.set_xticks(range(len(part)), [f"{s}\n{int(x)}" for s, x in
+                                             zip(part["size"], part["context_length"], strict=True)],
+                          fontsize=7)
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.set_xlim(-0.5, max(len(part), 1) - 0.5)
+            ax.set_title(f"{PASS_LABELS[pass_name]}, {precision}", fontsize="small")
+            if c == 0:
+                ax.set_ylabel("step time B/A (below 1: B faster)")
+    handles, labels = {}, {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+            labels[lab] = lab
+    fig.legend(list(handles.values()), list(labels), loc="upper center", ncol=len(handles), fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(out)
+    plt.close(fig)
+    return True
+
+
+def _section_timing(rows, min_effect, figures: Path) -> Section:
+    section = Section("timing", "1. End-to-end timing")
+    if rows.empty:
+        return section.add(Text("Neither run has timing rows."))
+    section.add(Text(
+        "Each run's steady state (its largest warm-up), matched by size, context length, pass, precision "
+        "and variant. B/A is the ratio of median step times (below 1: B is faster), with a 95% bootstrap "
+        "interval from the per-step samples; p is the test on the two sets of samples "
+        "(lmstudy/analyse/compare/verdict.py)."
+    ))
+    section.add(Findings(timing_findings(rows, min_effect)))
+    study = rows[rows["variant"] == "naive"]
+    section.add(Table("Step time, tokens/s, MFU and peak memory, B against A (the study's model)",
+                      timing_table(study, variant_column=False), name="timing_step_time"))
+    others = rows[rows["variant"] != "naive"]
+    if len(others):
+        section.add(Table("The other variants (SDPA, compiled)", timing_table(others, variant_column=True),
+                          name="timing_other_variants"))
+    if ratio_figure(rows, min_effect, figures / "ratio.png"):
+        section.add(Figure(figures / "ratio.png",
+                           "Step time B/A per configuration with its 95% interval; grey: the noise band."))
+    return section
+
+
+def matched(runs: ComparedRuns) -> pd.DataFrame:
+    """The timing rows of A and B matched by configuration, computed once per comparison."""
+    unfair = frozenset(R.unfair_sizes(runs.a, runs.b))
+    return runs.once("timing", lambda: timing(runs.a, runs.b, runs.min_effect, unfair))
+
+
+def section(runs: ComparedRuns) -> Section:
+    return _section_timing(matched(runs), runs.min_effect, runs.figures)

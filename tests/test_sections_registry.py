@@ -1,0 +1,62 @@
+"""The registry of report sections (lmstudy.report.sections.NAMES) is the one list of sections: every
+section package and rule file is in it, and each contract is consistent with its package."""
+
+from __future__ import annotations
+
+import pytest
+
+from lmstudy.report.sections import NAMES, compared_products, contract, contracts
+
+from .conftest import REPO
+
+SECTIONS = REPO / "lmstudy" / "report" / "sections"
+RULES = REPO / "workflow" / "rules"
+NOT_SECTIONS = {"common", "report", "compare"}  # rule files of the workflow itself
+
+
+def test_every_section_package_and_rule_file_is_registered_and_nothing_else():
+    packages = {p.parent.name for p in SECTIONS.glob("*/__init__.py")}
+    rule_files = {p.stem for p in RULES.glob("*.smk")} - NOT_SECTIONS
+    assert packages == set(NAMES)
+    assert rule_files == set(NAMES)
+
+
+def test_the_snakefile_includes_the_rule_files_from_the_registry():
+    snakefile = (REPO / "Snakefile").read_text()
+    assert "for section_name in SECTION_NAMES:" in snakefile
+    assert not any(f'rules/{name}.smk"' in snakefile for name in NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_contract_names_its_package_and_is_numbered_in_the_reports_order(name):
+    section = contract(name)
+    assert section.name == name
+    assert section.title.startswith(f"{NAMES.index(name) + 1}. ")
+    assert section.measures.endswith(".")
+    assert section.products, "a section reads at least one product"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_contract_declares_what_its_package_computes(name):
+    section = contract(name)
+    assert all(callable(f) for f in (*section.tables, *section.findings))
+    assert all(figure.endswith(".png") for figure in section.figures)
+    if section.compare is not None:
+        assert set(section.compare.reads) <= set(section.products)
+    if section.figures:
+        assert section.drawn_by == f"lmstudy.report.sections.{name}.make_figures"
+
+
+def test_the_comparison_reads_each_product_under_one_name():
+    products = compared_products()
+    assert products["timing"] == "timing/timing.csv"
+    declared = {}
+    for section in contracts():
+        for key, path in section.products.items():
+            assert declared.setdefault(key, path) == path, f"{key} names two products"
+    assert set(products) <= set(declared)
+
+
+def test_an_unknown_section_is_named():
+    with pytest.raises(ValueError, match="no report section named 'timings'"):
+        contracts(["timing", "timings"])
