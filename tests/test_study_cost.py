@@ -75,8 +75,32 @@ def test_the_repetition_cost_is_the_rounds_after_the_first_and_beyond_the_minimu
     from lmstudy.analyse.study_cost import repetition_columns
 
     record = {"rounds_s": [3.0, 2.0, 1.5, 1.0], "min_processes": 2}
-    assert repetition_columns(record) == {"rounds": 4, "repeat_s": 4.5, "noise_repeat_s": 2.5}
+    assert repetition_columns(record) == {
+        "rounds": 4, "noise_rounds": 2, "repeat_s": 4.5, "noise_repeat_s": 2.5}
     # A job measured once, or a record from before repetition, cost nothing extra.
     assert repetition_columns({"rounds_s": [3.0], "min_processes": 2}) == {
-        "rounds": 1, "repeat_s": 0.0, "noise_repeat_s": 0.0}
-    assert repetition_columns(None) == {"rounds": 0, "repeat_s": 0.0, "noise_repeat_s": 0.0}
+        "rounds": 1, "noise_rounds": 0, "repeat_s": 0.0, "noise_repeat_s": 0.0}
+    assert repetition_columns(None) == {
+        "rounds": 0, "noise_rounds": 0, "repeat_s": 0.0, "noise_repeat_s": 0.0}
+
+
+def test_the_repetition_finding_splits_the_minimum_from_what_noise_asked_for():
+    import pandas as pd
+
+    from lmstudy.report.sections.cost.findings import repetition_findings
+
+    frame = pd.DataFrame({
+        "section": ["timing", "timing", "ladder", "report"],
+        "wall_s": [40.0, 20.0, 30.0, 10.0],
+        "rounds": [4, 2, 2, 0], "noise_rounds": [2, 0, 0, 0],
+        "repeat_s": [24.0, 9.0, 12.0, 0.0], "noise_repeat_s": [15.0, 0.0, 0.0, 0.0],
+    })
+    first, where = repetition_findings(frame)
+    # 45 s of 100: 30 s for the second process of each of three jobs, 15 s in two rounds of one job.
+    assert first.startswith("Measuring in several fresh processes cost 45 s, 45% of the run: 30 s for")
+    assert "15 s for the 2 extra rounds" in first and "in 1 of the 3 jobs that repeat" in first
+    assert "about 0.9 min instead of 1.7 min" in first
+    assert where == "The extra rounds went to timing (15 s)."
+    # A run from before the repetition says nothing of it.
+    before = frame.drop(columns=["rounds", "noise_rounds", "repeat_s", "noise_repeat_s"])
+    assert repetition_findings(before) == []

@@ -61,14 +61,15 @@ def _lease_columns(record: dict | None) -> dict:
 # What repeating across fresh processes cost a job (lmstudy.measure.repeat):
 # its rounds of processes, the seconds of every round after the first, and of
 # the rounds beyond the minimum, which only noise between processes asks for.
-REPETITION_COLUMNS = ["rounds", "repeat_s", "noise_repeat_s"]
+REPETITION_COLUMNS = ["rounds", "noise_rounds", "repeat_s", "noise_repeat_s"]
 
 
 def repetition_columns(record: dict | None) -> dict:
-    """rounds, repeat_s and noise_repeat_s of a job's phase record (0 for a job measured once)."""
+    """The REPETITION_COLUMNS of a job's phase record (0 for a job measured once)."""
     rounds = [float(s) for s in (record or {}).get("rounds_s") or []]
     least = (record or {}).get("min_processes") or 1
-    return {"rounds": len(rounds), "repeat_s": sum(rounds[1:]), "noise_repeat_s": sum(rounds[least:])}
+    return {"rounds": len(rounds), "noise_rounds": len(rounds[least:]), "repeat_s": sum(rounds[1:]),
+            "noise_repeat_s": sum(rounds[least:])}
 
 
 def job_table(benchmarks: list[Path], phases: list[Path]) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from lmstudy.phases import PHASES
 from lmstudy.report.contract import SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.cost.figures import draw_figures
-from lmstudy.report.sections.cost.findings import concurrency_findings, findings
+from lmstudy.report.sections.cost.findings import concurrency_findings, findings, repetition_findings
 from lmstudy.report.sections.cost.tables import (
     SECTION_ORDER,
     SHORT,
@@ -34,6 +34,7 @@ __all__ = [
     "concurrency_findings",
     "draw_figures",
     "findings",
+    "repetition_findings",
     "load",
     "make_figures",
     "slowest",
@@ -76,7 +77,7 @@ def build(results: Path, figures: Path) -> Section:
         "where several GPU jobs ran at once, the findings say how many. Not counted: the jobs "
         "that make this section (study_cost, its figure) and render this report."
     ))
-    section.add(Findings(findings(frame) + concurrency_findings(frame)))
+    section.add(Findings(findings(frame) + repetition_findings(frame) + concurrency_findings(frame)))
     section.add(Figure(figures / "cost.png", "Seconds per section, by phase."))
     section.add(Table("Time by section and rule", by_rule(frame)))
     section.add(Table("The ten slowest jobs (s)", slowest(frame)))
@@ -95,5 +96,5 @@ SECTION = SectionContract(
     make_figures=make_figures,
     tables=(by_rule, slowest, by_gpu),
     figures=("cost.png",),
-    findings=(findings, concurrency_findings),
+    findings=(findings, repetition_findings, concurrency_findings),
 )

@@ -114,3 +114,36 @@ def findings(frame: pd.DataFrame) -> list[str]:
             f"Timing jobs spend {100 * share:.0f}% of their wall time measuring (warm-up and timed steps)."
         )
     return items
+
+
+def repetition_findings(frame: pd.DataFrame) -> list[str]:
+    """What measuring in several fresh processes cost: the rounds after each job's first.
+
+    Every configuration gets at least the minimum of processes (config.yaml's
+    noise.min_processes); the rounds beyond it ran only because the
+    processes disagreed (lmstudy.measure.repeat). Records from before the
+    repetition have no rounds: no sentence then.
+    """
+    if "rounds" not in frame or not (pd.to_numeric(frame["rounds"], errors="coerce") > 0).any():
+        return []
+    jobs = frame[pd.to_numeric(frame["rounds"], errors="coerce") > 0]
+    total, repeat = frame["wall_s"].sum(), jobs["repeat_s"].sum()
+    noise = jobs["noise_repeat_s"].sum()
+    noisy = jobs[jobs["noise_repeat_s"] > 0]
+    items = [
+        f"Measuring in several fresh processes cost {repeat:.0f} s, {100 * repeat / total:.0f}% of the "
+        f"run: {repeat - noise:.0f} s for the processes every configuration gets at least, and "
+        f"{noise:.0f} s for the {int(noisy['noise_rounds'].sum())} extra rounds that "
+        f"disagreement between processes asked for, in {len(noisy)} of the {len(jobs)} jobs that "
+        f"repeat. Measured once per configuration, the run would have taken about "
+        f"{(total - repeat) / 60:.1f} min instead of {total / 60:.1f} min."
+    ]
+    if len(noisy):
+        by_section = noisy.groupby("section")["noise_repeat_s"].sum().sort_values(ascending=False)
+        items.append(
+            "The extra rounds went to "
+            + ", ".join(f"{section} ({seconds:.0f} s)" for section, seconds in by_section.items())
+            + "."
+        )
+    return items
+
