@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -277,56 +278,18 @@ def test_oom_threshold_follows_the_accounting():
 
 def test_script_help_and_a_run(tmp_path):
     script = REPO / "scripts" / "attention_sweep.py"
-    assert (
-        "--seq-lens"
-        in subprocess.run(
-            [sys.executable, script, "--help"], capture_output=True, text=True, check=True
-        ).stdout
-    )
+    assert "--spec" in subprocess.run(
+        [sys.executable, script, "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    spec = {"implementation": "sdpa", "precision": "fp32", "head_dim": 8, "seq_lens": [16],
+            "batch_size": 2, "steps": 2, "warmup": 0, "device": "cpu"}
     out = tmp_path / "a.csv"
-    subprocess.run(
-        [
-            sys.executable,
-            script,
-            "--out",
-            out,
-            "--implementation",
-            "sdpa",
-            "--head-dim",
-            "8",
-            "--seq-lens",
-            "16",
-            "--batch-size",
-            "2",
-            "--steps",
-            "2",
-            "--warmup",
-            "0",
-            "--device",
-            "cpu",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    subprocess.run([sys.executable, script, "--out", out, "--preset", "smoke", "--spec", json.dumps(spec)],
+                   check=True, capture_output=True)
     assert pd.read_csv(out)["status"].tolist() == ["ok"]
     bad = subprocess.run(
-        [
-            sys.executable,
-            script,
-            "--out",
-            out,
-            "--implementation",
-            "sdpa",
-            "--head-dim",
-            "8",
-            "--seq-lens",
-            "16",
-            "--steps",
-            "1",
-            "--device",
-            "cpu",
-        ],
-        capture_output=True,
-        text=True,
+        [sys.executable, script, "--out", out, "--preset", "smoke",
+         "--spec", json.dumps({**spec, "steps": 1})],
+        capture_output=True, text=True,
     )
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --steps")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: the spec's steps must be at least 2")
