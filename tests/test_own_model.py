@@ -83,6 +83,15 @@ def test_the_report_names_the_model_counts_all_its_parameters_and_shows_kernels_
     assert [head["fp16 autocast"], head["bf16 autocast"]] == ["float16", "bfloat16"]
 
 
+def assert_every_measurement_reruns(jobs, run: Path) -> None:
+    """Every measurement of the model reruns, and only those: each timing job (one per precision and
+    variant), the profile, and the precision job, which observes the model's dtypes (the norms' job
+    studies the built-in RMSNorm: not the model's)."""
+    measured = [job.rule for job in jobs if job.measures]
+    assert set(measured) == {"precision_experiments", "profile_model", "time_model"}
+    assert measured.count("time_model") == len(list((run / "results/default/timing/raw").glob("*.csv")))
+
+
 def test_editing_the_factory_file_reruns_exactly_its_measurements(own_model_run, tmp_path):
     """A copy of this working tree whose factory file is edited, dry-run against a copy of the finished
     run (the input trigger left out: the copy's paths are new, as in tests/test_invalidation.py)."""
@@ -103,8 +112,7 @@ def test_editing_the_factory_file_reruns_exactly_its_measurements(own_model_run,
     assert dry_run(run, *args) == []
     factory.write_text(factory.read_text().replace("dropout=0.0", "dropout=0.0, norm_first=True"))
     jobs = dry_run(run, *args)
-    assert sorted(job.rule for job in jobs if job.measures) == ["precision_experiments", "profile_model",
-                                                                "time_model"]
+    assert_every_measurement_reruns(jobs, run)
     assert all(job.rule not in {"nsys_backend"} for job in jobs)
 
 
@@ -114,6 +122,4 @@ def test_changing_model_reruns_every_measurement_through_the_job_spec(own_model_
     renamed = {**OVERRIDES, "model": {**OVERRIDES["model"], "name": "renamed"}}
     (run / "own_model.yaml").write_text(yaml.safe_dump(renamed))
     jobs = dry_run(run, *run_args(run))
-    # the precision job observes the model's dtypes; the norms' job studies the built-in RMSNorm
-    assert sorted(job.rule for job in jobs if job.measures) == ["precision_experiments", "profile_model",
-                                                                "time_model"]
+    assert_every_measurement_reruns(jobs, run)

@@ -118,8 +118,9 @@ def _dtype_of(value) -> str:
 
 
 def hooked_modules(model: nn.Module, depth: int) -> list[tuple[str, nn.Module]]:
-    """The modules whose outputs are observed: every one down to `depth` dots in its path (depth 1:
-    the model's children), the model itself aside (its output is the logits)."""
+    """The modules whose outputs are observed: every one whose path has at most `depth` names, as
+    model.range_depth counts (layers.0.attn is depth 3; depth 1: the model's children), the model
+    itself aside (its output is the logits)."""
     return [(name, module) for name, module in model.named_modules() if name and name.count(".") < depth]
 
 
