@@ -17,6 +17,7 @@ import dataclasses
 import json
 
 from lmstudy import plan
+from lmstudy.flops import parameter_count
 from lmstudy.model_choice import STANDARD_KEYS, choice_from_config
 
 
@@ -147,7 +148,18 @@ def _ladder(config: dict, w: dict) -> dict:
 
 
 def _precision(config: dict, w: dict) -> dict:
-    return {"device": config["device"], "tf32": config["tf32"]}
+    """The toy model's and the study model's dtypes under autocast (section 3): the study model
+    (config model:) at its smallest size and shortest context (dtype_size)."""
+    model = _model(config, dtype_size(config), min(config["timing"]["context_lengths"]), "fp32")
+    del model["precision"], model["memory_cap_gb"]  # autocast's dtypes, each in turn; the whole device
+    return model
+
+
+def dtype_size(config: dict) -> str:
+    """The size whose dtypes section 3 observes: the timing section's smallest (by the built-in
+    model's parameter count, the first of equals); dtypes under autocast do not depend on it."""
+    sizes = config["timing"]["sizes"]
+    return min(sizes, key=lambda s: parameter_count(config["vocab_size"], **config["sizes"][s]))
 
 
 def _norms(config: dict, w: dict) -> dict:

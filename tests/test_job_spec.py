@@ -69,7 +69,9 @@ def test_a_spec_sets_every_field_of_its_library_spec(job):
         "compile": library_fields(CompileSpec, "noise"),
         "ladder": library_fields(BenchSpec, "noise", "matmul"),
         "nsys_backend": {"backend", "executable", "device"},
-        "precision": {"device", "tf32"},
+        # the study model's dtypes (issue 25): its size, context and model; the device's whole memory
+        "precision": {"size", "d_model", "d_ff", "num_layers", "num_heads", "model", "context_length",
+                      "batch_size", "vocab_size", "device", "tf32"},
         "norms": {"size", "d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size",
                   "vocab_size", "device"},
     }[job]
@@ -87,16 +89,22 @@ def test_the_timing_spec_carries_the_configs_values():
     assert spec["noise"]["max_processes"] == config["noise"]["max_processes"]
 
 
+MODEL_JOBS = {"timing", "nsys", "memory", "compile", "ladder", "precision"}
+
+
 @pytest.mark.parametrize(("edit", "changed"), [
     (lambda c: c["timing"].update(warmup_steps=[0, 2]), {"timing"}),
     (lambda c: c["nsys"].update(profiled_steps=2), {"nsys"}),
     (lambda c: c["noise"].update(max_spread=0.1), {"timing", "attention", "compile", "ladder"}),
     (lambda c: c.update(tf32=True),
      {"timing", "nsys", "memory", "attention", "compile", "ladder", "precision"}),
-    # issue 25: model: reruns every measurement of the model (not the norms' built-in RMSNorm study)
-    (lambda c: c["model"].update(name="mine"), {"timing", "nsys", "memory", "compile", "ladder"}),
-    (lambda c: c["model"].update(factory="tests/fixtures/models/encoder_lm.py:build"),
-     {"timing", "nsys", "memory", "compile", "ladder"}),
+    # issue 25: model: reruns every measurement of the model, the precision job's dtypes of it among
+    # them (not the norms' built-in RMSNorm study)
+    (lambda c: c["model"].update(name="mine"), MODEL_JOBS),
+    (lambda c: c["model"].update(factory="tests/fixtures/models/encoder_lm.py:build"), MODEL_JOBS),
+    (lambda c: c["model"].update(range_depth=2), MODEL_JOBS),
+    # the smallest size's dimensions: every job of that size, the precision job's model among them
+    (lambda c: c["sizes"]["tiny"].update(d_ff=128), MODEL_JOBS | {"norms"}),
 ])
 def test_a_changed_setting_changes_the_param_of_exactly_the_jobs_it_concerns(edit, changed):
     before = config_of("smoke")
@@ -144,6 +152,24 @@ def test_the_model_travels_in_the_spec_with_a_sizes_own_keys():
     read = from_fields(TimingSpec, json.loads(job_spec.as_param(spec)))
     expected = ModelChoice(factory=factory, name="encoder", range_depth=4, extra=(("dropout", 0.0),))
     assert read.model == expected
+
+
+def test_the_precision_job_observes_the_model_at_its_smallest_size_and_shortest_context():
+    factory = "tests/fixtures/models/encoder_lm.py:build"
+
+    def edit(c):
+        c["model"].update(factory=factory, name="encoder")
+        c["presets"]["smoke"]["timing"]["sizes"] = ["oversized", "tiny"]
+
+    config = config_of("smoke", edit)
+    spec = job_spec.job_spec(config, "precision", {})
+    assert spec["size"] == "tiny" and spec["d_ff"] == config["sizes"]["tiny"]["d_ff"]
+    assert spec["context_length"] == min(config["timing"]["context_lengths"])
+    assert spec["model"] == job_spec.job_spec(config, "timing", SMOKE_JOBS["timing"])["model"]
+    assert spec["model"]["name"] == "encoder"
+    # By hand: a factory alone, the rest from the preset.
+    read = read_spec(argparse.Namespace(spec=json.dumps({"model": factory}), preset="smoke"), "precision")
+    assert read["model"]["factory"] == factory and read["size"] == "tiny"
 
 
 def test_a_spec_by_hand_may_name_the_factory_alone():

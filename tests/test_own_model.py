@@ -8,7 +8,8 @@ the smoke preset cut down by a --configfile to what the assertions read: one
 size, one context length, the timing section (the model table: name,
 parameters, FLOPs counted by FlopCounterMode; its sdpa variant, in bf16, rows
 "not applicable": the factory takes no `attention`) and the profile section
-(the kernel table by module path, forward and backward); the other sections run on any model through the
+(the kernel table by module path, forward and backward), and the precision section (the model's dtypes
+under autocast, observed by hooks on its modules); the other sections run on any model through the
 same build and are covered by the unit tests (tests/test_model_factory.py).
 The invalidation test reuses the finished run (a dry-run after an edit).
 """
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -36,7 +38,6 @@ OVERRIDES = {
     "timing": {"sizes": ["tiny"], "context_lengths": [32], "precisions": ["fp32", "bf16"],
                "variants": ["naive", "sdpa"], "passes": ["forward", "train_step"]},
     "nsys": {"sizes": ["tiny"], "context_lengths": [32]},
-    "precision": {"enabled": False},
     "memory": {"enabled": False},
     "attention": {"enabled": False},
     "compile": {"enabled": False},
@@ -73,6 +74,22 @@ def test_the_report_names_the_model_counts_all_its_parameters_and_shows_kernels_
     assert "not applicable" in report
     # the backward's module ranges: the kernel table by module has backward rows
     assert "backward" in modules
+    # section 3: its dtypes under autocast, observed by hooks on its own modules
+    assert f"Dtypes under autocast in {NAME}" in report
+    dtypes = pd.read_csv(own_model_run / "report/default/tables/precision_model_dtypes.csv")
+    dtypes = dtypes.set_index("tensor")
+    assert "output of encoder.layers.* (TransformerEncoderLayer)" in dtypes.index
+    head = dtypes.loc["output of head (Linear)"]
+    assert [head["fp16 autocast"], head["bf16 autocast"]] == ["float16", "bfloat16"]
+
+
+def assert_every_measurement_reruns(jobs, run: Path) -> None:
+    """Every measurement of the model reruns, and only those: each timing job (one per precision and
+    variant), the profile, and the precision job, which observes the model's dtypes (the norms' job
+    studies the built-in RMSNorm: not the model's)."""
+    measured = [job.rule for job in jobs if job.measures]
+    assert set(measured) == {"precision_experiments", "profile_model", "time_model"}
+    assert measured.count("time_model") == len(list((run / "results/default/timing/raw").glob("*.csv")))
 
 
 def test_editing_the_factory_file_reruns_exactly_its_measurements(own_model_run, tmp_path):
@@ -95,7 +112,7 @@ def test_editing_the_factory_file_reruns_exactly_its_measurements(own_model_run,
     assert dry_run(run, *args) == []
     factory.write_text(factory.read_text().replace("dropout=0.0", "dropout=0.0, norm_first=True"))
     jobs = dry_run(run, *args)
-    assert sorted(job.rule for job in jobs if job.measures) == ["profile_model", "time_model"]
+    assert_every_measurement_reruns(jobs, run)
     assert all(job.rule not in {"nsys_backend"} for job in jobs)
 
 
@@ -105,4 +122,4 @@ def test_changing_model_reruns_every_measurement_through_the_job_spec(own_model_
     renamed = {**OVERRIDES, "model": {**OVERRIDES["model"], "name": "renamed"}}
     (run / "own_model.yaml").write_text(yaml.safe_dump(renamed))
     jobs = dry_run(run, *run_args(run))
-    assert sorted(job.rule for job in jobs if job.measures) == ["profile_model", "time_model"]
+    assert_every_measurement_reruns(jobs, run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -73,12 +74,16 @@ def test_script_and_section(tmp_path):
         [
             sys.executable,
             str(REPO / "scripts/precision_experiments.py"),
-            "--device",
-            "cpu",
+            "--preset",
+            "smoke",
+            "--spec",
+            '{"device": "cpu"}',
             "--accumulation",
             str(results / "precision/accumulation.csv"),
             "--dtypes",
             str(results / "precision/toy_dtypes.csv"),
+            "--model-dtypes",
+            str(results / "precision/model_dtypes.csv"),
         ],
         capture_output=True,
         text=True,
@@ -101,6 +106,14 @@ def test_script_and_section(tmp_path):
     tables = [b for b in built.blocks if hasattr(b, "frame")]
     dtypes = tables[1].frame.set_index("tensor")
     assert dtypes.loc["loss", "bf16 autocast"] == "float32"
+    # The study's model (the built-in one, the smoke preset's smallest size) after the toy model.
+    model = pd.read_csv(results / "precision/model_dtypes.csv")
+    assert set(model["size"]) == {"tiny"} and set(model["model"]) == {"lmstudy built-in Transformer LM"}
+    assert tables[2].caption == "Dtypes under autocast in lmstudy built-in Transformer LM"
+    built_in = tables[2].frame.set_index("tensor")
+    assert built_in.loc["output of layers.*.ln1 (RMSNorm)", "bf16 autocast"] == "float32"
+    assert built_in.loc["output of layers.*.attn (CausalSelfAttention)", "fp16 autocast"] == "float16"
+    assert "RMSNorm (layers.*.ln1, layers.*.ln2, ln_final)" in text
 
 
 def test_dtype_table_shows_not_run():
@@ -161,3 +174,101 @@ def test_fp16_is_a_timing_precision_with_the_tensor_core_peak():
     assert hardware.peak_tflops(gpu, "fp16", False) == hardware.peak_tflops(gpu, "bf16", False) == 989.4
     with pytest.raises(ValueError):
         autocast_context("fp8", CPU)
+
+
+# Issue 25: the dtypes under autocast of any model, observed through hooks on its own modules.
+TINY = dict(vocab_size=64, context_length=16, d_model=32, d_ff=64, num_layers=2, num_heads=4)
+
+
+def model_rows(choice, precision_name):
+    from lmstudy.measure.model import ModelConfig
+
+    rows = precision.model_dtypes(choice, ModelConfig(**TINY), CPU, precision_name)
+    return rows, {row["tensor"]: row["dtype"] for row in rows}
+
+
+def test_the_dtypes_of_a_model_of_the_user_s_own():
+    from lmstudy.model_choice import ModelChoice
+
+    choice = ModelChoice(factory="tests/fixtures/models/encoder_lm.py:build", range_depth=4)
+    rows, dtypes = model_rows(choice, "bf16")
+    # The LM head is an nn.Linear: autocast runs it in bf16; its tied weight stays stored in fp32.
+    assert dtypes["output of head (Linear)"] == dtypes["logits"] == "bfloat16"
+    assert dtypes["parameter embed.weight"] == "float32"
+    # The post-norm encoder layers end in LayerNorm, which autocast keeps in fp32.
+    assert dtypes["output of encoder.layers.0 (TransformerEncoderLayer)"] == "float32"
+    assert dtypes["loss"] == "float32"
+    params = [r for r in rows if r["tensor"].startswith("parameter ")]
+    grads = [r for r in rows if r["tensor"].startswith("gradient of ")]
+    assert len(params) == len(grads) > 10
+    assert {r["dtype"] for r in params} == {r["dtype"] for r in grads} == {"float32"}
+    # Depth 4 is capped at 3: the encoder layers' own submodules are not hooked.
+    outputs = [r["tensor"] for r in rows if r["tensor"].startswith("output of")]
+    assert max(t.split(" ")[2].count(".") for t in outputs) == 2
+    assert not any("linear1" in t for t in outputs)
+    # Depth 1: the model's children only.
+    shallow = dataclasses.replace(choice, range_depth=1)
+    _, dtypes = model_rows(shallow, "fp16")
+    outputs = [t for t in dtypes if t.startswith("output of")]
+    assert outputs == ["output of embed (Embedding)", "output of encoder (TransformerEncoder)",
+                       "output of head (Linear)"]
+    assert dtypes["output of head (Linear)"] == "float16"
+
+
+def test_the_dtypes_of_the_built_in_model():
+    from lmstudy.model_choice import ModelChoice
+
+    rows, dtypes = model_rows(ModelChoice(), "bf16")  # range_depth 0: depth 3
+    assert dtypes["output of layers.0.attn (CausalSelfAttention)"] == "bfloat16"
+    assert dtypes["output of layers.1.ffn (SwiGLU)"] == "bfloat16"
+    assert dtypes["output of lm_head (Linear)"] == "bfloat16"
+    # RMSNorm computes in fp32 and returns its input's dtype: the residual stream's, fp32.
+    assert dtypes["output of layers.0.ln1 (RMSNorm)"] == dtypes["output of ln_final (RMSNorm)"] == "float32"
+    assert dtypes["output of layers.0 (TransformerBlock)"] == "float32"
+    assert dtypes["loss"] == "float32" and dtypes["parameter lm_head.weight"] == "float32"
+    assert dtypes["gradient of lm_head.weight"] == "float32"
+    table = section.model_dtype_table(pd.DataFrame([{**r, "model": "m", "size": "t", "context_length": 16}
+                                                    for r in rows]))
+    assert table["tensor"].iloc[0] == "all 21 parameters"
+    assert "output of layers.*.attn (CausalSelfAttention)" in set(table["tensor"])
+
+
+def test_the_model_dtype_table_and_sentence_from_a_hand_made_table():
+    where = {"model": "my-model", "size": "small", "context_length": 128}
+    rows = [
+        ("parameter layers.0.w.weight", "float32", "float32"),
+        ("parameter layers.1.w.weight", "float32", "float32"),
+        ("output of layers.0.norm (MyNorm)", "float32", "float32"),
+        ("output of layers.0.w (Linear)", "float16", "bfloat16"),
+        ("output of layers.1.norm (MyNorm)", "float32", "float32"),
+        ("output of layers.1.w (Linear)", "float16", "float32"),  # a block the autocast left in fp32
+        ("logits", "float16", "bfloat16"),
+        ("loss", "float32", "float32"),
+        ("gradient of layers.0.w.weight", "float32", "float32"),
+        ("gradient of layers.1.w.weight", "float32", "float32"),
+    ]
+    frame = pd.DataFrame(
+        [{**where, "precision": p, "tensor": t, "dtype": fp16 if p == "fp16" else bf16, "note": ""}
+         for p in ("fp16", "bf16") for t, fp16, bf16 in rows]
+    )
+    table = section.model_dtype_table(frame).set_index("tensor")
+    assert list(table.index) == ["all 2 parameters", "output of layers.*.norm (MyNorm)",
+                                 "output of layers.*.w (Linear)", "logits", "loss", "all 2 gradients"]
+    assert table.loc["output of layers.*.w (Linear)", "fp16 autocast"] == "float16"
+    assert table.loc["output of layers.*.w (Linear)", "bf16 autocast"] == "bfloat16 ×1, float32 ×1"
+    assert table.loc["output of layers.*.w (Linear)", "tensors"] == 2
+    [sentence] = section.model_dtype_findings(frame)
+    assert sentence.startswith("In my-model (size small, context 128), under fp16 autocast, the outputs of "
+                               "Linear (layers.*.w) were float16 while those of MyNorm (layers.*.norm) "
+                               "stayed float32")
+    assert "under bf16 autocast, the outputs of no module were bfloat16" in sentence
+    assert "Linear (layers.*.w) bfloat16 ×1, float32 ×1" in sentence
+    # An autocast the device lacks: its column says so, and the sentence.
+    gone = pd.concat([frame[frame["precision"] == "fp16"], pd.DataFrame(
+        [{**where, "precision": "bf16", "tensor": "(all)", "dtype": "not run", "note": "no bf16 here"}])])
+    table = section.model_dtype_table(gone).set_index("tensor")
+    assert (table["bf16 autocast"] == "not run: no bf16 here").all()
+    assert "bf16 autocast was not run (no bf16 here)" in section.model_dtype_findings(gone)[0]
+    # The section shows it under the model's name.
+    blocks = section.model_dtypes_part(frame)
+    assert blocks[-1].caption == "Dtypes under autocast in my-model"

@@ -150,6 +150,12 @@ PRODUCTS = (
     ),
     Product("precision/toy_dtypes.csv", "precision_experiments", required=("precision", "tensor", "dtype")),
     Product(
+        "precision/model_dtypes.csv",
+        "precision_experiments",
+        required=("model", "size", "precision", "tensor", "dtype"),
+        numeric=("context_length", "depth"),
+    ),
+    Product(
         "precision/norm_errors_*.csv",
         "precision_norms",
         required=("size", "norm", "precision", "scale", "low_precision_op", "error_mean"),

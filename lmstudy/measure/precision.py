@@ -8,15 +8,22 @@
   output (forward hooks), the logits, the loss and the gradients, as
   observed. Where the device does not support an autocast dtype, the rows
   say "not run" and why.
+- `model_dtypes`: the same for the study's model (config model:, any
+  nn.Module its factory builds) at one size and context: `autocast_dtypes`,
+  which both call, observes any model.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from lmstudy.measure.model import ModelConfig
+from lmstudy.model_choice import ModelChoice
 
 INCREMENT = 0.01
 STEPS = 1000
@@ -94,48 +101,147 @@ def _autocast_support(device: torch.device, dtype: torch.dtype) -> str:
     return ""
 
 
-def toy_model_dtypes(
-    device: torch.device, precision: str, batch: int = 8, in_features: int = 16, out_features: int = 4
+def _dtype_of(value) -> str:
+    """The dtype of a module's output: a tensor's, else the first tensor in a tuple, list, dict or an
+    object of outputs (a Hugging Face ModelOutput); "(no tensor)" where it holds none."""
+    if isinstance(value, torch.Tensor):
+        return _dtype_name(value.dtype)
+    if isinstance(value, dict):
+        value = list(value.values())
+    elif not isinstance(value, (tuple, list)) and hasattr(value, "__dict__"):
+        value = list(vars(value).values())
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            if isinstance(item, torch.Tensor):
+                return _dtype_name(item.dtype)
+    return "(no tensor)"
+
+
+def hooked_modules(model: nn.Module, depth: int) -> list[tuple[str, nn.Module]]:
+    """The modules whose outputs are observed: every one whose path has at most `depth` names, as
+    model.range_depth counts (layers.0.attn is depth 3; depth 1: the model's children), the model
+    itself aside (its output is the logits)."""
+    return [(name, module) for name, module in model.named_modules() if name and name.count(".") < depth]
+
+
+def autocast_dtypes(
+    model: nn.Module,
+    forward: Callable[[nn.Module], torch.Tensor],
+    loss_of: Callable[[torch.Tensor], torch.Tensor],
+    device: torch.device,
+    precision: str,
+    depth: int = 1,
+    loss_note: str = "cross_entropy inside autocast",
 ) -> list[dict]:
-    """The dtypes of the toy model's tensors under `precision` autocast, as observed."""
+    """The dtypes of any model's tensors under `precision` autocast, as observed at run time.
+
+    `forward(model)` returns the logits, `loss_of(logits)` the loss; both run inside autocast and
+    the loss's backward after it. Rows, in this order: each parameter as stored, each module's output
+    down to `depth` (forward hooks, in call order: a module called twice gives two rows), the
+    logits, the loss, and each parameter's gradient. Where the device does not support the
+    autocast dtype, one row says "not run" and why.
+    """
     dtype = AUTOCAST_DTYPES[precision]
     reason = _autocast_support(device, dtype)
     if reason:
         return [{"precision": precision, "tensor": "(all)", "dtype": "not run", "note": reason}]
-    torch.manual_seed(0)
-    model = ToyModel(in_features, out_features).to(device)
-    x = torch.randn(batch, in_features, device=device)
-    target = torch.randint(out_features, (batch,), device=device)
     rows = []
 
-    def note(tensor_name: str, value: torch.Tensor, kind: str) -> None:
-        rows.append(
-            {"precision": precision, "tensor": tensor_name, "dtype": _dtype_name(value.dtype), "note": kind}
-        )
+    def note(tensor_name: str, dtype_name: str, kind: str) -> None:
+        rows.append({"precision": precision, "tensor": tensor_name, "dtype": dtype_name, "note": kind})
 
     for name, param in model.named_parameters():
-        note(f"parameter {name}", param, "as stored")
+        note(f"parameter {name}", _dtype_name(param.dtype), "as stored")
     hooks = [
         module.register_forward_hook(
-            lambda m, i, out, name=name: note(f"output of {name} ({type(m).__name__})", out, "forward hook")
+            lambda m, i, out, name=name: note(f"output of {name} ({type(m).__name__})", _dtype_of(out),
+                                              "forward hook")
         )
-        for name, module in model.named_children()
+        for name, module in hooked_modules(model, depth)
     ]
     try:
         with torch.autocast(device_type=device.type, dtype=dtype):
-            logits = model(x)
-            note("logits", logits, "model output")
-            loss = F.cross_entropy(logits, target)
-            note("loss", loss, "cross_entropy inside autocast")
+            logits = forward(model)
+            note("logits", _dtype_name(logits.dtype), "model output")
+            loss = loss_of(logits)
+            note("loss", _dtype_name(loss.dtype), loss_note)
     finally:
         for hook in hooks:
             hook.remove()
     loss.backward()
     for name, param in model.named_parameters():
-        note(f"gradient of {name}", param.grad, "after backward")
+        if param.grad is None:
+            note(f"gradient of {name}", "(none)", "no gradient after backward")
+        else:
+            note(f"gradient of {name}", _dtype_name(param.grad.dtype), "after backward")
     return rows
+
+
+def toy_model_dtypes(
+    device: torch.device, precision: str, batch: int = 8, in_features: int = 16, out_features: int = 4
+) -> list[dict]:
+    """The dtypes of the toy model's tensors under `precision` autocast, as observed."""
+    torch.manual_seed(0)
+    model = ToyModel(in_features, out_features).to(device)
+    x = torch.randn(batch, in_features, device=device)
+    target = torch.randint(out_features, (batch,), device=device)
+    return autocast_dtypes(model, lambda m: m(x), lambda logits: F.cross_entropy(logits, target), device,
+                           precision, depth=1)
+
+
+# Module outputs down to this depth at most: with repeated blocks shown once in the report
+# (layers.* for layers.0, layers.1, ...), depth 3 reaches inside a block of the built-in model
+# (layers.*.ln1, .attn, .ln2, .ffn) and of a Hugging Face one (model.layers.*.self_attn, ...).
+MAX_DEPTH = 3
+# The batch of the model's observation by default (the job's is config batch_size): dtypes do not
+# depend on it.
+MODEL_BATCH = 2
+
+
+def dtype_depth(range_depth: int) -> int:
+    """The depth of the modules whose outputs are observed: config model.range_depth, at most
+    MAX_DEPTH; MAX_DEPTH where it is 0 (no ranges: the built-in model's default)."""
+    return min(range_depth, MAX_DEPTH) if range_depth > 0 else MAX_DEPTH
+
+
+def model_dtypes(
+    choice: ModelChoice, config: ModelConfig, device: torch.device, precision: str, batch: int = MODEL_BATCH
+) -> list[dict]:
+    """The dtypes of the study's model (config model:, the built-in one by default) under `precision`
+    autocast, built by its factory with `config`'s dimensions and context, on a random batch: its
+    parameters, its modules' outputs down to dtype_depth(choice.range_depth), the logits, the
+    study's loss (cross-entropy on the logits upcast to fp32) and the gradients.
+
+    A model too large for the device gives one row "not run" (out of memory).
+    """
+    from lmstudy.measure.devices import is_out_of_memory
+    from lmstudy.measure.model import cross_entropy
+    from lmstudy.measure.steps import build_workload
+
+    try:
+        work = build_workload(config, batch, precision, device, with_optimizer=False, choice=choice)
+        return autocast_dtypes(
+            work.model,
+            lambda _: work.logits(),
+            lambda logits: cross_entropy(logits, work.targets),
+            device,
+            precision,
+            depth=dtype_depth(choice.range_depth),
+            loss_note="the study's loss inside autocast (cross-entropy on fp32 logits)",
+        )
+    except Exception as error:  # noqa: BLE001 - out of memory is a result; anything else is raised
+        if not is_out_of_memory(error):
+            raise
+        return [{"precision": precision, "tensor": "(all)", "dtype": "not run", "note": "out of memory"}]
 
 
 def run_all(device: torch.device) -> tuple[list[dict], list[dict]]:
     toy = [row for p in AUTOCAST_DTYPES for row in toy_model_dtypes(device, p)]
     return accumulation(device), toy
+
+
+def run_model(
+    choice: ModelChoice, config: ModelConfig, device: torch.device, batch: int = MODEL_BATCH
+) -> list[dict]:
+    """model_dtypes under every autocast dtype."""
+    return [row for p in AUTOCAST_DTYPES for row in model_dtypes(choice, config, device, p, batch)]

@@ -1,6 +1,7 @@
-# Section 3: mixed precision. One job runs the accumulation experiment and
-# the toy model under fp16 and bf16 autocast on the study's device; the
-# bf16 vs fp32 speed-ups come from the timing section's table.
+# Section 3: mixed precision. One job runs the accumulation experiment, and
+# the toy model and the study's model (config model:, at its smallest size and
+# shortest context: lmstudy.job_spec) under fp16 and bf16 autocast on the
+# study's device; the bf16 vs fp32 speed-ups come from the timing section's table.
 PRECISION = config["precision"]
 
 
@@ -18,6 +19,12 @@ rule precision_experiments:
             category="Tables",
             labels={"section": "precision", "table": "toy model dtypes"},
         ),
+        model_dtypes=report(
+            f"{RESULTS}/precision/model_dtypes.csv",
+            caption="../report/precision_tables.rst",
+            category="Tables",
+            labels={"section": "precision", "table": "study model dtypes"},
+        ),
         phases=phases_file("precision", "precision_experiments"),
     log:
         f"{LOGS}/precision/experiments.log",
@@ -28,11 +35,12 @@ rule precision_experiments:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("precision_experiments"),
+        code=model_code_version("precision_experiments"),
         spec=job_spec("precision"),
     shell:
         "lmstudy_gpu precision_experiments --spec {params.spec:q}"
         " --accumulation {output.accumulation} --dtypes {output.dtypes}"
+        " --model-dtypes {output.model_dtypes}"
         " --phases {output.phases} > {log} 2>&1"
 
 
@@ -81,5 +89,6 @@ if PRECISION["enabled"]:
     SECTION_TABLES["precision"] = [
         f"{RESULTS}/precision/accumulation.csv",
         f"{RESULTS}/precision/toy_dtypes.csv",
+        f"{RESULTS}/precision/model_dtypes.csv",
         NORM_ERRORS,
     ] + ([f"{RESULTS}/timing/timing.csv"] if config["timing"]["enabled"] else [])

@@ -12,8 +12,18 @@ from lmstudy.report.contract import SectionContract
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections import timing as timing_section
 from lmstudy.report.sections.precision import answers as precision_answers
-from lmstudy.report.sections.precision.findings import accumulation_findings, dtype_findings, speedup_findings
-from lmstudy.report.sections.precision.tables import PRECISIONS, accumulation_table, dtype_table
+from lmstudy.report.sections.precision.findings import (
+    accumulation_findings,
+    dtype_findings,
+    model_dtype_findings,
+    speedup_findings,
+)
+from lmstudy.report.sections.precision.tables import (
+    PRECISIONS,
+    accumulation_table,
+    dtype_table,
+    model_dtype_table,
+)
 
 __all__ = [
     "SECTION",
@@ -24,6 +34,9 @@ __all__ = [
     "dtype_findings",
     "dtype_table",
     "load",
+    "model_dtype_findings",
+    "model_dtype_table",
+    "model_dtypes_part",
     "speedup_findings",
 ]
 
@@ -45,8 +58,9 @@ def load_norms(results: Path) -> pd.DataFrame:
 def build(results: Path, figures: Path) -> Section:
     section = SECTION.start()
     accumulation, dtypes = load(results)
+    model_dtypes = SECTION.read(results, "model_dtypes")
     norms = load_norms(results)
-    if accumulation.empty and dtypes.empty and norms.empty:
+    if accumulation.empty and dtypes.empty and model_dtypes.empty and norms.empty:
         return section.add(Text("No mixed-precision results: the experiments produced no rows."))
     timing = timing_section.study_model(timing_section.load(results))
     section.add(Answers(precision_answers.answers(accumulation, dtypes, norms, timing)))
@@ -81,6 +95,8 @@ def build(results: Path, figures: Path) -> Section:
                 name="precision_autocast_dtypes",
             )
         )
+    for block in model_dtypes_part(model_dtypes):
+        section.add(block)
     if not norms.empty:
         section.add(
             Text(
@@ -136,21 +152,44 @@ def build(results: Path, figures: Path) -> Section:
     return section
 
 
+def model_dtypes_part(frame: pd.DataFrame) -> list:
+    """(b) on the study's model (precision/model_dtypes.csv): its text, its sentence and its table."""
+    if frame.empty:
+        return []
+    first = frame.iloc[0]
+    model = first.get("model", "the study's model")
+    depth = first.get("depth")
+    return [
+        Text(
+            f"(b) The same on the study's model, {model}, at its smallest size ({first['size']}) and context "
+            f"{first['context_length']}: parameters, each module's output"
+            + (f" down to depth {int(depth)} of its module paths" if pd.notna(depth) else "")
+            + " (forward hooks; a repeated block's path is shown once, its index as *, with how many "
+            "tensors the row stands for), the logits, the study's loss (cross-entropy on the logits "
+            "upcast to fp32) and the gradients after backward."
+        ),
+        Findings(model_dtype_findings(frame)),
+        Table(f"Dtypes under autocast in {model}", model_dtype_table(frame), name="precision_model_dtypes"),
+    ]
+
+
 SECTION = SectionContract(
     name="precision",
     title="3. Mixed precision",
-    measures="Accumulation error, dtypes under autocast, RMSNorm and LayerNorm error in fp16 and bf16 "
+    measures="Accumulation error, dtypes under autocast (a toy model's and the study model's), RMSNorm "
+    "and LayerNorm error in fp16 and bf16 "
     "operation by operation, and bf16 (and fp16) speed-ups.",
     products={
         "accumulation": "precision/accumulation.csv",
         "dtypes": "precision/toy_dtypes.csv",
+        "model_dtypes": "precision/model_dtypes.csv",
         "norm_errors": "precision/norm_errors_*.csv",
         "timing": "timing/timing.csv",
     },
     build=build,
     # No make_figures: the speed-up figure belongs to the timing section; this section draws none.
-    tables=(accumulation_table, dtype_table, precision_answers.norm_table, timing_section.speedup_table,
-            precision_answers.low_precision_speedup_table),
-    findings=(accumulation_findings, dtype_findings, speedup_findings),
+    tables=(accumulation_table, dtype_table, model_dtype_table, precision_answers.norm_table,
+            timing_section.speedup_table, precision_answers.low_precision_speedup_table),
+    findings=(accumulation_findings, dtype_findings, model_dtype_findings, speedup_findings),
     answers=precision_answers.answers,
 )

@@ -5,11 +5,13 @@ The functions that compute its findings (sentences) from its tables.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from lmstudy.analyse.trust import trusted
 from lmstudy.report.sections.labels import PASS_LABELS
-from lmstudy.report.sections.precision.tables import PRECISIONS
+from lmstudy.report.sections.precision.tables import PRECISIONS, collapsed_dtypes
 
 
 def accumulation_findings(frame: pd.DataFrame) -> list[str]:
@@ -110,3 +112,57 @@ def speedup_findings(speedups: pd.DataFrame) -> list[str]:
             "Median speed-up by size: " + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items()) + "."
         )
     return items
+
+
+_MODULE = re.compile(r"^output of (?P<path>\S+) \((?P<cls>[^)]+)\)$")
+
+
+def _modules(kinds: pd.Series) -> str:
+    """Module outputs by class: "RMSNorm (layers.*.ln1, ln_final), Linear (lm_head)"."""
+    by_class: dict[str, list[str]] = {}
+    for kind in kinds:
+        match = _MODULE.match(kind)
+        if match:
+            by_class.setdefault(match["cls"], []).append(match["path"])
+    return ", ".join(f"{cls} ({', '.join(paths)})" for cls, paths in by_class.items())
+
+
+def model_dtype_findings(frame: pd.DataFrame) -> list[str]:
+    """One sentence: which of the study model's modules ran in low precision under autocast, which
+    stayed fp32, and the dtypes of its parameters, logits, loss and gradients."""
+    if frame.empty:
+        return []
+    model = frame["model"].iloc[0] if "model" in frame else "the model"
+    collapsed = collapsed_dtypes(frame)
+    ran = [p for p in PRECISIONS if p in set(collapsed["precision"])]
+    skipped = [p for p in PRECISIONS if p in set(frame["precision"]) and p not in ran]
+    why = "; ".join(f"{p} autocast was not run ({frame.loc[frame['precision'] == p, 'note'].iloc[0]})"
+                    for p in skipped)
+    if not ran:
+        return [f"In {model}, {why}."]
+    # Each precision's clause with its low dtype as LOW: the two autocasts say it once when alike.
+    parts = {}
+    for precision in ran:
+        part = collapsed[collapsed["precision"] == precision].set_index("kind")
+        outputs = part[part.index.str.startswith("output of ")]
+        low = _modules(outputs.index[outputs["lowered"]])
+        kept = _modules(outputs.index[outputs["dtype"] == "float32"])
+        other = outputs[~outputs["lowered"] & (outputs["dtype"] != "float32")]
+        text = (f"the outputs of {low or 'no module'} were LOW while those of {kept or 'no module'} "
+                "stayed float32")
+        if len(other):
+            text += f" and those of {_modules(other.index)} {', '.join(dict.fromkeys(other['dtype']))}"
+        rest = [f"{name} {part.loc[kind, 'dtype']}" for kind, name in
+                (("parameters", "parameters"), ("logits", "logits"), ("loss", "the loss"),
+                 ("gradients", "gradients")) if kind in part.index]
+        text += "; " + ", ".join(rest) if rest else ""
+        parts[precision] = re.sub(rf"\b{_LOW_NAMES[precision]}\b", "LOW", text)
+    if len(ran) == 2 and parts["fp16"] == parts["bf16"]:
+        body = "under fp16 and bf16 autocast alike, " + parts["bf16"].replace("LOW", "float16 / bfloat16")
+    else:
+        body = "; ".join(f"under {p} autocast, {parts[p].replace('LOW', _LOW_NAMES[p])}" for p in ran)
+    where = f"size {frame['size'].iloc[0]}, context {frame['context_length'].iloc[0]}"
+    return [f"In {model} ({where}), {body}" + (f"; {why}" if why else "") + "."]
+
+
+_LOW_NAMES = {"fp16": "float16", "bf16": "bfloat16"}
