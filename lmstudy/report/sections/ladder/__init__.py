@@ -170,7 +170,7 @@ def build(results: Path, figures: Path) -> Section:
             section.add(
                 Figure(
                     figures / TIME_FIGURE,
-                    f"{words} per step by kernel category, per rung (named by its key in ladder.rungs); "
+                    f"{words} per step by kernel category, per rung (named as in the tables above); "
                     "the black mark is the step's median.",
                     data="ladder_time_by_category",
                 )
