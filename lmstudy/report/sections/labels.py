@@ -134,7 +134,11 @@ def column_label(name: str) -> str:
     label = name.replace("_", " ") if " " not in name and "_" in name else name
     for unit in _UNITS:
         if label.endswith(f" {unit}") and not label.endswith(f"({unit})"):
-            return f"{label[: -len(unit) - 1]} ({unit})"
+            head = label[: -len(unit) - 1]
+            # A number before the unit makes a quantity ("fits in 80 GB"), not a header's unit.
+            if head.rsplit(" ", 1)[-1].replace(".", "", 1).isdigit():
+                return label
+            return f"{head} ({unit})"
     return label
 
 
