@@ -196,3 +196,11 @@ def test_kind_findings_on_a_hand_made_table():
     lo = (3 * 4 * 3_406_809_600 + 4.4 * 2**30) / 2**30
     assert f"peaks at {lo:.2f} GiB at context 128" in forward and "(optimizer phase)" in forward
     assert any("temporaries of 1.00× the parameters' bytes" in s for s in said)
+
+
+def test_a_peak_that_does_not_change_with_context_is_said_once():
+    said = section.findings(_review_rows())
+    peak = 5 * 4 * 3_406_809_600 / 2**30
+    assert f"2.7B training step fp32: from context 128 to 512 the peak stays at {peak:.2f} GiB." in said, said
+    assert not any(f"from {peak:.2f} to {peak:.2f}" in s for s in said), said
+    assert any("forward fp32: from context 128 to 512 the peak grows from" in s for s in said), said
