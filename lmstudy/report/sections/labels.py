@@ -68,6 +68,16 @@ def peak_words(rows: pd.DataFrame) -> str:
     return "of the " + "; ".join(f"{hardware.PEAK_NAMES[u]}, {t:.1f} TFLOP/s" for u, t in pairs)
 
 
+def mfu_note(rows: pd.DataFrame) -> str:
+    """A table's note naming the peak its MFU column divides by, so that no column of long text
+    repeats it per row: 'MFU: each row over the datasheet peak of its own precision: fp32 peak
+    (CUDA cores, no TF32), 66.9 TFLOP/s; bf16 tensor-core peak, 989.4 TFLOP/s.'"""
+    with_mfu = rows[pd.to_numeric(rows["mfu"], errors="coerce").notna()] if "mfu" in rows else rows.iloc[0:0]
+    if with_mfu.empty:
+        return ""
+    return f"MFU: each row over the datasheet peak of its own precision: {peak_words(with_mfu)[7:]}."
+
+
 # The sizes in the order config.yaml lists them (`sizes:`), set once per
 # process by the report-side scripts (--sizes) before any section runs.
 _CONFIG_SIZES: list[str] = []
