@@ -330,3 +330,34 @@ def test_script_help_and_a_run(tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and bad.stderr.startswith("error: --steps")
+
+
+def test_naive_eager_and_compiled_of_equal_memory_both_show_beside_an_n_squared_slope():
+    """Naive compiled keeps what naive eager keeps: drawn at the same points one would hide the other."""
+    import matplotlib.pyplot as plt
+
+    from lmstudy.report.sections.attention import figures
+
+    mib = 2**20
+    rows = [
+        {"implementation": impl, "precision": precision, "head_dim": 64, "seq_len": seq, "status": "ok",
+         "memory_before_backward_bytes": (memory * (seq / 1024) ** (2 if impl != "sdpa" else 1)) * mib}
+        for impl, memory in (("naive", 107.0), ("naive-compile", 107.0), ("sdpa", 10.0))
+        for precision in ("fp32", "bf16")
+        for seq in (1024, 16384)
+    ]
+    fig = figures.figure(pd.DataFrame(rows), "memory_before_backward_bytes", "MiB", scale=mib, slopes=True)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    lines = {line.get_label(): line for line in ax.lines}
+    assert "∝ seq²" in lines  # the N² reference slope
+    for precision in ("fp32", "bf16"):
+        eager = lines[f"naive eager {precision}"]
+        compiled = next(line for label, line in lines.items()
+                        if label.startswith(f"naive compiled {precision}"))
+        assert "= eager" in compiled.get_label()  # the legend says they coincide
+        apart = ax.transData.transform(compiled.get_xydata()) - ax.transData.transform(eager.get_xydata())
+        assert (np.abs(apart[:, 0]) > 6).all(), apart  # pixels apart: both visible
+    # SDPA's memory differs from naive's: drawn where it was measured, not moved.
+    assert list(lines["SDPA fp32"].get_xdata()) == [1024, 16384]
+    plt.close(fig)
