@@ -11,7 +11,7 @@ import pandas as pd
 from lmstudy.analyse.nsys import tables as nsys_tables
 from lmstudy.report.answers import Answer, Answers
 from lmstudy.report.render import Section, Table, render, short_texts
-from lmstudy.report.sections.labels import in_size_order, use_size_order
+from lmstudy.report.sections.labels import column_label, in_size_order, use_size_order
 from lmstudy.report.sections.memory.tables import phase_peak_table
 from lmstudy.report.sections.nsys import answers as nsys_answers
 from lmstudy.report.sections.precision import answers as precision_answers
@@ -155,9 +155,13 @@ def test_what_would_not_fit_is_shown_only_for_a_gpu_larger_than_80_gb():
         ),  # far below 40 GB: not listed
     ]
     frame = pd.DataFrame(rows)
+    use_size_order(["small", "xl", "2.7B"])
     table = timing_answers.fit_table(frame.assign(gpu_memory_bytes=150e9))
-    assert table.set_index("size")["80 GB"].to_dict() == {"xl": "borderline", "2.7B": "does not fit"}
-    assert set(table["40 GB"]) == {"does not fit"}
+    assert table["size"].tolist() == ["xl", "2.7B"]  # the config's order, not the alphabet's
+    assert table.set_index("size")["fits in 80 GB"].to_dict() == {"xl": "borderline", "2.7B": "does not fit"}
+    assert set(table["fits in 40 GB"]) == {"does not fit"}
+    # Headers a reader can read: a GPU's memory, not a unit in parentheses ("80 (GB)").
+    assert [column_label(c) for c in table.columns if "GB" in c] == ["fits in 80 GB", "fits in 40 GB"]
     # An H100 80GB (85.0e9 B, 79.2 GiB): its own OOM rows say what does not fit.
     assert timing_answers.fit_table(frame.assign(gpu_memory_bytes=85.0e9)).empty
     assert timing_answers.fit_table(frame).empty  # a CPU run records no GPU memory

@@ -81,3 +81,28 @@ def test_the_ladders_rungs_are_compared_from_their_step_samples():
     assert rows.loc["bf16", "processes_a"] == 2
     assert rows.loc["bf16-sdpa-cudagraphs-master", "verdict"] == "unsupported in A"
     assert rows.loc["bf16", "share_a"] == 0.5
+
+
+def _with_profiles(run_: R.Run, kernels: bool) -> R.Run:
+    key = {"size": "small", "context_length": 128, "pass": "forward", "precision": "fp32"}
+    run_.tables["profiles"] = pd.DataFrame([{**key, "status": "ok"}])
+    if kernels:
+        run_.tables["kernels"] = pd.DataFrame([{
+            **key, "status": "ok", "kernel": "sm90_gemm", "category": "GEMM", "total_ns": 2e6,
+            "profiled_steps": 2,
+        }])
+    return run_
+
+
+@pytest.mark.parametrize("a_has, b_has", [(False, True), (True, False), (False, False)])
+def test_profiles_without_a_kernel_table_are_not_in_this_run_not_a_division_by_zero(tmp_path, a_has, b_has):
+    from lmstudy.report.contract import ComparedRuns
+    from lmstudy.report.sections.nsys import compare as nsys_compare
+
+    a, b = _with_profiles(run("a"), a_has), _with_profiles(run("b"), b_has)
+    assert nsys_compare.kernel_categories(a, b).empty
+    built = nsys_compare.section(ComparedRuns(a, b, 0.03, tmp_path))
+    text = " ".join(str(getattr(block, "text", "")) for block in built.blocks)
+    missing = [side for side, has in (("A", a_has), ("B", b_has)) if not has]
+    assert "not in this run for " + " and ".join(f"{s} ({s.lower()})" for s in missing) in text
+    assert "nsys/kernels.csv" in text

@@ -80,7 +80,8 @@ def test_the_ladder_on_a_cpu_has_no_mfu_and_marks_what_could_not_run(tmp_path):
                      "matmul_tflops": 0.5, "share_of_matmul": 0.02 if ms else None,
                      "reason": None if ms else "CUDA graphs need a CUDA device, and this run is on cpu.",
                      "gpu": "cpu (x86_64)", "gpu_busy_ms": 8.0 if ms else None,
-                     "gpu_ms_GEMM": 5.0 if ms else None, "gpu_ms_other": 3.0 if ms else None})
+                     "gpu_ms_GEMM": 5.0 if ms else None, "gpu_ms_other": 3.0 if ms else None,
+                     "warmup_steps": 1, "timed_steps": 3, "profile_steps": 1})
     write_csv(tmp_path / "ladder" / "ladder.csv", pd.DataFrame(rows))
     frame = ladder.ladder_frame(pd.DataFrame(rows))
     assert not plots.has_values(frame["mfu"])
@@ -92,6 +93,12 @@ def test_the_ladder_on_a_cpu_has_no_mfu_and_marks_what_could_not_run(tmp_path):
     ladder.SECTION.draw(tmp_path, tmp_path / "figures")
     for name in (ladder.SHARE_FIGURE, ladder.TIME_FIGURE):
         assert (tmp_path / "figures" / name).stat().st_size > 5000
+    # The figure's rungs are the tables' names, and its caption says so (not the config's keys).
+    from lmstudy.report.render import Figure
+
+    captions = [b.caption for b in ladder.build(tmp_path, tmp_path / "figures").blocks
+                if isinstance(b, Figure) and b.path.name == ladder.TIME_FIGURE]
+    assert captions and "named as in the tables" in captions[0] and "key" not in captions[0]
 
 
 def test_section_2_names_the_profiler_that_ran():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -196,3 +197,54 @@ def test_kind_findings_on_a_hand_made_table():
     lo = (3 * 4 * 3_406_809_600 + 4.4 * 2**30) / 2**30
     assert f"peaks at {lo:.2f} GiB at context 128" in forward and "(optimizer phase)" in forward
     assert any("temporaries of 1.00× the parameters' bytes" in s for s in said)
+
+
+def test_a_peak_that_does_not_change_with_context_is_said_once():
+    said = section.findings(_review_rows())
+    peak = 5 * 4 * 3_406_809_600 / 2**30
+    assert f"2.7B training step fp32: from context 128 to 512 the peak stays at {peak:.2f} GiB." in said, said
+    assert not any(f"from {peak:.2f} to {peak:.2f}" in s for s in said), said
+    assert any("forward fp32: from context 128 to 512 the peak grows from" in s for s in said), said
+
+
+def _marker_points(fig) -> dict[str, list[tuple[float, float]]]:
+    """Each labelled series' markers in display pixels."""
+    fig.canvas.draw()
+    points = {}
+    for ax in fig.axes:
+        for line in ax.lines:
+            if line.get_marker() in ("None", "", None) or line.get_label().startswith("_"):
+                continue
+            xy = ax.transData.transform(line.get_xydata())
+            points[line.get_label()] = [tuple(p) for p in xy]
+    return points
+
+
+@pytest.mark.parametrize("contexts", [[256], [256, 512]])
+def test_every_peak_series_shows_even_where_two_are_equal(contexts):
+    """fp32's and bf16's training-step peaks are equal (the optimizer's), and the forward phase peaks
+    just under them: no marker may sit on another's, and one context draws labelled points."""
+    import matplotlib.pyplot as plt
+
+    from lmstudy.report.sections.memory import figures
+
+    gib = 2**30
+    rows = []
+    for ctx in contexts:
+        for precision, forward in (("fp32", 0.56), ("bf16", 0.79)):
+            rows.append({"size": "small", "context_length": ctx, "pass": "forward", "precision": precision,
+                         "status": "ok", "peak_bytes": forward * gib})
+            rows.append({"size": "small", "context_length": ctx, "pass": "train_step", "precision": precision,
+                         "status": "ok", "peak_bytes": 2.71 * gib, "forward_phase_peak_bytes": 2.69 * gib})
+    fig = figures.peaks_figure(Path("."), pd.DataFrame(rows))
+    points = _marker_points(fig)
+    assert len(points) == 6, points  # forward, training step and its forward phase, per precision
+    everything = [(label, p) for label, ps in points.items() for p in ps]
+    for i, (a, pa) in enumerate(everything):
+        for b, pb in everything[i + 1:]:
+            assert abs(pa[0] - pb[0]) + abs(pa[1] - pb[1]) > 6, (a, b, pa, pb)
+    ax = fig.axes[0]
+    if len(contexts) == 1:
+        assert all(len(ps) == 1 for ps in points.values())  # points, not a line of one point
+        assert {t.get_text() for t in ax.texts} >= {"2.71", "2.69", "0.56", "0.79"}
+    plt.close(fig)

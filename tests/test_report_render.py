@@ -77,6 +77,26 @@ def test_a_column_has_one_number_format():
     assert [spread(v) for v in (1.37, 0.6)] == ["1.37", "0.600"]
 
 
+def test_percentages_have_one_decimal_a_sliver_is_less_than_a_tenth_and_none_is_0():
+    from lmstudy.analyse.nsys import tables as T
+    from lmstudy.report.render import table_html, table_markdown
+    from lmstudy.report.sections import nsys
+
+    kernels = pd.DataFrame({
+        "size": "small", "context_length": 256, "pass": ["forward", "forward", "train_step", "train_step",
+                                                         "train_step"],
+        "precision": "fp32", "category": ["GEMM", "softmax", "GEMM", "softmax", "other"],
+        "total_ns": [812.0, 188.0, 736.0, 264.0 - 0.18, 0.18],
+    })
+    generic = table_markdown(pd.DataFrame({"GEMM %": [81.24, 73.6], "other %": [0.0, 0.018447]}))
+    assert generic.splitlines()[2:] == ["| 81.2 | 0 |", r"| 73.6 | \<0.1 |"], generic
+    shown = table_markdown(nsys._as_percent(T.category_shares(kernels)))
+    lines = shown.splitlines()
+    assert lines[0] == "| size | context | pass | GEMM (%) | softmax (%) | other (%) |"
+    assert lines[2].endswith("| 81.2 | 18.8 | 0 |") and lines[3].endswith(r"| 73.6 | 26.4 | \<0.1 |"), shown
+    assert "0.0000" not in table_html(nsys._as_percent(T.category_shares(kernels)))
+
+
 def test_headers_come_from_one_vocabulary_with_units_in_parentheses():
     from lmstudy.report.render import display_frame
 

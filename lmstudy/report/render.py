@@ -149,6 +149,30 @@ def column_formatter(values) -> Callable[[object], str]:
     return write
 
 
+def percent_formatter(values) -> Callable[[object], str]:
+    """How a column of percentages (its header ends in "(%)") is written: one decimal for every
+    table, 0 as "0", and a share too small for one decimal as "<0.1" (never 0.0000 beside 4.05)."""
+    plain = column_formatter(values)
+
+    def write(value) -> str:
+        number = _number(value)
+        if number is None or not math.isfinite(number):
+            return plain(value)
+        if number == 0:
+            return "0"
+        if abs(number) < 0.05:
+            return "<0.1" if number > 0 else ">−0.1"
+        return f"{number:,.1f}"
+
+    return write
+
+
+def formatter(header: str, values) -> Callable[[object], str]:
+    """The writer of one displayed column: percentages by `percent_formatter`, the rest by
+    `column_formatter`."""
+    return percent_formatter(values) if header.endswith("(%)") else column_formatter(values)
+
+
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as the report shows it, values untouched: a named index becomes columns (an
     unnamed one is dropped, never shown as a column of row numbers), multi-level headers become
@@ -172,7 +196,7 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
     frame = display_frame(frame)
     return pd.DataFrame(
-        {column: [column_formatter(frame[column])(v) for v in frame[column]] for column in frame.columns},
+        {column: [formatter(column, frame[column])(v) for v in frame[column]] for column in frame.columns},
         columns=frame.columns,
     ).astype(object)
 
@@ -281,7 +305,7 @@ def table_html(frame: pd.DataFrame) -> Markup:
     (kernel names like `void f<int>` stay text), long text shortened with the whole on hover,
     OOM / not measured / n/a each with a class of its own, numbers right-aligned."""
     frame = display_frame(frame)
-    shown = {column: column_formatter(frame[column]) for column in frame.columns}
+    shown = {column: formatter(column, frame[column]) for column in frame.columns}
 
     shortened = {column: short_texts([shown[column](v) for v in frame[column]]) for column in frame.columns}
 

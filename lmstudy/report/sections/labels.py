@@ -68,6 +68,16 @@ def peak_words(rows: pd.DataFrame) -> str:
     return "of the " + "; ".join(f"{hardware.PEAK_NAMES[u]}, {t:.1f} TFLOP/s" for u, t in pairs)
 
 
+def mfu_note(rows: pd.DataFrame) -> str:
+    """A table's note naming the peak its MFU column divides by, so that no column of long text
+    repeats it per row: 'MFU: each row over the datasheet peak of its own precision: fp32 peak
+    (CUDA cores, no TF32), 66.9 TFLOP/s; bf16 tensor-core peak, 989.4 TFLOP/s.'"""
+    with_mfu = rows[pd.to_numeric(rows["mfu"], errors="coerce").notna()] if "mfu" in rows else rows.iloc[0:0]
+    if with_mfu.empty:
+        return ""
+    return f"MFU: each row over the datasheet peak of its own precision: {peak_words(with_mfu)[7:]}."
+
+
 # The sizes in the order config.yaml lists them (`sizes:`), set once per
 # process by the report-side scripts (--sizes) before any section runs.
 _CONFIG_SIZES: list[str] = []
@@ -134,7 +144,11 @@ def column_label(name: str) -> str:
     label = name.replace("_", " ") if " " not in name and "_" in name else name
     for unit in _UNITS:
         if label.endswith(f" {unit}") and not label.endswith(f"({unit})"):
-            return f"{label[: -len(unit) - 1]} ({unit})"
+            head = label[: -len(unit) - 1]
+            # A number before the unit makes a quantity ("fits in 80 GB"), not a header's unit.
+            if head.rsplit(" ", 1)[-1].replace(".", "", 1).isdigit():
+                return label
+            return f"{head} ({unit})"
     return label
 
 

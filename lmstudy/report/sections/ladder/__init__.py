@@ -19,6 +19,7 @@ import pandas as pd
 from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.labels import mfu_note
 from lmstudy.report.sections.ladder import compare as ladder_compare
 from lmstudy.report.sections.ladder.figures import _share_figure, _time_figure
 from lmstudy.report.sections.ladder.findings import findings
@@ -125,7 +126,7 @@ def build(results: Path, figures: Path) -> Section:
         return section.add(Text("No ladder results: the section is switched off or produced no rows."))
     section.add(Text(_how(ladder, data["matmul"])))
     section.add(Findings(findings(ladder, data["matmul"])))
-    section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs"))
+    section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs", note=mfu_note(ladder)))
     if (figures / SHARE_FIGURE).exists():
         section.add(
             Figure(
@@ -170,7 +171,7 @@ def build(results: Path, figures: Path) -> Section:
             section.add(
                 Figure(
                     figures / TIME_FIGURE,
-                    f"{words} per step by kernel category, per rung (named by its key in ladder.rungs); "
+                    f"{words} per step by kernel category, per rung (named as in the tables above); "
                     "the black mark is the step's median.",
                     data="ladder_time_by_category",
                 )

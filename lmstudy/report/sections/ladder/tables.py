@@ -107,13 +107,11 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
         {
             "size": ladder["size"].astype(str),
             "rung": ladder["rung"],
+            "precision": ladder["precision"],
             "median ms": _shown(ladder["median_ms"], ladder["status"]),
             "TFLOP/s": ladder["achieved_tflops"],
+            # Over the datasheet peak of the rung's precision: the table's note names it (mfu_note).
             "MFU %": ladder["mfu"] * 100,
-            "MFU of": [
-                f"{hardware.PEAK_NAMES[u]}, {p:.1f} TFLOP/s" if p == p else ""
-                for u, p in zip(ladder["mfu_peak"], ladder["peak_tflops"], strict=True)
-            ],
             "share of the measured matmul ceiling %": ladder["share_of_matmul"] * 100,
             "measured ceiling TFLOP/s": ladder.get("matmul_tflops"),
             # over the nearest rung below that ran
@@ -130,7 +128,7 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
         }
     )
     if not plots.has_values(table["MFU %"]):
-        table = table.drop(columns=["MFU %", "MFU of"])  # a CPU, or a GPU the datasheet table lacks
+        table = table.drop(columns=["MFU %"])  # a CPU, or a GPU the datasheet table lacks
     if (table["why not measured"] == "").all():
         table = table.drop(columns="why not measured")
     return table.reset_index(drop=True)

@@ -97,66 +97,113 @@ def _timeline_name(size, pass_name) -> str:
     return f"timeline_{size}_{pass_name}.png"
 
 
-# Colour by what is measured, line and marker by precision (DESIGN: one style); bf16 drawn over
-# fp32 with open markers, so equal values show both lines, not one.
+# Colour and marker by what is measured, line style and fill by precision (DESIGN: one style).
+# Two series of equal values (fp32's and bf16's training step: the optimizer's peak) would hide
+# one another at the same x: each series is dodged sideways, so every one of them shows.
+PEAK_MEASURES = {"forward": "forward", "train_step": "training step",
+                 "forward phase": "training step, forward phase"}
 PEAK_COLORS = {"forward": "tab:blue", "train_step": "tab:red", "forward phase": "tab:purple"}
-PRECISION_STYLE = {"fp32": dict(ls="-", marker="o", lw=2.2, zorder=2),
-                   "bf16": dict(ls="--", marker="s", lw=1.2, mfc="white", zorder=3)}
+PEAK_MARKERS = {"forward": "o", "train_step": "s", "forward phase": "D"}
+PRECISION_STYLE = {"fp32": dict(ls="-", mfc=None), "bf16": dict(ls="--", mfc="white"),
+                   "fp16": dict(ls=":", mfc="white")}
+# How far apart two series sit: a share of an octave of context (lines), of a slot (points).
+DODGE_OCTAVES = 0.05
+DODGE_SLOT = 0.16
 
 
 def _phase_peaks(results: Path, rows: pd.DataFrame) -> pd.Series:
-    """The forward phase's peak of each training-step row (bytes), from its timeline."""
+    """The forward phase's peak of each training-step row (bytes): the row's own column where the
+    summary wrote one, else from its timeline."""
     peaks = {}
     for index, row in rows.iterrows():
+        if pd.notna(row.get("forward_phase_peak_bytes")):
+            peaks[index] = row["forward_phase_peak_bytes"]
+            continue
+        if "summary_dir" not in row or pd.isna(row["summary_dir"]):
+            continue
         line = result_files.read_csv(results / row["summary_dir"] / "timeline.csv", missing_ok=True)
         if not line.empty and (line["phase"] == "forward").any():
             peaks[index] = line.loc[line["phase"] == "forward", "allocated_bytes"].max()
     return pd.Series(peaks, dtype=float)
 
 
+def _peak_series(results: Path, part: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """(measure, precision, rows with context_length, gib and status) of one size, in the legend's order."""
+    series = []
+    precisions = [p for p in PRECISION_STYLE if p in set(part["precision"])]
+    precisions += [p for p in dict.fromkeys(part["precision"]) if p not in precisions]
+    for measure in PEAK_MEASURES:
+        for precision in precisions:
+            pass_name = "train_step" if measure == "forward phase" else measure
+            rows = part[(part["pass"] == pass_name) & (part["precision"] == precision)]
+            rows = rows.sort_values("context_length")
+            if rows.empty:
+                continue
+            if measure == "forward phase":
+                # Where context shows in a training step: the forward phase, under the optimizer's peak.
+                peaks = _phase_peaks(results, rows[rows["status"] == "ok"])
+                if peaks.empty:
+                    continue
+                rows = rows.loc[peaks.index].assign(gib=peaks / GIB)
+            else:
+                rows = rows.assign(gib=rows["peak_bytes"] / GIB)
+            series.append((measure, precision, rows[["context_length", "gib", "status"]]))
+    return series
+
+
+def peaks_figure(results: Path, frame: pd.DataFrame):
+    """Peak memory per size: forward, training step and the training step's forward phase, per
+    precision. Over several contexts, lines against context (log2); over one, labelled points,
+    one slot per measure (a line of one point says nothing about context). Returns the figure."""
+    sizes = size_order(frame["size"])
+    contexts = sorted(frame["context_length"].unique())
+    single = len(contexts) == 1
+    fig, axes = plots.subplots(1, len(sizes), figsize=(4.6 * len(sizes) + 2.6, 3.8))
+    for ax, size in zip(axes[0], sizes, strict=True):
+        part = frame[frame["size"] == size].reset_index(drop=True)
+        series = _peak_series(results, part)
+        measures = [m for m in PEAK_MEASURES if any(s[0] == m for s in series)]
+        for i, (measure, precision, rows) in enumerate(series):
+            style = PRECISION_STYLE.get(precision, dict(ls="-.", mfc="white"))
+            label = f"{PEAK_MEASURES[measure]} {precision}"
+            common = dict(color=PEAK_COLORS[measure], marker=PEAK_MARKERS[measure], ms=7,
+                          mfc=style["mfc"] or PEAK_COLORS[measure], mew=1.4, label=label, zorder=3)
+            ok = rows[rows["status"] == "ok"] if measure != "forward phase" else rows
+            if single:
+                precisions = [p for m, p, _ in series if m == measure]
+                slot = measures.index(measure)
+                x = slot + (precisions.index(precision) - (len(precisions) - 1) / 2) * 2 * DODGE_SLOT
+                xs = [x] * len(rows)
+                ax.plot([x] * len(ok), ok["gib"], ls="none", **common)
+                for value in ok["gib"]:
+                    ax.annotate(f"{value:.2f}", (x, value), textcoords="offset points", xytext=(6, 0),
+                                va="center", fontsize="x-small", color=PEAK_COLORS[measure])
+            else:
+                shift = 2 ** ((i - (len(series) - 1) / 2) * DODGE_OCTAVES)
+                xs = rows["context_length"] * shift
+                ax.plot(ok["context_length"] * shift, ok["gib"], ls=style["ls"], lw=1.4, **common)
+            oom = rows["status"].to_numpy() != "ok"
+            if oom.any():
+                ax.scatter(pd.Series(xs)[oom], rows["gib"][oom], marker="x", s=80, color="red",
+                           zorder=4, label="OOM (peak before failing)")
+        if single:
+            ax.set_xticks(range(len(measures)),
+                          [PEAK_MEASURES[m].replace(", ", ",\n") for m in measures], fontsize="small")
+            ax.set_xlim(-0.5, len(measures) - 0.5)
+            ax.set_xlabel(f"context length {contexts[0]}")
+        else:
+            plots.power_of_two_ticks(ax, part["context_length"])
+            ax.set_xlabel("context length")
+        ax.set_ylabel("peak allocated (GiB)")
+        ax.set_title(str(size))
+    plots.legend_outside(fig, axes)
+    return fig
+
+
 def draw_figures(results: Path, frame: pd.DataFrame, out_dir: Path) -> None:
     """The timelines (from the snapshots under `results`) and the peaks, from the measured rows."""
     for (size, pass_name), rows in frame.groupby(["size", "pass"], observed=True):
         _timeline_figure(results, rows, out_dir / _timeline_name(size, pass_name))
-    sizes = size_order(frame["size"])
-    fig, axes = plots.subplots(1, len(sizes), figsize=(4.2 * len(sizes) + 2.4, 3.6))
-    for ax, size in zip(axes[0], sizes, strict=True):
-        part = frame[frame["size"] == size]
-        for (pass_name, precision), line in part.groupby(["pass", "precision"], observed=True):
-            line = line.sort_values("context_length")
-            style = PRECISION_STYLE.get(precision, dict(ls=":", marker="^"))
-            ax.plot(
-                line["context_length"],
-                line["peak_bytes"] / GIB,
-                color=PEAK_COLORS.get(pass_name),
-                label=f"{PASS_LABELS[pass_name]} {precision}",
-                **style,
-            )
-            if pass_name == "train_step":
-                # Where context shows in a training step: the forward phase, under the optimizer's peak.
-                forward = _phase_peaks(results, line)
-                if len(forward):
-                    ax.plot(
-                        line.loc[forward.index, "context_length"],
-                        forward / GIB,
-                        color=PEAK_COLORS["forward phase"],
-                        label=f"training step, forward phase {precision}",
-                        **style,
-                    )
-            oom = line[line["status"] != "ok"]
-            ax.scatter(
-                oom["context_length"],
-                oom["peak_bytes"] / GIB,
-                marker="x",
-                s=80,
-                color="red",
-                zorder=3,
-                label="OOM (peak before failing)" if len(oom) else None,
-            )
-        plots.power_of_two_ticks(ax, part["context_length"])
-        ax.set_xlabel("context length")
-        ax.set_ylabel("peak allocated (GiB)")
-        ax.set_title(str(size))
-    plots.legend_outside(fig, axes)
+    fig = peaks_figure(results, frame)
     fig.savefig(out_dir / "peaks.png")
     plt.close(fig)

@@ -79,13 +79,17 @@ def findings(frame: pd.DataFrame) -> list[str]:
         part = part.sort_values("context_length")
         if len(part) >= 2:
             lo, hi = part.iloc[0], part.iloc[-1]
-            change = (hi["peak_bytes"] - lo["peak_bytes"]) / GIB
-            verb = "grows" if change > 0 else "shrinks" if change < 0 else "stays"
-            items.append(
+            first, last = f"{lo['peak_bytes'] / GIB:.2f}", f"{hi['peak_bytes'] / GIB:.2f}"
+            where = (
                 f"{size} {PASS_LABELS[pass_name]} {precision}: from context {lo['context_length']} to "
-                f"{hi['context_length']} the peak {verb} from {lo['peak_bytes'] / GIB:.2f} to "
-                f"{hi['peak_bytes'] / GIB:.2f} GiB ({change:+.2f} GiB)."
+                f"{hi['context_length']} the peak"
             )
+            if first == last:  # a range of one value is said once
+                items.append(f"{where} stays at {first} GiB.")
+                continue
+            change = (hi["peak_bytes"] - lo["peak_bytes"]) / GIB
+            verb = "grows" if change > 0 else "shrinks"
+            items.append(f"{where} {verb} from {first} to {last} GiB ({change:+.2f} GiB).")
     items += _kind_findings(ok)
     train = ok[ok["pass"] == "train_step"]
     if len(train):
@@ -171,12 +175,13 @@ def _kind_findings(ok: pd.DataFrame) -> list[str]:
             if len(part) < 2:
                 continue
             lo, hi = part.iloc[0], part.iloc[-1]
+            first, last = f"{lo['peak_bytes'] / GIB:.2f}", f"{hi['peak_bytes'] / GIB:.2f}"
+            step = f"stays at {first} GiB" if first == last else f"goes from {first} to {last} GiB"
             items.append(
                 f"{size} training step {precision}: the forward phase peaks at "
                 f"{lo['forward_phase_peak_bytes'] / GIB:.2f} GiB at context {lo['context_length']} and "
                 f"{hi['forward_phase_peak_bytes'] / GIB:.2f} GiB at {hi['context_length']}, while the step's "
-                f"peak ({', '.join(sorted(set(part['peak_phase'].astype(str))))} phase) goes from "
-                f"{lo['peak_bytes'] / GIB:.2f} to {hi['peak_bytes'] / GIB:.2f} GiB."
+                f"peak ({', '.join(sorted(set(part['peak_phase'].astype(str))))} phase) {step}."
             )
     in_optimizer = steps[steps["peak_phase"] == "optimizer"] if "peak_phase" in steps else steps.iloc[0:0]
     if len(in_optimizer):

@@ -86,6 +86,12 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(load(results), out_dir)
 
 
+def _as_percent(shares: pd.DataFrame) -> pd.DataFrame:
+    """The category shares with headers that say they are percentages ("GEMM (%)"), so they are
+    written as every percentage of the report is: one decimal, "<0.1" for a sliver, "0" for none."""
+    return shares.rename(columns={c: f"{c} %" for c in T.CATEGORIES if c in shares})
+
+
 def build(results: Path, figures: Path) -> Section:
     data = load(results)
     runs = data["runs"]
@@ -182,8 +188,8 @@ def build(results: Path, figures: Path) -> Section:
         )
     section.add(
         Table(
-            f"Share of {said['time']} by kernel category (%)",
-            in_size_order(T.category_shares(kernels)),
+            f"Share of {said['time']} by kernel category",
+            _as_percent(in_size_order(T.category_shares(kernels))),
             name="nsys_category_shares",
         )
     )

@@ -48,14 +48,25 @@ def profiled_configurations(a: Run, b: Run) -> pd.DataFrame:
     return joined
 
 
+def without_kernels(a: Run, b: Run) -> list[str]:
+    """The runs (A, B) that have profiles (nsys/runs.csv) but no kernel table (nsys/kernels.csv)."""
+    return [
+        side for side, run in (("A", a), ("B", b))
+        if not run["profiles"].empty and _per_step_kernels(run).empty
+    ]
+
+
 def kernel_categories(a: Run, b: Run) -> pd.DataFrame:
-    """GPU time per step by kernel category, per configuration profiled in both runs."""
+    """GPU time per step by kernel category, per configuration profiled in both runs.
+
+    Empty when either run has no kernel table: its kernels are not in that run, and a category's
+    time of 0 would read as a kernel that vanished (and divide by zero).
+    """
     sums = []
     for run in (a, b):
         kernels = _per_step_kernels(run)
         if kernels.empty:
-            sums.append(pd.DataFrame(columns=[*PROFILE_KEY, "category", "ms_per_step"]))
-            continue
+            return pd.DataFrame()
         per_category = kernels.groupby([*PROFILE_KEY, "category"], sort=False)["ms_per_step"].sum()
         sums.append(per_category.reset_index())
     configs = profiled_configurations(a, b)
@@ -64,9 +75,10 @@ def kernel_categories(a: Run, b: Run) -> pd.DataFrame:
     both = configs[configs["presence"] == ""][PROFILE_KEY]
     joined = T.join(sums[0], sums[1], [*PROFILE_KEY, "category"])
     joined = joined.merge(both, on=PROFILE_KEY, how="inner")
-    joined["ms_a"] = joined["ms_per_step_a"].fillna(0.0)
-    joined["ms_b"] = joined["ms_per_step_b"].fillna(0.0)
-    joined["change"] = joined["ms_b"] / joined["ms_a"] - 1
+    joined["ms_a"] = pd.to_numeric(joined["ms_per_step_a"], errors="coerce").fillna(0.0)
+    joined["ms_b"] = pd.to_numeric(joined["ms_per_step_b"], errors="coerce").fillna(0.0)
+    # A category absent from A has no change to state (NaN), not an infinite one.
+    joined["change"] = (joined["ms_b"] / joined["ms_a"].where(joined["ms_a"] > 0)) - 1
     return joined[[*PROFILE_KEY, "category", "ms_a", "ms_b", "change"]]
 
 
@@ -168,6 +180,14 @@ def _section_kernels(a, b, min_effect, figures: Path) -> Section:
         "1% between processes, so a change inside the minimum-effect band is the same and one beyond it "
         "is faster or slower (a zero change is always the same)."
     ))
+    missing = without_kernels(a, b)
+    if missing:
+        names = " and ".join(f"{side} ({(a if side == 'A' else b).name})" for side in missing)
+        has = "have" if len(missing) > 1 else "has"
+        section.add(Text(
+            f"Kernel times are not in this run for {names}: {has} profiles (nsys/runs.csv) but no "
+            "kernel table (nsys/kernels.csv), so no kernel category or kernel is compared."
+        ))
     section.add(Findings(kernel_findings(categories, configs, min_effect)))
     listing = configs[configs["presence"] != ""]
     if len(listing):

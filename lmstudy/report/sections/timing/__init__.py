@@ -10,7 +10,7 @@ from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections import plots
-from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
+from lmstudy.report.sections.labels import PASS_LABELS, mfu_note, order_sizes
 from lmstudy.report.sections.timing import answers as timing_answers
 from lmstudy.report.sections.timing import compare as timing_compare
 from lmstudy.report.sections.timing.figures import draw_figures
@@ -104,6 +104,7 @@ def build(results: Path, figures: Path) -> Section:
             f"Step time by size, context and pass (warm-up {top})",
             main_table(frame),
             name="timing_step_time",
+            note=mfu_note(frame),
         )
     )
     section.add(

@@ -15,7 +15,7 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.report.answers import Answer, count, percent, span
-from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.labels import PASS_LABELS, in_size_order
 
 # The GPUs a student most often has, by the memory torch.cuda reports for them (total_memory): an
 # H100 80GB HBM3 about 79.2 GiB, an A100 40GB about 39.6 GiB.
@@ -281,14 +281,19 @@ def fit_table(frame: pd.DataFrame) -> pd.DataFrame:
         }
     )
     for name, bytes_ in SMALLER_GPUS.items():
-        table[name] = [_fits(p, bytes_) for p in rows[peak_column]]
-    return table.sort_values(["size", "context", "pass", "precision"]).reset_index(drop=True)
+        table[fits_column(name)] = [_fits(p, bytes_) for p in rows[peak_column]]
+    return in_size_order(table.sort_values(["context", "pass", "precision"]).reset_index(drop=True))
+
+
+def fits_column(gpu: str) -> str:
+    """The fit table's header for a GPU of `gpu` ('80 GB'): 'fits in 80 GB'."""
+    return f"fits in {gpu}"
 
 
 def fit_answer(table: pd.DataFrame) -> Answer | None:
     if table.empty:
         return None
-    out = table[table["80 GB"] != "fits"]
+    out = table[table[fits_column("80 GB")] != "fits"]
     text = (
         f"This GPU ran everything; on an 80 GB GPU {len(out)} of the configurations measured here would not "
         "fit or are borderline"
@@ -297,14 +302,15 @@ def fit_answer(table: pd.DataFrame) -> Answer | None:
             + "; ".join(
                 f"{r['size']} ctx {r['context']} {r['pass']} {r['precision']} "
                 f"({r['peak reserved GiB']:.1f} GiB, "
-                f"{r['80 GB']})"
+                f"{r[fits_column('80 GB')]})"
                 for _, r in out.head(4).iterrows()
             )
             + ("; …" if len(out) > 4 else "")
             if len(out)
             else ""
         )
-        + f". On a 40 GB GPU, {int((table['40 GB'] != 'fits').sum())} would not fit or are borderline."
+        + f". On a 40 GB GPU, {int((table[fits_column('40 GB')] != 'fits').sum())} would not fit or are "
+        "borderline."
     )
     headline = (
         f"On an 80 GB GPU {len(out)} of the configurations this GPU ran would not fit or are borderline."
