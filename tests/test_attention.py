@@ -20,6 +20,8 @@ from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Table
 from lmstudy.report.sections import attention as section
 
+from .specs import spec_for
+
 REPO = Path(__file__).resolve().parent.parent
 IMPOSSIBLE_D = 2**30  # q alone would need 256 GiB at batch 2, seq 32
 
@@ -80,7 +82,8 @@ def sweep_rows():
     rows = []
     for impl in ("naive", "sdpa"):
         for d in (8, IMPOSSIBLE_D):
-            spec = attention.SweepSpec(
+            spec = spec_for(
+                "attention",
                 implementation=impl,
                 precision="fp32",
                 head_dim=d,
@@ -108,11 +111,12 @@ def test_sweep_measures_each_sequence_length_and_records_oom(sweep_rows):
 
 def test_spec_rejects_an_unknown_implementation():
     with pytest.raises(ValueError, match="implementation must be one of"):
-        attention.SweepSpec(implementation="flash", precision="fp32", head_dim=8, seq_lens=(16,))
+        spec_for("attention", implementation="flash", precision="fp32", head_dim=8, seq_lens=(16,))
 
 
 def test_naive_compile_runs_and_records_its_first_call():
-    spec = attention.SweepSpec(
+    spec = spec_for(
+        "attention",
         implementation="naive-compile",
         precision="fp32",
         head_dim=8,
