@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -280,57 +281,23 @@ def test_oom_threshold_follows_the_accounting():
 
 
 def test_script_help_and_a_run(tmp_path):
+    """By hand: a spec naming the job's configuration, the rest config.yaml's (here the smoke preset's)."""
     script = REPO / "scripts" / "attention_sweep.py"
-    assert (
-        "--seq-lens"
-        in subprocess.run(
-            [sys.executable, script, "--help"], capture_output=True, text=True, check=True
-        ).stdout
-    )
+    assert "--spec" in subprocess.run(
+        [sys.executable, script, "--help"], capture_output=True, text=True, check=True
+    ).stdout
     out = tmp_path / "a.csv"
-    subprocess.run(
-        [
-            sys.executable,
-            script,
-            "--out",
-            out,
-            "--implementation",
-            "sdpa",
-            "--head-dim",
-            "8",
-            "--seq-lens",
-            "16",
-            "--batch-size",
-            "2",
-            "--steps",
-            "2",
-            "--warmup",
-            "0",
-            "--device",
-            "cpu",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    given = {"implementation": "sdpa", "precision": "fp32", "head_dim": 8, "seq_lens": [16], "batch_size": 2,
+             "steps": 2, "warmup": 0}
+
+    def run(**spec):
+        return subprocess.run(
+            [sys.executable, script, "--out", out, "--preset", "smoke", "--spec", json.dumps(spec)],
+            capture_output=True, text=True,
+        )
+
+    done = run(**given)
+    assert done.returncode == 0, done.stderr[-3000:]
     assert pd.read_csv(out)["status"].tolist() == ["ok"]
-    bad = subprocess.run(
-        [
-            sys.executable,
-            script,
-            "--out",
-            out,
-            "--implementation",
-            "sdpa",
-            "--head-dim",
-            "8",
-            "--seq-lens",
-            "16",
-            "--steps",
-            "1",
-            "--device",
-            "cpu",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --steps")
+    bad = run(**{**given, "steps": 1})
+    assert bad.returncode == 2 and bad.stderr.startswith("error: the spec's steps")
