@@ -140,26 +140,6 @@ def model_kwargs(args: argparse.Namespace) -> dict:
     return {name: getattr(args, name) for name in (*MODEL_FIELDS, "model")}
 
 
-def add_noise_arguments(p: argparse.ArgumentParser) -> None:
-    """How many fresh processes measure each configuration (config noise:, lmstudy.measure.repeat)."""
-    p.add_argument("--min-processes", type=int, default=2, help="fresh processes per configuration, at least")
-    p.add_argument("--max-processes", type=int, default=4,
-                   help="fresh processes per configuration, at most, while they disagree")
-    p.add_argument("--max-spread", type=float, default=0.05,
-                   help="measure another process while the processes' medians spread by more (max/min - 1)")
-
-
-def noise_policy(args: argparse.Namespace):
-    """The NoisePolicy of --min-processes, --max-processes and --max-spread, or a UserError naming the fix."""
-    from lmstudy.errors import UserError
-    from lmstudy.measure.repeat import NoisePolicy
-
-    if not 1 <= args.min_processes <= args.max_processes or not args.max_spread > 0:
-        raise UserError("--min-processes must be at least 1 and at most --max-processes, and --max-spread "
-                        "positive: fix the arguments.")
-    return NoisePolicy(args.min_processes, args.max_processes, args.max_spread)
-
-
 def fork_measuring_processes() -> None:
     """This process forks the measuring ones and must not start the CUDA driver: should anything ask
     torch.cuda.is_available() here, NVML answers, not CUDA."""

@@ -236,3 +236,18 @@ def load(config: dict, schema_path: str | Path, overrides: list[dict] = ()) -> d
     merged = apply_preset(config, overrides)
     validate(merged, schema_path)
     return merged
+
+
+# This checkout's study: what a script run by hand takes for a value it is not given.
+STUDY_CONFIG = Path(__file__).resolve().parent.parent / "config.yaml"
+STUDY_SCHEMA = STUDY_CONFIG.parent / "workflow/schemas/config.schema.yaml"
+
+
+def study_value(*keys: str):
+    """The value at `keys` (e.g. "compare", "min_effect") of config.yaml as the workflow loads it (its
+    preset merged in, validated): a joining script's default when run by hand, so that the number is
+    written in config.yaml only. The workflow always passes the value itself."""
+    value = load(yaml.safe_load(STUDY_CONFIG.read_text()), STUDY_SCHEMA)
+    for key in keys:
+        value = value[key]
+    return value

@@ -81,6 +81,8 @@ def main(argv=None) -> None:
         timed_steps=args.timed_steps,
         profile_steps=args.profile_steps,
         device=args.device,
+        tf32=False,  # fp32 is fp32 here; the study's ladder takes config.yaml's tf32
+        memory_cap_gb=None,
     )
     matmul_n = args.matmul_n or ([8192, 16384] if args.device == "cuda" else [512])
     rows, summary = run_bench(

@@ -26,9 +26,14 @@ def main(argv=None) -> None:
     p.add_argument("--templates", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--style", type=Path, help="a matplotlib style file for the figures")
-    p.add_argument("--min-effect", type=float, default=0.03,
-                   help="the smallest change a verdict calls faster or slower (0.03: 3%%)")
+    p.add_argument("--min-effect", type=float,
+                   help="the smallest change a verdict calls faster or slower, e.g. 0.03: 3%% "
+                        "(default: config.yaml's compare.min_effect)")
     args = p.parse_args(argv)
+    if args.min_effect is None:
+        from lmstudy.config import study_value
+
+        args.min_effect = study_value("compare", "min_effect")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -27,9 +27,13 @@ def main(argv=None) -> None:
         help="the aggregated tables whose provenance columns the header shows",
     )
     p.add_argument("--templates", type=Path, required=True)
-    p.add_argument("--title", default="Transformer LM benchmarking and profiling study")
+    p.add_argument("--title", help="the report's title (default: config.yaml's report.title)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
+    if args.title is None:
+        from lmstudy.config import study_value
+
+        args.title = study_value("report", "title")
     from lmstudy.report import render
     from lmstudy.report.sections.labels import use_size_order
 

@@ -111,12 +111,9 @@ def timing_job(spec) -> list[dict]:
 
     code = (
         "import json, sys\n"
-        "from lmstudy.measure.repeat import NoisePolicy\n"
+        "from lmstudy.measure.spec import from_fields\n"
         "from lmstudy.measure.timing import TimingSpec, run_job\n"
-        "data = json.loads(sys.argv[1])\n"
-        "data.update(passes=tuple(data['passes']), warmup_steps=tuple(data['warmup_steps']),\n"
-        "            noise=NoisePolicy(**data['noise']))\n"
-        "print(json.dumps(run_job(TimingSpec(**data)), default=str))\n"
+        "print(json.dumps(run_job(from_fields(TimingSpec, json.loads(sys.argv[1]))), default=str))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, json.dumps(dataclasses.asdict(spec))],

@@ -21,6 +21,8 @@ from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Table
 from lmstudy.report.sections import attention as section
 
+from .specs import spec_for
+
 REPO = Path(__file__).resolve().parent.parent
 IMPOSSIBLE_D = 2**30  # q alone would need 256 GiB at batch 2, seq 32
 
@@ -81,7 +83,8 @@ def sweep_rows():
     rows = []
     for impl in ("naive", "sdpa"):
         for d in (8, IMPOSSIBLE_D):
-            spec = attention.SweepSpec(
+            spec = spec_for(
+                "attention",
                 implementation=impl,
                 precision="fp32",
                 head_dim=d,
@@ -109,11 +112,12 @@ def test_sweep_measures_each_sequence_length_and_records_oom(sweep_rows):
 
 def test_spec_rejects_an_unknown_implementation():
     with pytest.raises(ValueError, match="implementation must be one of"):
-        attention.SweepSpec(implementation="flash", precision="fp32", head_dim=8, seq_lens=(16,))
+        spec_for("attention", implementation="flash", precision="fp32", head_dim=8, seq_lens=(16,))
 
 
 def test_naive_compile_runs_and_records_its_first_call():
-    spec = attention.SweepSpec(
+    spec = spec_for(
+        "attention",
         implementation="naive-compile",
         precision="fp32",
         head_dim=8,
@@ -277,19 +281,23 @@ def test_oom_threshold_follows_the_accounting():
 
 
 def test_script_help_and_a_run(tmp_path):
+    """By hand: a spec naming the job's configuration, the rest config.yaml's (here the smoke preset's)."""
     script = REPO / "scripts" / "attention_sweep.py"
     assert "--spec" in subprocess.run(
         [sys.executable, script, "--help"], capture_output=True, text=True, check=True
     ).stdout
-    spec = {"implementation": "sdpa", "precision": "fp32", "head_dim": 8, "seq_lens": [16],
-            "batch_size": 2, "steps": 2, "warmup": 0, "device": "cpu"}
     out = tmp_path / "a.csv"
-    subprocess.run([sys.executable, script, "--out", out, "--preset", "smoke", "--spec", json.dumps(spec)],
-                   check=True, capture_output=True)
+    given = {"implementation": "sdpa", "precision": "fp32", "head_dim": 8, "seq_lens": [16], "batch_size": 2,
+             "steps": 2, "warmup": 0}
+
+    def run(**spec):
+        return subprocess.run(
+            [sys.executable, script, "--out", out, "--preset", "smoke", "--spec", json.dumps(spec)],
+            capture_output=True, text=True,
+        )
+
+    done = run(**given)
+    assert done.returncode == 0, done.stderr[-3000:]
     assert pd.read_csv(out)["status"].tolist() == ["ok"]
-    bad = subprocess.run(
-        [sys.executable, script, "--out", out, "--preset", "smoke",
-         "--spec", json.dumps({**spec, "steps": 1})],
-        capture_output=True, text=True,
-    )
-    assert bad.returncode == 2 and bad.stderr.startswith("error: the spec's steps must be at least 2")
+    bad = run(**{**given, "steps": 1})
+    assert bad.returncode == 2 and bad.stderr.startswith("error: the spec's steps")

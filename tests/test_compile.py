@@ -16,12 +16,15 @@ from lmstudy.report.answers import Answers
 from lmstudy.report.render import Findings, Table
 from lmstudy.report.sections import compile as section
 
+from .specs import spec_for
+
 NARROW = {"d_model": 32, "d_ff": 128, "num_layers": 1, "num_heads": 2}
 OVERSIZED = {"d_model": 64, "d_ff": 2**30, "num_layers": 1, "num_heads": 1}  # a 256 GiB weight
 
 
 def _spec(size, dims):
-    return compile_bench.CompileSpec(
+    return spec_for(
+        "compile",
         size=size,
         **dims,
         context_length=16,
@@ -86,7 +89,9 @@ def test_section_from_real_rows(compile_rows, tmp_path):
 def _bench_spec(rung: str, **overrides) -> ladder_bench.BenchSpec:
     """A CPU-sized benchmark spec of the narrow model."""
     shape = dict(context_length=16, batch_size=2, vocab_size=128, warmup_steps=1, timed_steps=2)
-    return ladder_bench.BenchSpec(rung=rung, **NARROW, **shape, device="cpu", **overrides)
+    # size "": as scripts/bench_ladder.py (run by hand) records it unless told
+    return spec_for("ladder", rung=rung, size="", **NARROW, **shape, device="cpu",
+                    **{"profile_steps": 0, **overrides})
 
 
 def test_ladder_bench_rung_on_cpu():

@@ -8,24 +8,12 @@ import dataclasses
 import json
 
 import pytest
-import yaml
 
 from lmstudy import job_spec, plan
 from lmstudy.cli import read_spec
-from lmstudy.config import ConfigError, load
+from lmstudy.config import ConfigError
 
-from .conftest import REPO
-
-SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
-
-
-def config_of(preset: str, edit=None) -> dict:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    config["preset"] = preset
-    if edit:
-        edit(config)
-    return load(config, SCHEMA)
-
+from .specs import config_of
 
 SMOKE_JOBS = {
     "timing": {"size": "tiny", "ctx": 32, "precision": "bf16", "variant": "sdpa"},
@@ -78,6 +66,44 @@ def test_a_spec_sets_every_field_of_its_library_spec(job):
     assert set(spec) == expected
     if job == "ladder":
         assert set(spec["matmul"]) == library_fields(CeilingSpec)
+
+
+def test_the_library_specs_have_no_defaults_of_their_own():
+    """config.yaml and its schema hold the defaults: a spec class written with one of its own would
+    hide a job that lacks the value. Only the attention sweep's seed, no setting of the study, has one."""
+    from lmstudy.measure.attention import SweepSpec
+    from lmstudy.measure.compile_bench import CompileSpec
+    from lmstudy.measure.ladder_bench import BenchSpec, CeilingSpec
+    from lmstudy.measure.memory.capture import SnapshotSpec
+    from lmstudy.measure.nsys.capture import ProfileSpec
+    from lmstudy.measure.repeat import NoisePolicy
+    from lmstudy.measure.spec import ModelSpec
+    from lmstudy.measure.timing import TimingSpec
+
+    classes = (ModelSpec, TimingSpec, ProfileSpec, SnapshotSpec, SweepSpec, CompileSpec, BenchSpec,
+               CeilingSpec, NoisePolicy)
+    defaults = {
+        f"{cls.__name__}.{f.name}" for cls in classes for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    }
+    assert defaults == {"SweepSpec.seed"}
+
+
+@pytest.mark.parametrize("job", ["timing", "nsys", "memory", "attention", "compile", "ladder"])
+def test_a_tests_spec_is_the_smoke_presets_with_its_own_values(job):
+    """tests/specs.py: the library's spec of a smoke job, as its script reads it, with a test's values."""
+    from .specs import spec_fields, spec_for
+
+    extra = {"backend": "torch"} if job == "nsys" else {}
+    fields = spec_fields(job, **extra)
+    spec = spec_for(job, **extra)
+    assert {k: getattr(spec, k) for k in ("device", "tf32", "memory_cap_gb")} == {
+        "device": "cpu", "tf32": False, "memory_cap_gb": None}
+    for key in set(fields) - {"noise", "matmul", "model"}:
+        value = getattr(spec, key)
+        assert (list(value) if isinstance(value, tuple) else value) == fields[key], key
+    if job != "attention":
+        assert spec_for(job, size="mine", d_model=8, **extra).d_model == 8  # a size of the test's own
 
 
 def test_the_timing_spec_carries_the_configs_values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -20,9 +21,20 @@ from lmstudy.measure.matmul_ceiling import measure_ceiling
 from lmstudy.phases import PhaseClock
 
 from .conftest import REPO
+from .specs import spec_for
 
 TINY = dict(d_model=32, d_ff=64, num_layers=1, num_heads=2, context_length=8, batch_size=2, vocab_size=64,
-            warmup_steps=0, timed_steps=2, device="cpu")
+            warmup_steps=0, timed_steps=2, profile_steps=0, device="cpu")
+
+
+def bench_spec(rung: str, **overrides) -> BenchSpec:
+    """The ladder's spec of a smoke-preset job (tests/specs.py) with `overrides`."""
+    return spec_for("ladder", rung=rung, **overrides)
+
+
+def as_code(spec: BenchSpec) -> str:
+    """`spec` as Python source, for a process of its own."""
+    return f"BenchSpec(**{dataclasses.asdict(spec)!r})"
 
 
 def test_the_configs_rungs_are_the_benchmarks_default_rungs_in_order():
@@ -35,7 +47,7 @@ def test_the_configs_rungs_are_the_benchmarks_default_rungs_in_order():
                                   "bf16-sdpa-cudagraphs-fused-cudnn"])
 def test_a_rung_a_cpu_cannot_run_is_an_unsupported_row_decided_up_front(rung):
     clock = PhaseClock()
-    row = measure_rung(BenchSpec(rung=rung, size="tiny", **TINY), clock)
+    row = measure_rung(bench_spec(rung, size="tiny", **TINY), clock)
     assert row["status"] == "unsupported"
     reason = row["reason"]
     assert reason.endswith("this run is on cpu.") and ". " not in reason and "\n" not in reason  # 1 sentence
@@ -48,7 +60,8 @@ def test_a_missing_compiler_makes_a_compiled_rung_unsupported_not_a_failure():
     code = (
         "import json\n"
         "from lmstudy.measure.ladder_bench import BenchSpec, measure_rung\n"
-        f"print(json.dumps(measure_rung(BenchSpec(rung='bf16-sdpa-compile', **{TINY!r})), default=str))\n"
+        f"print(json.dumps(measure_rung({as_code(bench_spec('bf16-sdpa-compile', size='', **TINY))}), "
+        "default=str))\n"
     )
     env = {**os.environ, "CXX": "/nonexistent/g++", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env)
@@ -96,7 +109,7 @@ def test_a_rung_job_measures_the_ceiling_of_its_own_gpu_after_the_rung():
         "import json\n"
         "from lmstudy.measure.ladder_bench import BenchSpec, CeilingSpec, measure_rung_and_ceiling\n"
         "from lmstudy.measure.repeat import NoisePolicy\n"
-        f"spec = BenchSpec(rung='fp32', size='tiny', **{TINY_BENCH!r}, warmup_steps=0, timed_steps=2)\n"
+        f"spec = {as_code(bench_spec('fp32', size='tiny', **TINY_BENCH, warmup_steps=0, timed_steps=2))}\n"
         "ceiling = CeilingSpec(sizes=(32,), warmup_s=0, bursts=2, burst_products=1)\n"
         "print(json.dumps(measure_rung_and_ceiling(spec, ceiling, NoisePolicy(2, 2, 0.05)), default=str))\n"
     )
@@ -145,20 +158,20 @@ def test_bursts_without_a_job_key_give_every_rung_the_highest():
 # -- rungs beyond the study's four: they change how a step is computed, not what -------------
 
 TINY_BENCH = dict(d_model=64, d_ff=256, num_layers=2, num_heads=4, context_length=32, batch_size=4,
-                  vocab_size=512, device="cpu")
+                  vocab_size=512, profile_steps=0, device="cpu")
 
 
 @pytest.fixture(scope="module")
 def reference_losses():
-    from lmstudy.measure.ladder_bench import BenchSpec, training_losses
+    from lmstudy.measure.ladder_bench import training_losses
 
-    return {r: training_losses(BenchSpec(rung=r, **TINY_BENCH), 50) for r in ("fp32", "bf16")}
+    return {r: training_losses(bench_spec(r, **TINY_BENCH), 50) for r in ("fp32", "bf16")}
 
 
 def test_bf16_weights_with_fp32_masters_follow_plain_bf16_within_its_noise(reference_losses):
-    from lmstudy.measure.ladder_bench import BenchSpec, training_losses, within_bf16_noise
+    from lmstudy.measure.ladder_bench import training_losses, within_bf16_noise
 
-    losses = training_losses(BenchSpec(rung="bf16-sdpa-master", **TINY_BENCH), 50)
+    losses = training_losses(bench_spec("bf16-sdpa-master", **TINY_BENCH), 50)
     ok, gap, noise = within_bf16_noise(losses, reference_losses["bf16"], reference_losses["fp32"])
     assert ok, f"gap {gap} to bf16 against its noise {noise}"
     # It trained: the loss fell as plain bf16's did.
@@ -173,7 +186,7 @@ def test_a_rung_that_changes_the_update_is_outside_bf16_noise(reference_losses, 
 
     # 10% more learning rate: a different step, not a different rounding of the same one.
     monkeypatch.setattr(ladder_bench, "MasterWeightAdamW", functools.partial(MasterWeightAdamW, lr=1.1e-3))
-    losses = ladder_bench.training_losses(ladder_bench.BenchSpec(rung="bf16-sdpa-master", **TINY_BENCH), 50)
+    losses = ladder_bench.training_losses(bench_spec("bf16-sdpa-master", **TINY_BENCH), 50)
     ok, gap, noise = ladder_bench.within_bf16_noise(
         losses, reference_losses["bf16"], reference_losses["fp32"]
     )

@@ -12,6 +12,7 @@ import pytest
 
 from lmstudy.measure.ladder_bench import BenchSpec, measure_rung
 
+from .specs import spec_for
 from .test_workflow_smoke import smoke_config
 
 RESULTS = "results/default/ladder"
@@ -19,16 +20,9 @@ GRAPHS = "bf16-sdpa-cudagraphs-master"  # the smoke preset's rung that a CPU can
 
 
 def _spec(size: str, rung: str) -> BenchSpec:
-    """The spec the smoke run's ladder_rung job of (size, rung) measured, from the same config."""
-    config = smoke_config()
-    ladder, dims = config["ladder"], config["sizes"][size]
-    return BenchSpec(
-        rung=rung, size=size, **dims, context_length=ladder["context_length"],
-        batch_size=config["batch_size"], vocab_size=config["vocab_size"],
-        warmup_steps=ladder["warmup_steps"], timed_steps=ladder["timed_steps"],
-        profile_steps=ladder["profile_steps"], device=config["device"], tf32=config["tf32"],
-        memory_cap_gb=config.get("memory_cap_gb"),
-    )
+    """The spec the smoke run's ladder_rung job of (size, rung) measured: from the same config, by the
+    same function (lmstudy.job_spec, through tests/specs.py)."""
+    return spec_for("ladder", size=size, rung=rung, context_length=smoke_config()["ladder"]["context_length"])
 
 
 def test_every_size_and_rung_is_a_job_and_a_row_joined_with_its_own_matmul_ceiling(smoke_run: Path):

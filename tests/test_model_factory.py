@@ -15,6 +15,8 @@ from lmstudy.measure.factory import NotApplicable, build_model, count_on_meta, l
 from lmstudy.measure.module_ranges import module_ranges
 from lmstudy.model_choice import ModelChoice, choice_from_config, factory_file
 
+from .specs import spec_for
+
 ENCODER = "tests/fixtures/models/encoder_lm.py:build"
 DIMS = {"vocab_size": 64, "d_model": 16, "d_ff": 32, "num_layers": 2, "num_heads": 2}
 
@@ -194,11 +196,11 @@ def test_an_sdpa_variant_of_a_model_without_an_attention_keyword_is_not_applicab
                   vocab_size=64, context_length=8, batch_size=2, precision="fp32", device="cpu",
                   model=ModelChoice(factory=ENCODER, name="enc"))
     if job == "timing":
-        spec = timing.TimingSpec(**common, variant="sdpa", warmup_steps=(0, 2), timed_steps=2)
+        spec = spec_for("timing", **common, variant="sdpa", warmup_steps=(0, 2), timed_steps=2)
         rows, path = timing.run_job(spec), tmp_path / "timing/raw/tiny.csv"
         assert {(r["pass"], r["warmup_steps"]) for r in rows} == {(p, w) for p in spec.passes for w in (0, 2)}
     else:
-        spec = compile_bench.CompileSpec(**common, attention="sdpa", passes=("forward",), timed_steps=2)
+        spec = spec_for("compile", **common, attention="sdpa", passes=("forward",), timed_steps=2)
         rows = compile_bench.run_job_in_processes(spec, NoisePolicy(1, 1, 0.05))
         path = tmp_path / "compile/raw/tiny.csv"
         assert {(r["mode"], r["pass"]) for r in rows} == {(m, "forward") for m in compile_bench.MODES}

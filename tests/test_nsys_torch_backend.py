@@ -15,8 +15,9 @@ import torch
 from lmstudy.analyse.nsys import torch_trace
 from lmstudy.analyse.nsys.events import KERNEL_TABLE_COLUMNS, kernel_table, range_table, split_by_pass
 from lmstudy.measure.nsys import capture
-from lmstudy.measure.nsys.capture import ProfileSpec
 from lmstudy.measure.nsys.job import nsys_command, run_job
+
+from .specs import spec_for
 
 TINY = dict(
     size="tiny",
@@ -37,7 +38,7 @@ TINY = dict(
 @pytest.fixture(scope="module")
 def both_passes(tmp_path_factory):
     out = tmp_path_factory.mktemp("both")
-    records = run_job(ProfileSpec(passes=("forward", "train_step"), profiled_steps=2, **TINY), out)
+    records = run_job(spec_for("nsys", passes=("forward", "train_step"), profiled_steps=2, **TINY), out)
     return out, records
 
 
@@ -108,7 +109,7 @@ def test_one_capture_holds_both_passes_and_nothing_else(both_passes):
 
 
 def test_out_of_memory_in_the_build_is_a_record_for_every_pass(tmp_path):
-    spec = ProfileSpec(profiled_steps=1, **{**TINY, "d_ff": 1 << 32, "num_layers": 1})
+    spec = spec_for("nsys", profiled_steps=1, **{**TINY, "d_ff": 1 << 32, "num_layers": 1})
     records = run_job(spec, tmp_path)
     assert {name: r["status"] for name, r in records.items()} == {"forward": "OOM", "train_step": "OOM"}
     for name in records:
@@ -133,7 +134,7 @@ def test_a_pass_out_of_memory_leaves_the_other_profiled(tmp_path, monkeypatch):
         return too_big
 
     monkeypatch.setattr(capture, "make_step", training_runs_out_of_memory)
-    records = run_job(ProfileSpec(profiled_steps=1, **TINY), tmp_path)
+    records = run_job(spec_for("nsys", profiled_steps=1, **TINY), tmp_path)
     assert records["train_step"]["status"] == "OOM" and "out of memory" in records["train_step"]["error"]
     assert records["forward"]["status"] == "ok"
     assert pd.read_csv(tmp_path / "train_step" / "kernels.csv").empty
@@ -144,7 +145,7 @@ def test_a_pass_out_of_memory_leaves_the_other_profiled(tmp_path, monkeypatch):
 def test_a_forward_out_of_memory_keeps_the_training_steps_optimizer_state(tmp_path, monkeypatch):
     """The training step's profiled steps must not build AdamW's state anew inside the capture."""
     make_step = capture.make_step
-    spec = ProfileSpec(profiled_steps=2, **TINY)
+    spec = spec_for("nsys", profiled_steps=2, **TINY)
 
     def forward_runs_out_of_memory_in_the_capture(work, pass_name):
         step = make_step(work, pass_name)
@@ -170,7 +171,7 @@ def test_a_forward_out_of_memory_keeps_the_training_steps_optimizer_state(tmp_pa
 
 
 def test_nsys_command_captures_only_the_profiler_range(tmp_path):
-    spec = ProfileSpec(**{**TINY, "backend": "nsys", "device": "cuda"})
+    spec = spec_for("nsys", **{**TINY, "backend": "nsys", "device": "cuda"})
     command = nsys_command("/opt/nsys", spec, tmp_path / "profile", tmp_path / "p.json")
     assert command[:2] == ["/opt/nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in command
@@ -181,9 +182,9 @@ def test_nsys_command_captures_only_the_profiler_range(tmp_path):
 
 def test_passes_are_checked():
     with pytest.raises(ValueError, match="passes must be"):
-        ProfileSpec(passes=("forward", "forward"), **TINY)
+        spec_for("nsys", passes=("forward", "forward"), **TINY)
     with pytest.raises(ValueError, match="passes must be"):
-        ProfileSpec(passes=("forward_backward",), **TINY)
+        spec_for("nsys", passes=("forward_backward",), **TINY)
 
 
 def test_backend_comparison_flags_a_range_that_differs():

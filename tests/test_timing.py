@@ -7,16 +7,17 @@ from lmstudy import flops, hardware
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.repeat import NoisePolicy
 from lmstudy.measure.steps import build_workload, make_step
-from lmstudy.measure.timing import TimingSpec, rows_from_processes, time_steps
+from lmstudy.measure.timing import rows_from_processes, time_steps
 
 from .conftest import timing_job
+from .specs import spec_for
 
 TINY = dict(size="t", d_model=32, d_ff=64, num_layers=1, num_heads=2, context_length=16,
             batch_size=2, vocab_size=64, device="cpu", timed_steps=3)
 
 
 def test_job_rows_cover_every_pass_and_warmup():
-    spec = TimingSpec(precision="fp32", warmup_steps=(0, 2), **TINY)
+    spec = spec_for("timing", precision="fp32", warmup_steps=(0, 2), **TINY)
     rows = timing_job(spec)
     got = {(r["pass"], r["warmup_steps"]) for r in rows}
     assert got == {(p, w) for p in spec.passes for w in (0, 2)}
@@ -37,7 +38,7 @@ def test_job_rows_cover_every_pass_and_warmup():
 
 def test_every_warmup_row_is_its_window_of_each_processs_trajectory():
     """Warm-up w's row takes, from each fresh process of its pass, the window after its first w steps."""
-    spec = TimingSpec(precision="fp32", warmup_steps=(0, 1, 3), noise=NoisePolicy(2, 2, 0.05), **TINY)
+    spec = spec_for("timing", precision="fp32", warmup_steps=(0, 1, 3), noise=NoisePolicy(2, 2, 0.05), **TINY)
     rows = timing_job(spec)
     for pass_name in spec.passes:
         mine = [r for r in rows if r["pass"] == pass_name]
@@ -58,7 +59,7 @@ def test_every_warmup_row_is_its_window_of_each_processs_trajectory():
 
 
 def test_rows_take_the_median_over_processes_with_its_interval():
-    spec = TimingSpec(precision="fp32", warmup_steps=(1,), **TINY)
+    spec = spec_for("timing", precision="fp32", warmup_steps=(1,), **TINY)
     results = [_trajectory([50, 10, 10, 10]), _trajectory([50, 20, 20, 20]), _trajectory([50, 12, 12, 12])]
     (row,) = rows_from_processes(spec, results, 1000)
     assert row["processes"] == 3 and row["median_ms"] == pytest.approx(12)
@@ -78,7 +79,7 @@ def _trajectory(step_ms, error=None):
 
 def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
     """A process that ran out of memory at step 4 gave warm-ups 0 and 1 their windows, not 5."""
-    spec = TimingSpec(precision="fp32", warmup_steps=(0, 1, 5), **TINY)
+    spec = spec_for("timing", precision="fp32", warmup_steps=(0, 1, 5), **TINY)
     rows = rows_from_processes(spec, [_trajectory([50, 10, 11, 12], error="CUDA out of memory")], 1000)
     status = {r["warmup_steps"]: r["status"] for r in rows}
     assert status == {0: "ok", 1: "ok", 5: "OOM"}
@@ -93,7 +94,7 @@ def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
 
 
 def test_compile_time_is_the_first_steps_excess():
-    spec = TimingSpec(precision="bf16", variant="sdpa-compile", passes=("train_step",),
+    spec = spec_for("timing", precision="bf16", variant="sdpa-compile", passes=("train_step",),
                       warmup_steps=(0, 1), **TINY)
     rows = rows_from_processes(spec, [_trajectory([9000, 10, 12, 11])], 1000)
     assert rows[0]["compile_s"] == pytest.approx((9000 - 11.5) / 1e3)
@@ -101,21 +102,20 @@ def test_compile_time_is_the_first_steps_excess():
 
 def test_out_of_memory_is_a_row_and_the_job_goes_on():
     huge = {**TINY, "d_ff": 2**34}  # a 2**39-byte weight: no allocator grants it
-    spec = TimingSpec(precision="bf16", warmup_steps=(0, 1), **huge)
+    spec = spec_for("timing", precision="bf16", warmup_steps=(0, 1), **huge)
     rows = timing_job(spec)
     assert [r["status"] for r in rows] == ["OOM"] * 6
     assert sorted(r["warmup_steps"] for r in rows) == [0, 0, 0, 1, 1, 1]
     assert all("allocate" in r["error"] for r in rows)
     # The next job is unaffected.
-    ok = timing_job(TimingSpec(precision="bf16", warmup_steps=(1,), **TINY))
+    ok = timing_job(spec_for("timing", precision="bf16", warmup_steps=(1,), **TINY))
     assert [r["status"] for r in ok] == ["ok"] * 3
 
 
 def test_time_steps_counts_only_timed_steps():
     calls = []
-    work = build_workload(
-        TimingSpec(precision="fp32", warmup_steps=(0,), **TINY).model_config, 2, "fp32", torch.device("cpu")
-    )
+    spec = spec_for("timing", precision="fp32", warmup_steps=(0,), **TINY)
+    work = build_workload(spec.model_config, 2, "fp32", torch.device("cpu"))
     step = make_step(work, "forward")
 
     def counted():

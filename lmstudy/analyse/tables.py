@@ -41,3 +41,16 @@ def environment_of(frames: list[pd.DataFrame]) -> dict[str, str]:
         else:
             shown[column] = ", ".join(sorted(seen)) if seen else "n/a"
     return shown
+
+
+def steady_warmup(frame: pd.DataFrame) -> int:
+    """The steady state's warm-up: the largest measured. Each fresh timing process runs max(warm-ups) +
+    timed steps and warm-up w's row is the window after its first w (lmstudy.measure.timing), so the
+    largest warm-up's window is the last of every process: the warmest."""
+    return int(frame["warmup_steps"].max())
+
+
+def steady_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `frame` (timing rows, of any status) at its steady warm-up (steady_warmup): the
+    steady-state numbers. Empty for an empty frame."""
+    return frame[frame["warmup_steps"] == frame["warmup_steps"].max()]

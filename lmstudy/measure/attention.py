@@ -106,12 +106,14 @@ class SweepSpec:
     precision: str
     head_dim: int
     seq_lens: tuple[int, ...]
-    batch_size: int = 8
-    steps: int = 100
-    warmup: int = 10
-    device: str = "cuda"
-    tf32: bool = False
-    memory_cap_gb: float | None = None
+    # No defaults but the seed's (no setting of the study): config.yaml's attention:, through the
+    # job's spec (lmstudy.job_spec).
+    batch_size: int
+    steps: int
+    warmup: int
+    device: str
+    tf32: bool
+    memory_cap_gb: float | None
     seed: int = 0
 
     def __post_init__(self):

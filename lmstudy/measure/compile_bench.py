@@ -28,15 +28,15 @@ from lmstudy.measure.timing import time_steps
 from lmstudy.phases import PhaseClock
 
 MODES = ("eager", "compiled")
-PASSES = ("forward", "train_step")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CompileSpec(ModelSpec):
-    attention: str = "naive"
-    passes: tuple[str, ...] = PASSES
-    warmup_steps: int = 5
-    timed_steps: int = 10
+    # No defaults: config.yaml's compile:, through the job's spec (lmstudy.job_spec).
+    attention: str
+    passes: tuple[str, ...]
+    warmup_steps: int
+    timed_steps: int
 
     @property
     def model_attention(self) -> str:

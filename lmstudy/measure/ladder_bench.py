@@ -70,16 +70,17 @@ class BenchSpec:
     num_layers: int
     num_heads: int
     context_length: int
-    batch_size: int = 4
-    vocab_size: int = 10000
-    warmup_steps: int = 5
-    timed_steps: int = 20
-    profile_steps: int = 0  # > 0: also break the GPU time of this many steps down by kernel category
-    device: str = "cuda"
-    size: str = ""  # the size's name, recorded in the row
-    tf32: bool = False
-    memory_cap_gb: float | None = None
-    model: ModelChoice = ModelChoice()
+    # No defaults: config.yaml's ladder:, through the job's spec (lmstudy.job_spec).
+    batch_size: int
+    vocab_size: int
+    warmup_steps: int
+    timed_steps: int
+    profile_steps: int  # > 0: also break the GPU time of this many steps down by kernel category
+    device: str
+    size: str  # the size's name, recorded in the row
+    tf32: bool
+    memory_cap_gb: float | None
+    model: ModelChoice
 
     def __post_init__(self):
         # Read back from JSON (a child process's argument), the choice is a dict.
@@ -273,10 +274,10 @@ def measure_rung_in_processes(spec: BenchSpec, policy: NoisePolicy, clock: Phase
 class CeilingSpec:
     """How the matmul ceiling is measured (config.yaml ladder.matmul; lmstudy.measure.matmul_ceiling)."""
 
-    sizes: tuple[int, ...] = (8192, 16384)
-    warmup_s: float = 1.5
-    bursts: int = 10
-    burst_products: int = 20
+    sizes: tuple[int, ...]
+    warmup_s: float
+    bursts: int
+    burst_products: int
 
 
 def _ceiling_bursts(spec: BenchSpec, ceiling: CeilingSpec, clock) -> list[dict]:

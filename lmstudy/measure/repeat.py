@@ -25,9 +25,11 @@ from lmstudy.phases import PhaseClock
 
 @dataclasses.dataclass(frozen=True)
 class NoisePolicy:
-    min_processes: int = 2
-    max_processes: int = 4
-    max_spread: float = 0.05
+    """config.yaml's noise: (no defaults here), through the job's spec (lmstudy.job_spec)."""
+
+    min_processes: int
+    max_processes: int
+    max_spread: float
 
     def __post_init__(self):
         if not 1 <= self.min_processes <= self.max_processes:

@@ -1,8 +1,9 @@
 """The model configuration every measuring job shares: sizes, precision, device.
 
 Each section's spec (TimingSpec, ProfileSpec, SnapshotSpec, CompileSpec)
-extends ModelSpec with its own fields. The fields are keyword-only, so a
-subclass may add fields with or without defaults in any order.
+extends ModelSpec with its own fields, keyword-only. No field has a default:
+config.yaml and its schema hold them, and a job's spec (lmstudy.job_spec)
+names every field.
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ class ModelSpec:
     batch_size: int
     vocab_size: int
     precision: str
-    device: str = "cuda"
-    tf32: bool = False
-    memory_cap_gb: float | None = None
-    # The model's factory and label (config model:); the built-in model by default.
-    model: ModelChoice = ModelChoice()
+    device: str
+    tf32: bool
+    memory_cap_gb: float | None
+    # The model's factory and label (config model:).
+    model: ModelChoice
 
     @property
     def model_attention(self) -> str:

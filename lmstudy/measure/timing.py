@@ -36,19 +36,19 @@ from lmstudy.measure.fresh_process import run_forked
 from lmstudy.measure.gpu_monitor import ClockSampler
 from lmstudy.measure.repeat import NoisePolicy, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import PASSES, import_lazy_modules, make_step, synchronize
+from lmstudy.measure.steps import import_lazy_modules, make_step, synchronize
 from lmstudy.phases import PhaseClock
 from lmstudy.plan import VARIANTS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TimingSpec(ModelSpec):
-    variant: str = "naive"
-    passes: tuple[str, ...] = PASSES
-    # No default: config.yaml's timing.warmup_steps, through the job's spec (lmstudy.job_spec).
+    # No defaults: config.yaml's timing: and noise:, through the job's spec (lmstudy.job_spec).
+    variant: str
+    passes: tuple[str, ...]
     warmup_steps: tuple[int, ...]
-    timed_steps: int = 10
-    noise: NoisePolicy = NoisePolicy()
+    timed_steps: int
+    noise: NoisePolicy
 
     def __post_init__(self):
         if self.variant not in VARIANTS:

@@ -5,7 +5,7 @@
 # digest of the tables (sizes, modification times) is a param, so a changed
 # or newly copied run rebuilds the comparison, and a run that is missing
 # stops the build at once with one sentence naming what to do.
-COMPARE = {"min_effect": 0.03, **config.get("compare", {})}
+COMPARE = config["compare"]
 COMPARE_DIR = "report/compare/{a}_vs_{b}"
 COMPARE_TEMPLATES = sorted(
     str(p)

@@ -59,10 +59,6 @@ def join_table(a: Run, b: Run, table: str, key: list[str], columns) -> pd.DataFr
     return join(parts[0], parts[1], key)
 
 
-def steady(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame[frame["warmup_steps"] == frame["warmup_steps"].max()]
-
-
 def _result_columns(result: V.Comparison) -> dict:
     return {
         "ratio": result.ratio,

@@ -13,6 +13,7 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.nsys.categories import CATEGORIES
+from lmstudy.analyse.tables import steady_rows
 from lmstudy.ranges import ATTENTION_SCORES, FINAL_MATMUL, MODULE_RANGE, PHASES, SOFTMAX
 
 CONFIG = ["size", "context_length", "pass"]
@@ -95,7 +96,7 @@ def _timer_ms(timing: pd.DataFrame | None, run) -> float | None:
     ]
     if match.empty:
         return None
-    return float(match[match["warmup_steps"] == match["warmup_steps"].max()]["median_ms"].iloc[0])
+    return float(steady_rows(match)["median_ms"].iloc[0])
 
 
 @computes_table

@@ -34,12 +34,13 @@ PASSES = ("forward", "train_step")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SnapshotSpec(ModelSpec):
+    # No defaults: config.yaml's memory:, through the job's spec (lmstudy.job_spec).
     pass_name: str
-    warmup_steps: int = 2
-    max_entries: int = 1_000_000
+    warmup_steps: int
+    max_entries: int
     # "python": Python frames only; "all": C++ frames too, which name the autograd operation
     # (MmBackward0, ...) behind each block the backward allocates, at a slower capture.
-    stacks: str = "python"
+    stacks: str
 
     def describe(self) -> dict:
         row = dataclasses.asdict(self)

@@ -43,12 +43,12 @@ PROFILED_PASSES = ("forward", "train_step")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProfileSpec(ModelSpec):
-    passes: tuple[str, ...] = PROFILED_PASSES
-    batch_size: int = 4
-    vocab_size: int = 10000
-    warmup_steps: int = 2
-    profiled_steps: int = 2
-    backend: str = "nsys"
+    # No defaults: config.yaml's nsys:, through the job's spec (lmstudy.job_spec); the backend is
+    # the nsys_backend job's answer.
+    passes: tuple[str, ...]
+    warmup_steps: int
+    profiled_steps: int
+    backend: str
 
     def __post_init__(self):
         unknown = [p for p in self.passes if p not in PROFILED_PASSES]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
+from lmstudy.analyse.tables import steady_rows
 from lmstudy.report.answers import Answer, percent, span
 from lmstudy.report.sections.labels import PASS_LABELS
 from lmstudy.report.sections.timing import answers as timing_answers
@@ -74,7 +75,8 @@ def _error(value: float, nonfinite: int, tokens: int) -> object:
 def low_precision_speedup_table(timing: pd.DataFrame) -> pd.DataFrame:
     """fp32 median over the fp16 and over the bf16 autocast median, per configuration (steady state);
     empty unless the run timed fp16 (bf16 alone has the timing section's table)."""
-    rows = timing[(timing["warmup_steps"] == timing["warmup_steps"].max()) & (timing["status"] == "ok")]
+    rows = steady_rows(timing)
+    rows = rows[rows["status"] == "ok"]
     if "fp16" not in set(rows["precision"]) or "fp32" not in set(rows["precision"]):
         return pd.DataFrame()
     wide = rows.pivot_table(
@@ -223,7 +225,8 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
         "benchmarking_mixed_precision (c): how much faster is mixed precision, and how does it change with "
         "model size?"
     )
-    rows = timing[(timing["warmup_steps"] == timing["warmup_steps"].max()) & (timing["status"] == "ok")]
+    rows = steady_rows(timing)
+    rows = rows[rows["status"] == "ok"]
     lows = [p for p in ("bf16", "fp16") if p in set(rows["precision"])]
     if "fp32" not in set(rows["precision"]) or not lows:
         return None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmstudy.analyse.tables import steady_warmup
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -23,7 +24,6 @@ from lmstudy.report.sections.timing.tables import (
     mfu_table,
     speedup_frame,
     speedup_table,
-    steady,
     study_model,
     variants_table,
     warmup_table,
@@ -41,7 +41,6 @@ __all__ = [
     "mfu_table",
     "speedup_frame",
     "speedup_table",
-    "steady",
     "study_model",
     "variants_table",
     "warmup_table",
@@ -70,7 +69,7 @@ def build(results: Path, figures: Path) -> Section:
     frame = study_model(every_variant)
     if frame.empty:
         return section.add(Text("No timing results: the section is switched off or produced no rows."))
-    top = int(frame["warmup_steps"].max())
+    top = steady_warmup(frame)
     processes = frame["processes"] if "processes" in frame else pd.Series([1])
     section.add(Text(
         f"Each pass of each configuration ran in {int(processes.min())} to {int(processes.max())} fresh "

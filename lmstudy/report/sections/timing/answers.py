@@ -14,6 +14,7 @@ import statistics
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
+from lmstudy.analyse.tables import steady_rows
 from lmstudy.report.answers import Answer, count, percent, span
 from lmstudy.report.sections.labels import PASS_LABELS, in_size_order
 
@@ -28,7 +29,7 @@ WARM = 0.05
 
 
 def _steady_ok(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = frame[frame["warmup_steps"] == frame["warmup_steps"].max()]
+    rows = steady_rows(frame)
     return rows[rows["status"] == "ok"]
 
 

@@ -16,6 +16,7 @@ from lmstudy.analyse.compare import runs as R  # noqa: E402
 from lmstudy.analyse.compare import tables as T  # noqa: E402
 from lmstudy.analyse.compare import verdict as V  # noqa: E402
 from lmstudy.analyse.compare.runs import Run  # noqa: E402
+from lmstudy.analyse.tables import steady_rows  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
 from lmstudy.report.contract import ComparedRuns  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
@@ -34,7 +35,7 @@ def timing(a: Run, b: Run, min_effect: float = V.MIN_EFFECT,
         frame = run["timing"]
         if "variant" not in frame:
             frame = frame.assign(variant="naive")
-        steady = T.steady(frame)
+        steady = steady_rows(frame)
         parts.append(steady[[*TIMING_KEY, *(c for c in columns if c in steady)]])
     joined = T.join(parts[0], parts[1], TIMING_KEY)
     rows = []

@@ -11,9 +11,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmstudy.analyse.tables import steady_rows  # noqa: E402
 from lmstudy.report.sections import plots  # noqa: E402
 from lmstudy.report.sections.labels import PASS_LABELS, size_order  # noqa: E402
-from lmstudy.report.sections.timing.tables import KEY, speedup_frame, steady  # noqa: E402
+from lmstudy.report.sections.timing.tables import KEY, speedup_frame  # noqa: E402
 
 PRECISION_LINES = {"fp32": "-", "bf16": "--", "fp16": ":"}
 
@@ -76,13 +77,13 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
 def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
     """Latency, warm-up and bf16 speed-up, from the study model's rows."""
     ok = frame[frame["status"] == "ok"]
-    failed = steady(frame)[steady(frame)["status"] != "ok"]
+    failed = steady_rows(frame)[steady_rows(frame)["status"] != "ok"]
     if not ok.empty:
         latency = out_dir / "latency.png"
-        _plot_by_pass(steady(ok), "median_ms", "median step time (ms)", latency, missing=failed)
+        _plot_by_pass(steady_rows(ok), "median_ms", "median step time (ms)", latency, missing=failed)
 
         fig, axes = plots.subplots(1, 2, figsize=(9, 3.4))
-        steady_mean = steady(ok).set_index(KEY)["mean_ms"]
+        steady_mean = steady_rows(ok).set_index(KEY)["mean_ms"]
         for warmup, part in ok.groupby("warmup_steps"):
             ratio = part.set_index(KEY)["mean_ms"] / steady_mean.reindex(part.set_index(KEY).index)
             axes[0][0].scatter(np.full(len(ratio), warmup), ratio, alpha=0.6)

@@ -14,9 +14,10 @@ import statistics
 
 import pandas as pd
 
+from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
 from lmstudy.report.sections.labels import PASS_LABELS, peak_words
-from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame, steady
+from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
 
 
 def _label(row) -> str:
@@ -28,7 +29,7 @@ def _left_out(total: int, kept: int, why: str = "host-bound or noisy") -> str:
 
 
 def _oom(frame: pd.DataFrame) -> list[str]:
-    rows = steady(frame)
+    rows = steady_rows(frame)
     oom = rows[rows["status"] == "OOM"]
     items = []
     for size, part in oom.groupby("size", observed=True):
@@ -108,7 +109,7 @@ def _speedups(frame: pd.DataFrame) -> list[str]:
 
 
 def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[str]:
-    if not ((ok["warmup_steps"] == 0).any() and ok["warmup_steps"].max() > 0):
+    if not ((ok["warmup_steps"] == 0).any() and steady_warmup(ok) > 0):
         return []
     cold = ok[ok["warmup_steps"] == 0].set_index(KEY)
     warm = stable.set_index(KEY)
@@ -140,7 +141,7 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
     warmups = sorted(ok["warmup_steps"].unique())
     if len(warmups) < 3:
         return []
-    top = warmups[-1]
+    top = steady_warmup(ok)
     items = []
     rows = trusted(stable)
     for w in warmups[1:-1]:
@@ -236,7 +237,7 @@ def _physics(stable: pd.DataFrame) -> list[str]:
 
 def findings(frame: pd.DataFrame, max_spread: float = 0.05) -> list[str]:
     ok = frame[frame["status"] == "ok"]
-    stable = steady(ok)
+    stable = steady_rows(ok)
     return [
         *_oom(frame),
         *_flags(stable),

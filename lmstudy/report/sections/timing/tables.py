@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
+from lmstudy.analyse.tables import steady_rows
 from lmstudy.analyse.trust import marks
 from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 
@@ -23,7 +24,7 @@ def variants_table(frame: pd.DataFrame) -> pd.DataFrame:
     same configuration: timing.variants lists them; the optimization ladder is section 7's."""
     if "variant" not in frame:
         return pd.DataFrame()
-    rows = steady(frame)
+    rows = steady_rows(frame)
     others = rows[rows["variant"] != "naive"]
     if others.empty:
         return pd.DataFrame()
@@ -44,11 +45,6 @@ def variants_table(frame: pd.DataFrame) -> pd.DataFrame:
         }
     )
     return table.reset_index(drop=True)
-
-
-def steady(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows at the largest warm-up measured: the steady-state numbers."""
-    return frame[frame["warmup_steps"] == frame["warmup_steps"].max()]
 
 
 def _ms_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -75,7 +71,7 @@ def _column(rows: pd.DataFrame, name: str) -> pd.Series:
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Steady-state rows: the median over processes with its 95% interval, how many processes, how much
     of the step the GPU worked, and the flags (lmstudy.analyse.trust) beside the rates."""
-    rows = steady(frame)
+    rows = steady_rows(frame)
     ok = rows["status"] == "ok"
     table = pd.DataFrame({
         "size": rows["size"].astype(str),
@@ -104,7 +100,7 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
 def backward_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Backward time per configuration: forward+backward minus forward, with a conservative interval
     (the difference of the two intervals' far ends) and the flags of either row."""
-    rows = steady(frame)
+    rows = steady_rows(frame)
     rows = rows[rows["status"] == "ok"]
     key = ["size", "context_length", "precision", "variant"]
     forward = rows[rows["pass"] == "forward"]
@@ -164,7 +160,7 @@ def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
 def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """bf16 over fp32 speed-up of the steady median, per configuration, with a conservative interval
     (fp32's interval over bf16's, far ends) and whether either row is flagged."""
-    rows = steady(frame)
+    rows = steady_rows(frame)
     rows = rows[rows["status"] == "ok"]
     index = ["size", "context_length", "pass", "variant"]
     columns = [c for c in ("median_ms", "ci_low_ms", "ci_high_ms", "host_bound", "noisy") if c in rows]
@@ -199,7 +195,7 @@ def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
 
 @computes_table
 def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
-    rows = steady(frame)
+    rows = steady_rows(frame)
     rows = rows[rows["pass"] == "train_step"].copy()
     rows["MFU %"] = (rows["mfu"] * 100).astype(object).where(rows["status"] == "ok", rows["status"])
     # Which peak each row's MFU divides by, named in the row: one definition, the precision's own peak.
