@@ -86,9 +86,9 @@ def test_a_compiling_job_leaves_no_compiler_files_behind(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
     subprocess.run(
-        [sys.executable, "scripts/attention_sweep.py", "--out", str(out), "--implementation", "naive-compile",
-         "--head-dim", "8", "--seq-lens", "16", "--batch-size", "1", "--steps", "2", "--warmup", "0",
-         "--device", "cpu"],
+        [sys.executable, "scripts/attention_sweep.py", "--out", str(out), "--preset", "smoke", "--spec",
+         '{"implementation": "naive-compile", "precision": "fp32", "head_dim": 8, "seq_lens": [16],'
+         ' "batch_size": 1, "steps": 2, "warmup": 0, "device": "cpu"}'],
         cwd=Path(__file__).resolve().parent.parent, check=True, capture_output=True,
         env={**{k: v for k, v in os.environ.items() if not k.endswith("_CACHE_DIR")}, "TMPDIR": str(temp)},
     )

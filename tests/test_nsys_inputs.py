@@ -128,9 +128,9 @@ def test_a_gpu_profile_job_without_cuda_or_nsys_first_says_cuda_is_missing(tmp_p
     done = subprocess.run(
         [
             sys.executable, str(REPO / "scripts/profile_job.py"), "--out-dir", str(tmp_path / "out"),
-            "--size", "tiny", "--d-model", "64", "--d-ff", "256", "--num-layers", "2", "--num-heads", "4",
-            "--context-length", "32", "--pass", "forward", "--device", "cuda", "--backend", "nsys",
-            "--nsys", str(tmp_path / "no-nsys-here"),
+            "--preset", "smoke", "--backend", "nsys", "--nsys", str(tmp_path / "no-nsys-here"), "--spec",
+            '{"size": "tiny", "context_length": 32, "precision": "fp32", "passes": ["forward"],'
+            ' "device": "cuda"}',
         ],
         capture_output=True, text=True,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},  # no CUDA device, as on a CPU machine

@@ -11,7 +11,7 @@ from lmstudy.errors import UserError
 NO_CUDA = (
     "CUDA is not available on this machine, so this GPU measurement cannot run here: "
     "run the CPU smoke study with `snakemake --cores 2 --config preset=smoke` "
-    "(or pass `--device cpu` to a script run by hand)."
+    "(or give a script run by hand a spec with \"device\": \"cpu\")."
 )
 
 

@@ -264,7 +264,7 @@ def attribute(events: Events) -> Attribution:
             launches.loc[mask, "owner"] = _timeline(group).at(launches.loc[mask, "start"].to_numpy())
     # Work launched inside a range adopted from another thread was adopted too.
     owners = launches["owner"].to_numpy()
-    launches["adopted"] = (owners >= 0) & crossed[np.clip(owners, 0, None)]
+    launches["adopted"] = (owners >= 0) & (crossed[np.clip(owners, 0, None)] if len(crossed) else False)
     orphans = (launches["owner"] < 0).to_numpy()
     range_threads = set(ranges["thread"])
     if orphans.any() and len(range_threads) > 0:
