@@ -63,7 +63,7 @@ def test_a_rung_the_cpu_cannot_run_is_unsupported_and_the_report_says_why(smoke_
     html = (smoke_run / "report/default/index.html").read_text()
     assert re.search(r'<td class="[^"]*\bunsupported\b[^"]*" >unsupported</td>', html)
     # OOM stays OOM, and a rung that ran is neither
-    assert re.search(r"^\| oversized \| fp32 \| OOM \|", section, re.M)
+    assert re.search(r"^\| oversized \| fp32 \| fp32 \| OOM \|", section, re.M)  # rung, precision, status
     assert "Out of memory: oversized fp32, oversized bf16," in section
 
 

@@ -62,7 +62,7 @@ def test_a_gpu_script_on_a_cpu_says_so_in_one_line(script, tmp_path):
     assert done.returncode == 2, done.stderr[-3000:]
     said = done.stderr.strip().splitlines()
     assert len(said) == 1 and said[0].startswith("error: CUDA is not available"), done.stderr[-3000:]
-    assert "--device cpu" in said[0] and "preset=smoke" in said[0]
+    assert '"device": "cpu"' in said[0] and "--device cpu" in said[0] and "preset=smoke" in said[0]
 
 
 def test_bench_ladder_says_each_rung_as_it_goes(tmp_path):

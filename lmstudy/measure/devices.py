@@ -11,7 +11,7 @@ from lmstudy.errors import UserError
 NO_CUDA = (
     "CUDA is not available on this machine, so this GPU measurement cannot run here: "
     "run the CPU smoke study with `snakemake --cores 2 --config preset=smoke` "
-    "(or give a script run by hand a spec with \"device\": \"cpu\")."
+    "(or, by hand, give a script \"device\": \"cpu\" in its spec, or --device cpu where it takes flags)."
 )
 
 
