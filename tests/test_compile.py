@@ -184,3 +184,21 @@ def test_one_compiled_configuration_gives_no_range_of_one_value():
     items = findings(frame)
     assert "Where compiling helps, it pays for itself after 781 steps." in items
     assert not any(" to 781" in item or "(median)" in item for item in items)
+
+
+def test_a_run_where_every_compiled_configuration_ran_out_of_memory_has_a_table_and_figures(tmp_path):
+    """A GPU too small for every size: the table shows OOM, the figures draw, nothing crashes."""
+    from lmstudy.report.sections import compile as section
+
+    frame = pd.DataFrame([
+        {"size": "oversized", "context_length": 32, "d_model": 64, "precision": "fp32", "attention": "naive",
+         "pass": p, "mode": m, "status": "OOM"}
+        for p in ("forward", "train_step") for m in ("eager", "compiled")
+    ])
+    comp = section.comparison(frame)
+    assert len(comp) == 2 and comp["speedup"].isna().all() and not comp["apart"].any()
+    assert set(section.comparison_table(comp)["eager ms"]) == {"OOM"}
+    results = tmp_path / "results"
+    (results / "compile").mkdir(parents=True)
+    frame.to_csv(results / "compile/compile.csv", index=False)
+    section.SECTION.draw(results, tmp_path / "figures")

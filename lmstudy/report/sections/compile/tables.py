@@ -10,6 +10,13 @@ from lmstudy.report.sections.labels import PASS_LABELS
 KEY = ["size", "precision", "attention", "pass"]
 
 
+def _where_ok(part: pd.DataFrame, column: str) -> pd.Series | float:
+    """`column` where the row ran; NaN where it did not, or where no row ran and the table lacks it."""
+    if column not in part:  # every configuration out of memory: the table has no timing columns
+        return float("nan")
+    return pd.to_numeric(part[column], errors="coerce").where(part["status"] == "ok")
+
+
 def comparison(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per size x precision x attention x pass: eager vs compiled."""
     eager = frame[frame["mode"] == "eager"].set_index(KEY)
@@ -17,13 +24,12 @@ def comparison(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=eager.index.union(compiled.index))
     for name, part in (("eager", eager), ("compiled", compiled)):
         out[f"{name}_status"] = part["status"]
-        out[f"{name}_ms"] = part["median_ms"].where(part["status"] == "ok")
-        out[f"{name}_first_excess_s"] = part["first_step_excess_s"].where(part["status"] == "ok")
+        out[f"{name}_ms"] = _where_ok(part, "median_ms")
+        out[f"{name}_first_excess_s"] = _where_ok(part, "first_step_excess_s")
         # Fresh processes each mode was measured in (lmstudy.measure.repeat); absent in older runs.
         out[f"{name}_processes"] = part["processes"] if "processes" in part else float("nan")
         for bound in ("ci_low_ms", "ci_high_ms"):
-            ok = part["status"] == "ok"
-            out[f"{name}_{bound}"] = part[bound].where(ok) if bound in part else float("nan")
+            out[f"{name}_{bound}"] = _where_ok(part, bound)
     out["speedup"] = out["eager_ms"] / out["compiled_ms"]
     # Eager and compiled are told apart only where both have intervals and they do not overlap.
     bounds = out[[f"{m}_{b}" for m in ("eager", "compiled") for b in ("ci_low_ms", "ci_high_ms")]]
