@@ -13,18 +13,12 @@ from lmstudy import job_spec, plan
 from lmstudy.cli import read_spec
 from lmstudy.config import ConfigError
 
+from . import specs
 from .specs import config_of
 
+# The smoke jobs of tests/specs.py, with a timing job of a variant other than naive.
 SMOKE_JOBS = {
-    "timing": {"size": "tiny", "ctx": 32, "precision": "bf16", "variant": "sdpa"},
-    "nsys_backend": {},
-    "nsys": {"size": "tiny", "ctx": 32, "precision": "fp32"},
-    "memory": {"size": "tiny", "ctx": 32, "mempass": "train_step", "precision": "bf16"},
-    "attention": {"impl": "naive", "precision": "fp32", "head_dim": "8"},
-    "compile": {"size": "tiny", "ctx": "32", "precision": "fp32", "attention": "naive"},
-    "ladder": {"size": "tiny", "ctx": "32", "rung": "bf16-sdpa"},
-    "precision": {},
-    "norms": {"size": "tiny"},
+    **specs.SMOKE_JOBS, "timing": {"size": "tiny", "ctx": 32, "precision": "bf16", "variant": "sdpa"},
 }
 
 

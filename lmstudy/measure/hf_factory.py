@@ -27,24 +27,27 @@ def _causal_lm(config_name: str, model_name: str, attention: str, **fields):
     return getattr(transformers, model_name)(config)
 
 
-def llama(vocab_size, context_length, d_model, d_ff, num_layers, num_heads, attention="naive",
-          num_kv_heads=None):
+def _llama_like(config_name, model_name, vocab_size, context_length, d_model, d_ff, num_layers, num_heads,
+                attention, num_kv_heads):
+    """Llama and the families that share its config's field names (Qwen2)."""
     return _causal_lm(
-        "LlamaConfig", "LlamaForCausalLM", attention, vocab_size=vocab_size,
+        config_name, model_name, attention, vocab_size=vocab_size,
         max_position_embeddings=context_length, hidden_size=d_model, intermediate_size=d_ff,
         num_hidden_layers=num_layers, num_attention_heads=num_heads,
         num_key_value_heads=num_kv_heads or num_heads,
     )
+
+
+def llama(vocab_size, context_length, d_model, d_ff, num_layers, num_heads, attention="naive",
+          num_kv_heads=None):
+    return _llama_like("LlamaConfig", "LlamaForCausalLM", vocab_size, context_length, d_model, d_ff,
+                       num_layers, num_heads, attention, num_kv_heads)
 
 
 def qwen2(vocab_size, context_length, d_model, d_ff, num_layers, num_heads, attention="naive",
           num_kv_heads=None):
-    return _causal_lm(
-        "Qwen2Config", "Qwen2ForCausalLM", attention, vocab_size=vocab_size,
-        max_position_embeddings=context_length, hidden_size=d_model, intermediate_size=d_ff,
-        num_hidden_layers=num_layers, num_attention_heads=num_heads,
-        num_key_value_heads=num_kv_heads or num_heads,
-    )
+    return _llama_like("Qwen2Config", "Qwen2ForCausalLM", vocab_size, context_length, d_model, d_ff,
+                       num_layers, num_heads, attention, num_kv_heads)
 
 
 def gpt2(vocab_size, context_length, d_model, d_ff, num_layers, num_heads, attention="naive"):
