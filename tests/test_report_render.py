@@ -149,6 +149,37 @@ def test_each_table_names_its_csv_and_the_function_that_computed_it(tmp_path: Pa
     assert (tmp_path / "tables/nsys_gemm_share_2.csv").read_text().splitlines() == ["share", "2"]
 
 
+def test_each_finding_links_the_rows_behind_it_and_the_function_that_wrote_it(tmp_path: Path):
+    from lmstudy.report.finding import Finding, finds
+
+    @finds
+    def slowest(frame: pd.DataFrame) -> list[Finding]:
+        row = frame.loc[frame["ms"].idxmax()]
+        return [Finding(f"{row['size']} is slowest, {row['ms']} ms.", frame.loc[[row.name]])]
+
+    frame = pd.DataFrame({"size": ["small", "=large"], "ms": [1.5, 9.25]})
+    section = Section("timing", "T", [Findings([*slowest(frame), *slowest(frame)]), Table("ms", frame)])
+    render([section], {"gpu": "X"}, REPO / "workflow/templates", tmp_path, "T", "r")
+    html = (tmp_path / "index.html").read_text()
+    md = (tmp_path / "report.md").read_text()
+    for name in ("finding_timing_slowest", "finding_timing_slowest_2"):
+        assert f'href="tables/{name}.csv"' in html and f"(tables/{name}.csv)" in md
+        # The rows behind the sentence, neutralised for a spreadsheet like every CSV meant for people.
+        assert (tmp_path / f"tables/{name}.csv").read_text().splitlines() == ["size,ms", "'=large,9.25"]
+    assert "computed by tests.test_report_render.test_each_finding_links_the_rows_behind_it" in md
+
+
+def test_a_finding_without_its_data_is_refused_by_the_function_that_wrote_it():
+    from lmstudy.report.finding import finds
+
+    @finds
+    def bare() -> list[str]:
+        return ["a sentence with nothing behind it"]
+
+    with pytest.raises(TypeError, match="bare returned a sentence without its data"):
+        bare()
+
+
 def test_tables_whose_captions_start_alike_are_named_by_what_they_hold(tmp_path: Path):
     frame = pd.DataFrame({"MiB": [1.0]})
     captions = [f"Largest allocations during 2.7B ctx 256 training step {p}" for p in ("fp32", "bf16")]

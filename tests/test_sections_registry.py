@@ -39,7 +39,10 @@ def test_a_contract_names_its_package_and_is_numbered_in_the_reports_order(name)
 @pytest.mark.parametrize("name", NAMES)
 def test_a_contract_declares_what_its_package_computes(name):
     section = contract(name)
-    assert all(callable(f) for f in (*section.tables, *section.findings))
+    assert all(callable(f) for f in section.tables)
+    assert section.findings, "a section states at least one finding"
+    unmarked = [f.__qualname__ for f in section.findings if not getattr(f, "finds", False)]
+    assert not unmarked, f"findings not marked @finds (so their data is not traced): {unmarked}"
     assert all(figure.endswith(".png") for figure in section.figures)
     if section.compare is not None:
         assert set(section.compare.reads) <= set(section.products)

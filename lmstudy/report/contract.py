@@ -62,7 +62,9 @@ class SectionContract:
     # Declared for a reader and the tests; build() places them:
     tables: tuple[Callable, ...] = ()  # the functions that compute its tables
     figures: tuple[str, ...] = ()  # the PNG files it may draw
-    findings: tuple[Callable, ...] = ()  # the functions that write its findings
+    # The small functions that write its findings, each marked @finds (lmstudy.report.finding) and
+    # returning Finding(sentence, the rows behind it): the report links each finding to its rows.
+    findings: tuple[Callable, ...] = ()
     answers: Callable | None = None  # the function that answers the course's questions
     compare: Comparison | None = None  # None: the comparison of two runs leaves it out
 

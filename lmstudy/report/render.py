@@ -17,6 +17,7 @@ from pandas.io.formats.style import Styler
 from lmstudy.analyse import result_files
 from lmstudy.analyse.links import check_links_inside, check_writable_folder
 from lmstudy.atomic import csv_text, write_bytes, write_text
+from lmstudy.report.finding import Finding
 from lmstudy.report.spreadsheet import safe_frame
 
 MISSING = "n/a"
@@ -57,7 +58,7 @@ class Text:
 
 @dataclasses.dataclass
 class Findings:
-    items: list[str]
+    items: list[Finding | str]  # a plain string only where no data stands behind it (a comparison's note)
 
 
 @dataclasses.dataclass
@@ -390,6 +391,24 @@ def name_tables(sections: list[Section]) -> None:
                 block.csv = names.get(block.data, f"tables/{block.data}.csv")
 
 
+def name_finding_data(sections: list[Section], taken: set[str]) -> None:
+    """Give every finding's data its CSV's path: tables/finding_<section>_<function>.csv, unique."""
+    for section in sections:
+        for block in section.blocks:
+            if not isinstance(block, Findings):
+                continue
+            for item in block.items:
+                if not isinstance(item, Finding):
+                    continue
+                function = item.computed_by.rsplit(".", 1)[-1].strip("_") or "finding"
+                base = f"finding_{section.key}_{function}"
+                name, number = base, 2
+                while name in taken:
+                    name, number = f"{base}_{number}", number + 1
+                taken.add(name)
+                item.csv = f"tables/{name}.csv"
+
+
 def _anchor(block, section) -> str:
     """The id of a table or figure in the page, for the answers that point at it."""
     from lmstudy.report import answers
@@ -442,12 +461,19 @@ def render(
     from lmstudy.report import answers
 
     name_tables(sections)
+    table_names = {block.csv.removeprefix("tables/").removesuffix(".csv")
+                   for section in sections for block in section.blocks if isinstance(block, Table)}
+    name_finding_data(sections, table_names)
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:
         for block in section.blocks:
             if isinstance(block, Table):
                 write_text(out_dir / block.csv, csv_text(safe_frame(display_frame(block.frame))))
+            elif isinstance(block, Findings):
+                for item in block.items:
+                    if isinstance(item, Finding):
+                        write_text(out_dir / item.csv, csv_text(safe_frame(display_frame(item.data))))
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:
@@ -473,6 +499,7 @@ def render(
         env.tests["figure"] = lambda b: isinstance(b, Figure)
         env.tests["text"] = lambda b: isinstance(b, Text)
         env.tests["findings"] = lambda b: isinstance(b, Findings)
+        env.tests["finding"] = lambda b: isinstance(b, Finding)
         env.tests["answers"] = lambda b: isinstance(b, answers.Answers)
         env.filters["anchor"] = _anchor
         text = env.get_template(f"{template}.{fmt}.j2").render(

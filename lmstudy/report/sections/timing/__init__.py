@@ -15,7 +15,7 @@ from lmstudy.report.sections.labels import PASS_LABELS, mfu_note, order_sizes
 from lmstudy.report.sections.timing import answers as timing_answers
 from lmstudy.report.sections.timing import compare as timing_compare
 from lmstudy.report.sections.timing.figures import draw_figures
-from lmstudy.report.sections.timing.findings import findings
+from lmstudy.report.sections.timing.findings import FINDINGS, findings
 from lmstudy.report.sections.timing.tables import (
     KEY,
     backward_frame,
@@ -189,7 +189,7 @@ SECTION = SectionContract(
     tables=(timing_answers.model_table, main_table, warmup_table, backward_table, speedup_table, mfu_table,
             timing_answers.fit_table, variants_table),
     figures=("latency.png", "warmup.png", "speedup.png"),
-    findings=(findings,),
+    findings=FINDINGS,
     answers=timing_answers.answers,
     compare=Comparison(reads=("timing",), build=timing_compare.section),
 )

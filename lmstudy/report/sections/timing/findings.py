@@ -16,6 +16,7 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
+from lmstudy.report.finding import Finding, finds, gather
 from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
 
@@ -28,7 +29,14 @@ def _left_out(total: int, kept: int, why: str = "host-bound or noisy") -> str:
     return f"; {total - kept} of {total} left out as {why}" if total > kept else ""
 
 
-def _oom(frame: pd.DataFrame) -> list[str]:
+def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """A configuration's key and `columns` of `frame`, those it has: the data behind a sentence."""
+    key = [c for c in ("size", "context_length", "pass", "precision", "variant") if c in frame]
+    return frame[key + [c for c in columns if c in frame and c not in key]]
+
+
+@finds
+def _oom(frame: pd.DataFrame) -> list[Finding]:
     rows = steady_rows(frame)
     oom = rows[rows["status"] == "OOM"]
     items = []
@@ -36,14 +44,14 @@ def _oom(frame: pd.DataFrame) -> list[str]:
         contexts = ", ".join(str(c) for c in sorted(part["context_length"].unique()))
         passes = ", ".join(PASS_LABELS[p] for p in part["pass"].unique())
         precisions = ", ".join(sorted(part["precision"].unique()))
-        items.append(
+        items.append(Finding(
             f"{size} ran out of memory in {len(part)} configuration(s): context {contexts}; "
-            f"{passes}; {precisions}."
-        )
+            f"{passes}; {precisions}.", _rows(part, "status")))
     return items
 
 
-def _flags(stable: pd.DataFrame) -> list[str]:
+@finds
+def _flags(stable: pd.DataFrame) -> list[Finding]:
     if "host_bound" not in stable or stable.empty:
         return []
     host, noisy = stable["host_bound"].astype(bool), stable["noisy"].astype(bool)
@@ -56,30 +64,35 @@ def _flags(stable: pd.DataFrame) -> list[str]:
         worst = stable.loc[stable["gpu_busy_share"].idxmin()]
         text += (f"; the GPU is busy least in {_label(worst)}, {worst['gpu_busy_share'] * 100:.0f}% of "
                  f"its {worst['median_ms']:.3g} ms step")
-    return [text + "."]
+    behind = _rows(stable, "processes", "host_bound", "noisy", "median_ms", "gpu_busy_share")
+    return [Finding(text + ".", behind)]
 
 
-def _mfu(stable: pd.DataFrame) -> list[str]:
+@finds
+def _mfu(stable: pd.DataFrame) -> list[Finding]:
     """The highest MFU of each precision: an MFU compares a step with its own precision's peak; across
     precisions only the rate compares, so the highest achieved rate is said apart."""
     rated = stable.dropna(subset=["mfu"]) if "mfu" in stable else stable.iloc[:0]
     if rated.empty:
         return []
-    parts = []
+    parts, best_rows = [], []
     for precision, part in rated.groupby("precision", observed=True):
         best = part.loc[part["mfu"].idxmax()]
+        best_rows.append(best.name)
         parts.append(
             f"{precision} {best['mfu'] * 100:.1f}% {peak_words(part.loc[[best.name]])} "
             f"({best['achieved_tflops']:.1f} TFLOP/s, {_label(best)})"
         )
     fastest = rated.loc[rated["achieved_tflops"].idxmax()]
-    return [
+    behind = rated.loc[list(dict.fromkeys([*best_rows, fastest.name]))]
+    return [Finding(
         "The highest MFU, each precision over its own datasheet peak: " + "; ".join(parts) + ". "
-        f"The highest achieved rate is {fastest['achieved_tflops']:.1f} TFLOP/s ({_label(fastest)})."
-    ]
+        f"The highest achieved rate is {fastest['achieved_tflops']:.1f} TFLOP/s ({_label(fastest)}).",
+        _rows(behind, "median_ms", "achieved_tflops", "peak_tflops", "mfu"))]
 
 
-def _speedups(frame: pd.DataFrame) -> list[str]:
+@finds
+def _speedups(frame: pd.DataFrame) -> list[Finding]:
     speedups = speedup_frame(frame)
     if speedups.empty:
         return []
@@ -88,10 +101,9 @@ def _speedups(frame: pd.DataFrame) -> list[str]:
     for pass_name, part in speedups.groupby("pass", observed=True):
         kept = sure[sure["pass"] == pass_name]
         if kept.empty:
-            items.append(
+            items.append(Finding(
                 f"{PASS_LABELS[pass_name].capitalize()}: no bf16 speed-up is stated: all {len(part)} "
-                "configurations are host-bound or noisy in fp32 or bf16."
-            )
+                "configurations are host-bound or noisy in fp32 or bf16.", part))
             continue
         lo, hi = kept.loc[kept["speedup"].idxmin()], kept.loc[kept["speedup"].idxmax()]
         text = (
@@ -104,11 +116,12 @@ def _speedups(frame: pd.DataFrame) -> list[str]:
             slower = kept[kept["speedup_high"] < 1]
             if len(slower):
                 text += f"; bf16 is slower beyond the intervals in {len(slower)} of them"
-        items.append(text + ".")
+        items.append(Finding(text + ".", kept))
     return items
 
 
-def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[str]:
+@finds
+def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
     if not ((ok["warmup_steps"] == 0).any() and steady_warmup(ok) > 0):
         return []
     cold = ok[ok["warmup_steps"] == 0].set_index(KEY)
@@ -118,13 +131,14 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[str]:
         return []
     ratio = both["first_step_ms_cold"] / both["median_ms_warm"]
     inflation = both["mean_ms_cold"] / both["mean_ms_warm"] - 1
-    return [
+    behind = both[["first_step_ms_cold", "median_ms_warm", "mean_ms_cold", "mean_ms_warm", "cv_cold",
+                   "cv_warm", "timed_steps_cold"]].assign(first_over_steady=ratio, mean_inflation=inflation)
+    return [Finding(
         f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
         f"(median over {len(both)} configurations, up to {ratio.max():.0f}×): CUDA's context and cuBLAS "
         f"handles, the allocator's first blocks and lazily loaded kernels are paid there. It inflates the "
         f"mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by {inflation.median() * 100:.0f}% "
-        f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}."
-    ]
+        f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}.", behind)]
 
 
 def _processes_of(cell) -> list[list[float]]:
@@ -132,7 +146,8 @@ def _processes_of(cell) -> list[list[float]]:
     return value if value and isinstance(value[0], list) else ([value] if value else [])
 
 
-def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) -> list[str]:
+@finds
+def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) -> list[Finding]:
     """Steps right after w warm-ups against the steady window, from windows that do not overlap.
 
     The steady window is steps top..top+timed-1 of each process; the steps
@@ -145,7 +160,7 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
     items = []
     rows = trusted(stable)
     for w in warmups[1:-1]:
-        ratios = []
+        ratios, behind = [], []
         for _, row in rows.iterrows():
             per_process = []
             for steps in _processes_of(row.get("trajectory_ms")):
@@ -154,21 +169,24 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
                     per_process.append(statistics.median(early) / statistics.median(late))
             if per_process:
                 ratios.append(statistics.median(per_process))
+                behind.append({**{c: row[c] for c in KEY if c in row}, "processes": len(per_process),
+                               "early_over_steady": ratios[-1]})
         if not ratios:
             continue
         median = statistics.median(ratios)
         verdict = "enough" if abs(median - 1) <= max_spread else "not enough"
-        items.append(
+        items.append(Finding(
             f"Steps {w + 1} to {top} (after {w} warm-up step{'s' if w > 1 else ''}) take a median "
             f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {max(ratios):.2f}×) over "
             f"{len(ratios)} configurations neither host-bound nor noisy"
             + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "
-            f"{verdict} (within {max_spread:.0%} of steady)."
-        )
+            f"{verdict} (within {max_spread:.0%} of steady).",
+            pd.DataFrame(behind).assign(warmup_steps=w, steady_from_step=top + 1)))
     return items
 
 
-def _context_scaling(stable: pd.DataFrame) -> list[str]:
+@finds
+def _context_scaling(stable: pd.DataFrame) -> list[Finding]:
     """From context to context: the GPU's busy time for every size (stable between processes), the wall
     time only where both ends are trusted."""
     items = []
@@ -188,36 +206,37 @@ def _context_scaling(stable: pd.DataFrame) -> list[str]:
         elif parts:
             parts.append("its wall time is not compared (an end is host-bound or noisy)")
         if parts:
-            items.append(
+            items.append(Finding(
                 f"{size}, training step ({precision}): from context {lo['context_length']} to "
-                f"{hi['context_length']} ({tokens:.0f}× the tokens) " + ", ".join(parts) + "."
-            )
+                f"{hi['context_length']} ({tokens:.0f}× the tokens) " + ", ".join(parts) + ".",
+                _rows(part.iloc[[0, -1]], "median_ms", "gpu_busy_ms", "host_bound", "noisy")))
     return items
 
 
-def _backward(frame: pd.DataFrame) -> list[str]:
+@finds
+def _backward(frame: pd.DataFrame) -> list[Finding]:
     backward = backward_frame(frame)
     if backward.empty:
         return []
     kept = trusted(backward)
     if kept.empty:
-        return [f"The backward pass is not compared with the forward: all {len(backward)} configurations "
-                "are host-bound or noisy."]
+        return [Finding(f"The backward pass is not compared with the forward: all {len(backward)} "
+                        "configurations are host-bound or noisy.", backward)]
     from lmstudy.report.answers import count, span
 
     ratio = kept["backward_over_forward"]
     spread = span(ratio.min(), ratio.max())
-    return [
+    return [Finding(
         "The backward pass (forward+backward minus forward, per configuration in its table) takes "
         + (f"a median {ratio.median():.2f}× the forward time (range {spread}×)" if "–" in spread
            else f"{ratio.median():.2f}× the forward time")
         + f" over {count(len(kept), 'configuration')} neither host-bound nor noisy"
         + _left_out(len(backward), len(kept))
-        + "; about 2× is what the matrix products predict (two products per forward one)."
-    ]
+        + "; about 2× is what the matrix products predict (two products per forward one).", kept)]
 
 
-def _physics(stable: pd.DataFrame) -> list[str]:
+@finds
+def _physics(stable: pd.DataFrame) -> list[Finding]:
     key = ["size", "context_length", "precision", "variant"]
     violations = physics_violations(stable, key)
     if violations.empty:
@@ -232,20 +251,25 @@ def _physics(stable: pd.DataFrame) -> list[str]:
     )
     text += (f"; {len(beyond)} of them beyond both intervals: those rows measured the host, not the model"
              if len(beyond) else "; every one within the intervals")
-    return [text + "."]
+    return [Finding(text + ".", violations)]
 
 
-def findings(frame: pd.DataFrame, max_spread: float = 0.05) -> list[str]:
+# Declared in the section's contract: each writes one kind of finding with the rows behind it.
+FINDINGS = (_oom, _flags, _physics, _mfu, _speedups, _cold_start, _warmup_enough, _context_scaling, _backward)
+
+
+def findings(frame: pd.DataFrame, max_spread: float = 0.05) -> list[Finding]:
+    """Every finding of the section, in the report's order."""
     ok = frame[frame["status"] == "ok"]
     stable = steady_rows(ok)
-    return [
-        *_oom(frame),
-        *_flags(stable),
-        *_physics(stable),
-        *_mfu(stable),
-        *_speedups(frame),
-        *_cold_start(ok, stable),
-        *_warmup_enough(ok, stable, max_spread),
-        *_context_scaling(stable),
-        *_backward(frame),
-    ]
+    return gather(
+        _oom(frame),
+        _flags(stable),
+        _physics(stable),
+        _mfu(stable),
+        _speedups(frame),
+        _cold_start(ok, stable),
+        _warmup_enough(ok, stable, max_spread),
+        _context_scaling(stable),
+        _backward(frame),
+    )
