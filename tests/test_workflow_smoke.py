@@ -133,6 +133,10 @@ def test_every_file_the_run_wrote_is_declared(smoke_run: Path):
 
 
 def test_the_run_leaves_nothing_in_tmpdir_once_its_processes_have_ended(smoke_run: Path):
+    # torch.compile ran in it (the compile section, naive-compile attention), and writes into a
+    # folder of the job's own, removed at its end, not into $TMPDIR/torchinductor_<user>.
+    compiled = pd.read_csv(smoke_run / "results/default/compile/compile.csv")
+    assert (compiled.loc[compiled["mode"] == "compiled", "status"] == "ok").any()
     # The job servers outlive the run until idle (15 s here): wait for them to go, then look.
     servers = smoke_servers(smoke_run)
     deadline = time.monotonic() + 180
