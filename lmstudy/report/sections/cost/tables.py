@@ -9,6 +9,7 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.study_cost import PHASE_COLUMNS, gpu_identity
+from lmstudy.report.sections import NAMES
 
 SHORT = {
     "wait_s": "GPU lease",
@@ -32,7 +33,7 @@ def phase_names(frame: pd.DataFrame) -> dict[str, str]:
     return {**SHORT, **NO_LEASE} if chosen == {"none"} else SHORT
 
 
-SECTION_ORDER = ["timing", "nsys", "precision", "memory", "attention", "compile", "report"]
+SECTION_ORDER = [*NAMES, "report"]  # the report's order (the registry's), then the report's own jobs
 
 
 def _shares(frame: pd.DataFrame) -> dict[str, float]:
