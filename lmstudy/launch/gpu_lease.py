@@ -66,9 +66,7 @@ LOCK_ENV = "LMSTUDY_GPU_LEASE_FILE"
 # Which device the run measures on (config `device`), set by the workflow's lmstudy_gpu.
 DEVICE_ENV = "LMSTUDY_DEVICE"
 LEASE_VARIABLES = (
-    "LMSTUDY_GPU_LEASE_FD", "LMSTUDY_GPU_INDEX", "LMSTUDY_GPU_UUID", "LMSTUDY_GPU_SOURCE",
-    "LMSTUDY_GPU_WAITED_S", "LMSTUDY_GPU_LEASED_AT", "LMSTUDY_GPU_FOREIGN", "LMSTUDY_CPU_CORES",
-    "LMSTUDY_GPU_LEASE_FILE",
+    FD_ENV, INDEX_ENV, UUID_ENV, SOURCE_ENV, WAITED_ENV, LEASED_AT_ENV, FOREIGN_ENV, CORES_ENV, LOCK_ENV,
 )
 
 # How often a waiting job tries again: a lease is held for seconds to

@@ -20,6 +20,8 @@ import statistics
 import threading
 import time
 
+from lmstudy.job_process import UUID_ENV
+
 COLUMNS = (
     "sm_clock_mhz", "min_sm_clock_mhz", "max_sm_clock_mhz", "power_w", "power_limit_w", "clock_samples",
 )
@@ -67,7 +69,7 @@ class ClockSampler:
     """
 
     def __init__(self, gpu_uuid: str | None = None, interval_s: float = 0.01):
-        self.gpu_uuid = os.environ.get("LMSTUDY_GPU_UUID", "") if gpu_uuid is None else gpu_uuid
+        self.gpu_uuid = os.environ.get(UUID_ENV, "") if gpu_uuid is None else gpu_uuid
         self.interval_s = interval_s
         self.result: dict = dict.fromkeys(COLUMNS)
         self._times: list[float] = []
