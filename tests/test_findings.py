@@ -62,7 +62,7 @@ def test_timing_findings_on_a_table_with_known_answers():
     assert any(s.startswith("Of 6 steady-state rows, 0 are host-bound (†) and 1 noisy (‡)") for s in said)
 
 
-def test_compile_findings_on_a_table_with_known_answers():
+def _compile_rows():
     rows = []
     for size, eager, compiled in (("small", 30.0, 20.0), ("medium", 60.0, 30.0)):
         for mode, ms, excess in (("eager", eager, 0.5), ("compiled", compiled, 10.0)):
@@ -73,7 +73,11 @@ def test_compile_findings_on_a_table_with_known_answers():
                  "mode": "compiled", "status": "OOM", "median_ms": None, "first_step_excess_s": None})
     rows.append({"size": "large", "precision": "bf16", "attention": "naive", "pass": "train_step",
                  "mode": "eager", "status": "ok", "median_ms": 90.0, "first_step_excess_s": 0.5})
-    said = compile_section.findings(pd.DataFrame(rows))
+    return pd.DataFrame(rows)
+
+
+def test_compile_findings_on_a_table_with_known_answers():
+    said = compile_section.findings(_compile_rows())
     assert said[0] == "1 measurement ran out of memory: large bf16 compiled training step."
     # speed-ups 1.5x and 2x: median 1.75x
     assert said[1].startswith(
@@ -103,6 +107,26 @@ def test_compiled_and_eager_within_each_others_interval_are_not_ranked():
     ]
     said = " ".join(compile_section.findings(pd.DataFrame(rows)))
     assert "within noise of each other" in said and "slower than eager" not in said
+
+
+def test_compile_findings_carry_the_rows_their_numbers_come_from():
+    from lmstudy.report.finding import Finding
+    from lmstudy.report.sections.labels import faster
+
+    said = compile_section.findings(_compile_rows())
+    assert all(isinstance(s, Finding) for s in said)
+    assert said[0].data[["size", "mode", "status"]].values.tolist() == [["large", "compiled", "OOM"]]
+    speedup = said[1]
+    assert speedup.computed_by.endswith("compile.findings._speedups")
+    # the two configurations told apart, eager over compiled: 30/20 and 60/30, their median in the sentence
+    rows = speedup.data.set_index("size")
+    assert rows["speedup"].to_dict() == {"medium": 2.0, "small": 1.5}
+    assert (rows["eager_ms"] / rows["compiled_ms"]).to_dict() == rows["speedup"].to_dict()
+    assert f"is {faster(rows['speedup'].median())} than eager" in speedup
+    paid = next(s for s in said if s.startswith("Where compiling helps"))
+    steps = paid.data.set_index("size")["break_even_steps"]  # 10 s over 10 and 30 ms a step
+    assert steps.round().to_dict() == {"medium": 333, "small": 1000}
+    assert f"after {steps.median():.0f} steps" in paid
 
 
 def _attention_row(impl, seq, forward, backward, memory=None, status="ok", **extra):
@@ -145,6 +169,45 @@ def test_attention_findings_on_a_table_with_known_answers():
     # The remedy at the longest length both ran (2048): 4 GiB against 0.5 GiB.
     assert any(s.startswith("What removes the seq x seq memory") and "At seq 2048, d=64 (fp32) it holds "
                "512.0 MiB before the backward against naive's 4096.0 MiB, 8× less." in s for s in said), said
+
+
+def test_attention_findings_carry_the_rows_their_numbers_come_from():
+    from lmstudy.report.finding import Finding
+    from lmstudy.report.sections import attention
+    from lmstudy.report.sections.labels import faster
+
+    frame = pd.DataFrame([
+        _attention_row("naive", 1024, 2.0, 6.0, memory=1 * 2**30),
+        _attention_row("naive", 2048, 8.0, 24.0, memory=4 * 2**30),
+        _attention_row("naive", 4096, None, None, status="OOM"),
+        _attention_row("sdpa", 1024, 1.0, 3.0, memory=2**28),
+        _attention_row("sdpa", 2048, 2.0, 6.0, memory=2**29),
+        _attention_row("sdpa", 4096, 4.0, 12.0, memory=2**30),
+    ])
+    said = attention.findings(frame)
+    assert all(isinstance(s, Finding) and not s.data.empty for s in said), said
+    names = {f.__name__ for f in attention.FINDINGS}
+    assert {s.computed_by.rsplit(".", 1)[-1] for s in said} <= names
+    # The OOM's data is the implementation's rows: 3 of them, one out of memory.
+    assert said[0].data["status"].tolist() == ["ok", "ok", "OOM"]
+    # The speed-up: the pairs both ran (not seq 4096), each side's time and the ratio the sentence prints.
+    sdpa = next(s for s in said if s.startswith("With SDPA"))
+    pairs = sdpa.data.set_index("seq_len")
+    assert pairs.index.tolist() == [1024, 2048]
+    assert pairs["naive_total_ms"].tolist() == [8.0, 32.0] and pairs["sdpa_total_ms"].tolist() == [4.0, 8.0]
+    assert (pairs["naive_total_ms"] / pairs["sdpa_total_ms"]).tolist() == pairs["total_speedup"].tolist()
+    assert f"is {faster(pairs['total_speedup'].median())} than naive eager" in sdpa
+    assert f"at best {faster(pairs['total_speedup'].max())}, d=64, seq 2048" in sdpa
+    # The remedy: the one pair it compares, at the longest length both ran, and its ratio.
+    remedy = next(s for s in said if s.startswith("What removes"))
+    (row,) = remedy.data.to_dict("records")
+    assert (row["seq_len"], row["head_dim"]) == (2048, 64)
+    assert f"naive's {row['naive_before_backward_bytes'] / 2**20:.1f} MiB" in remedy
+    assert f"{row['before_backward_naive_over_sdpa']:.0f}× less" in remedy
+    # The fit: the three lengths fitted, with the fit's numbers beside them.
+    fit = next(s for s in said if s.startswith("SDPA (fp32, d=64)"))
+    assert fit.data["seq_len"].tolist() == [1024, 2048, 4096]
+    assert f"seq^{fit.data['exponent'].iloc[0]:.2f}" in fit
 
 
 def test_precision_findings_on_a_table_with_known_answers():
@@ -412,6 +475,29 @@ def test_ladder_findings_on_a_table_with_known_answers():
     ]
 
 
+def test_ladder_findings_carry_the_rows_their_numbers_come_from():
+    from lmstudy.report.sections import ladder
+    from lmstudy.report.sections.labels import faster
+
+    said = ladder.findings(_ladder())
+    best = said[0].data
+    assert best[["size", "rung", "best"]].values.tolist() == [["small", "bf16 + SDPA + compile", True]]
+    assert f"{best['median_ms'].iloc[0]:.2f} ms per step" in said[0]
+    assert f"; {faster(best['speedup_vs_fp32'].iloc[0])} than fp32" in said[0]
+    # The biggest step is the largest of the size's steps beyond noise: all three are in its data.
+    steps = said[2].data
+    assert steps["rung"].tolist() == ["bf16", "bf16 + SDPA", "bf16 + SDPA + compile"]
+    top = steps.loc[steps.loc[steps["beyond_noise"], "speedup_vs_previous"].idxmax()]
+    assert said[2] == (f"small: the biggest step is {top['rung']} over {top['previous_rung']}, "
+                       f"{faster(top['speedup_vs_previous'])}.")
+    # The breakdown's shares are the data's category times over its busy time.
+    (split,) = said[4].data.to_dict("records")
+    assert split["share_GEMM"] == split["gpu_ms_GEMM"] / split["gpu_busy_ms"] == 0.75
+    assert f"GEMM {100 * split['share_GEMM']:.0f}%" in said[4]
+    oom = said[-1].data[["size", "rung"]].values.tolist()
+    assert oom == [["big", "fp32"], ["big", "bf16 + SDPA + compile"]]
+
+
 def test_ladder_findings_do_not_rank_rungs_within_noise():
     """The review's 2.7B case: masters at 176 ms vs 181 ms below it, 3% apart, with CVs of 3.3-3.6%."""
     from lmstudy.report.sections import ladder
@@ -537,6 +623,25 @@ def test_cost_findings_on_a_table_with_known_answers():
         "The slowest job is memory_snapshot c (240.0 s).",
         "Timing jobs spend 50% of their wall time measuring (warm-up and timed steps).",  # 80 of 160 s
     ]
+
+
+def test_cost_findings_carry_the_rows_their_numbers_come_from():
+    from lmstudy.report.sections import cost
+
+    said = cost.findings(_cost_jobs())
+    assert said[0].data["wall_s"].sum() == 500.0
+    sections = said[2].data.set_index("section")
+    assert sections["share_of_run"].idxmax() == "memory"
+    assert f"{100 * sections['share_of_run'].max():.0f}% of the run" in said[2]
+    assert said[3].data["job"].tolist() == ["c"]
+    timing_jobs = said[4].data
+    assert f"{100 * timing_jobs['measure_s'].sum() / timing_jobs['wall_s'].sum():.0f}%" in said[4]
+    at_once, waited, foreign = cost.concurrency_findings(_cost_jobs())
+    assert f"{at_once.data['held_s'].sum():.0f} s of measuring jobs" in at_once
+    assert waited.data[["job", "waited_s"]].values.tolist() == [["b", 16.0]]
+    assert foreign.data[["job", "gpu_index"]].values.tolist() == [["b", "1"]]
+    names = {f.__name__ for f in cost.SECTION.findings}
+    assert {s.computed_by.rsplit(".", 1)[-1] for s in [*said, at_once, waited, foreign]} <= names
 
 
 def test_cost_concurrency_findings_on_a_table_with_known_answers():

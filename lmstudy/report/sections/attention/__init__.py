@@ -12,7 +12,7 @@ from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.attention import answers as attention_answers
 from lmstudy.report.sections.attention import compare as attention_compare
 from lmstudy.report.sections.attention.figures import draw_figures
-from lmstudy.report.sections.attention.findings import findings
+from lmstudy.report.sections.attention.findings import FINDINGS, findings
 from lmstudy.report.sections.attention.tables import (
     GIB,
     IMPLEMENTATIONS,
@@ -197,7 +197,7 @@ SECTION = SectionContract(
     build=build,
     make_figures=make_figures,
     tables=(main_table, backend_table, compile_table, accounting_table, memory_fit_table),
-    findings=(findings,),
+    findings=FINDINGS,
     answers=attention_answers.answers,
     compare=Comparison(reads=("attention",), build=attention_compare.section),
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.report.finding import Finding, finds, gather
 from lmstudy.report.sections.attention.tables import (
     GIB,
     LABELS,
@@ -17,51 +18,104 @@ from lmstudy.report.sections.attention.tables import (
     memory_fit_table,
     oom_threshold,
     ratio_frame,
+    workspace_pairs,
 )
 from lmstudy.report.sections.labels import faster
 
+# A configuration of one implementation: the key of the rows behind a finding.
+KEY = ("implementation", "precision", "batch_size", "head_dim", "seq_len")
 
-def findings(frame: pd.DataFrame) -> list[str]:
-    items = []
-    ok = frame[frame["status"] == "ok"]
+# The implementation a memory fit's label names.
+IMPLEMENTATION_OF = {label: impl for impl, label in LABELS.items()}
+
+
+def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """A configuration's key and `columns` of `frame`, those it has: the data behind a sentence."""
+    key = [c for c in KEY if c in frame]
+    return frame[key + [c for c in columns if c in frame and c not in key]]
+
+
+@finds
+def _oom(frame: pd.DataFrame) -> list[Finding]:
+    """Per implementation, how many configurations ran out of memory and the smallest; its rows beside."""
     oom = frame[frame["status"] == "OOM"]
-    if len(oom):
-        for impl, part in oom.groupby("implementation", observed=True):
-            first = part.sort_values(["seq_len", "head_dim"]).iloc[0]
-            items.append(
-                f"{LABELS[impl]} ran out of memory in {len(part)} of "
-                f"{int((frame['implementation'] == impl).sum())} configurations, "
-                f"the smallest at {_config(first)} ({first['precision']})."
-            )
-    else:
-        items.append(f"No configuration ran out of memory ({len(frame)} measured).")
+    if not len(oom):
+        return [Finding(f"No configuration ran out of memory ({len(frame)} measured).",
+                        _rows(frame, "status"))]
+    items = []
+    for impl, part in oom.groupby("implementation", observed=True):
+        first = part.sort_values(["seq_len", "head_dim"]).iloc[0]
+        items.append(Finding(
+            f"{LABELS[impl]} ran out of memory in {len(part)} of "
+            f"{int((frame['implementation'] == impl).sum())} configurations, "
+            f"the smallest at {_config(first)} ({first['precision']}).",
+            _rows(frame[frame["implementation"] == impl], "status")))
+    return items
+
+
+@finds
+def _backends(frame: pd.DataFrame) -> list[Finding]:
+    ok = frame[frame["status"] == "ok"]
     sdpa = ok[ok["implementation"] == "sdpa"]
+    items = []
     for precision, part in sdpa.groupby("precision"):
         backends = ", ".join(sorted(set(part["sdpa_backend"].dropna().astype(str))))
-        items.append(f"SDPA in {precision} dispatched to the {backends} backend.")
+        items.append(Finding(f"SDPA in {precision} dispatched to the {backends} backend.",
+                             _rows(part, "sdpa_backend")))
+    return items
+
+
+def _total_times(frame: pd.DataFrame, slow: str, fast: str) -> pd.DataFrame:
+    """Forward+backward ms of `slow` and `fast` per precision x d x seq: the two sides of ratio_frame."""
+    ok = frame[frame["status"] == "ok"]
+    wide = ok.pivot_table(index=["precision", "head_dim", "seq_len"], columns="implementation",
+                          values="total_ms", aggfunc="first", observed=True)
+    return pd.DataFrame({f"{slow}_total_ms": wide[slow], f"{fast}_total_ms": wide[fast]}).reset_index()
+
+
+@finds
+def _speedups(frame: pd.DataFrame) -> list[Finding]:
+    """SDPA and compiled over naive eager: the pairs that both ran, with their speed-ups (slow over fast)."""
+    items = []
     for slow, fast, what in (("naive", "sdpa", "SDPA"), ("naive", "naive-compile", "torch.compile")):
         ratios = ratio_frame(frame, slow, fast)
         if ratios.empty:
             continue
+        times = _total_times(frame, slow, fast)
         for precision, part in ratios.groupby("precision"):
             top = part.loc[part["total"].idxmax()]
             longest = part[part["seq_len"] == part["seq_len"].max()]
-            items.append(
+            behind = part.merge(times, on=["precision", "head_dim", "seq_len"], how="left").rename(
+                columns={"forward": "forward_speedup", "backward": "backward_speedup",
+                         "total": "total_speedup"})
+            items.append(Finding(
                 f"With {what} ({precision}) forward+backward is {faster(part['total'].median())} than "
                 f"naive eager attention (median; at best {faster(top['total'])}, {_config(top)}); "
                 f"at the longest sequence both ran ({int(longest['seq_len'].iloc[0])}) it is "
                 f"{faster(longest['total'].median())} (forward {faster(longest['forward'].median())}, "
-                f"backward {faster(longest['backward'].median())})."
-            )
-    items += memory_findings(frame)
-    compiled = compile_table(frame)
-    if not compiled.empty and compiled["compile s"].notna().any():
-        items.append(
-            f"Compiling naive attention costs {compiled['compile s'].median():.1f} s per shape "
-            f"(median; {compiled['compile s'].min():.1f} to {compiled['compile s'].max():.1f} s), "
-            "paid on the first call."
-        )
+                f"backward {faster(longest['backward'].median())}).",
+                behind[["precision", "head_dim", "seq_len", f"{slow}_total_ms", f"{fast}_total_ms",
+                        "forward_speedup", "backward_speedup", "total_speedup"]]))
     return items
+
+
+@finds
+def _compile_time(frame: pd.DataFrame) -> list[Finding]:
+    compiled = compile_table(frame)
+    if compiled.empty or not compiled["compile s"].notna().any():
+        return []
+    return [Finding(
+        f"Compiling naive attention costs {compiled['compile s'].median():.1f} s per shape "
+        f"(median; {compiled['compile s'].min():.1f} to {compiled['compile s'].max():.1f} s), "
+        "paid on the first call.",
+        compiled.dropna(subset=["compile s"])[["precision", "d", "seq", "compile s"]])]
+
+
+def findings(frame: pd.DataFrame) -> list[Finding]:
+    """Every finding of the section, in the report's order."""
+    return gather(
+        _oom(frame), _backends(frame), _speedups(frame), memory_findings(frame), _compile_time(frame)
+    )
 
 
 def _named_constant(frame: pd.DataFrame, fits: pd.DataFrame) -> tuple[float, str]:
@@ -76,67 +130,93 @@ def _named_constant(frame: pd.DataFrame, fits: pd.DataFrame) -> tuple[float, str
     return 0.0, ""
 
 
-def memory_findings(frame: pd.DataFrame) -> list[str]:
+def _measured(frame: pd.DataFrame) -> pd.DataFrame:
+    """The configurations that ran with their memory measured (none on a CPU)."""
+    return frame[frame["status"] == "ok"].dropna(subset=["memory_before_backward_bytes"])
+
+
+def memory_findings(frame: pd.DataFrame) -> list[Finding]:
     """How attention's memory grows (a constant plus a power of seq), the accounting, and what removes N^2."""
-    items = []
-    ok = frame[frame["status"] == "ok"].dropna(subset=["memory_before_backward_bytes"])
-    if ok.empty:
-        return items
+    measured = _measured(frame)
+    if measured.empty:
+        return []
     fits = memory_fit_table(frame)
     constant, source = _named_constant(frame, fits)
-    if source.startswith("the cuBLAS"):
-        items.append(
-            f"Naive attention's memory carries a constant {constant / MIB:.1f} MiB: {source} (median over "
-            "the configurations both ran), allocated once by the first matmul. SDPA's fused kernel calls "
-            "no cuBLAS."
-        )
+    return gather(
+        _workspace(frame, constant, source),
+        _memory_fits(measured, fits),
+        _accounting(measured, constant, source),
+        _what_removes_n_squared(measured),
+        _oom_threshold(measured, constant),
+    )
+
+
+@finds
+def _workspace(frame: pd.DataFrame, constant: float, source: str) -> list[Finding]:
+    """The cuBLAS workspace under naive's memory, from the pairs of naive's and SDPA's inputs."""
+    if not source.startswith("the cuBLAS"):
+        return []
+    pairs = workspace_pairs(frame)
+    return [Finding(
+        f"Naive attention's memory carries a constant {constant / MIB:.1f} MiB: {source} (median over "
+        "the configurations both ran), allocated once by the first matmul. SDPA's fused kernel calls "
+        "no cuBLAS.", pairs.assign(difference_MiB=pairs["difference_bytes"] / MIB))]
+
+
+@finds
+def _memory_fits(measured: pd.DataFrame, fits: pd.DataFrame) -> list[Finding]:
+    """Each fit of the largest d (naive compiled aside): the points fitted, with the fit beside them."""
+    items = []
     for _, fit in fits.iterrows():
         if fit["implementation"] == LABELS["naive-compile"] or fit["d"] != fits["d"].max():
             continue
-        items.append(
+        points = measured[(measured["implementation"] == IMPLEMENTATION_OF[fit["implementation"]])
+                          & (measured["precision"] == fit["precision"]) & (measured["head_dim"] == fit["d"])]
+        items.append(Finding(
             f"{fit['implementation']} ({fit['precision']}, d={fit['d']}): the memory in use before the "
             f"backward is a constant {fit['constant MiB']:.1f} MiB plus a part that grows as "
             f"seq^{fit['exponent of the growing part']:.2f} (fitted over seq {fit['seq from']} to "
-            f"{fit['seq to']}, largest misfit {fit['largest misfit %']:.1f}%)."
-        )
-    naive = ok[ok["implementation"] == "naive"]
-    if len(naive):
-        from lmstudy.report.answers import percent
-
-        growing = naive["memory_before_backward_bytes"] - constant
-        before = growing / naive["predicted_before_backward_bytes"] - 1
-        what = "cuBLAS workspace" if source.startswith("the cuBLAS") else "fitted constant"
-        named = f" less the {constant / MIB:.1f} MiB {what}" if source else ""
-        text = (
-            f"The accounting from shapes and dtypes predicts naive attention's memory in use before the "
-            f"backward{named} within {percent(before.abs().max())}"
-        )
-        if {"peak_bytes", "predicted_peak_bytes"} <= set(naive.columns):
-            peak = (naive["peak_bytes"] - constant) / naive["predicted_peak_bytes"] - 1
-            text += (
-                f", and its peak within {percent(peak.abs().max())} (every seq x seq tensor alive at "
-                "the peak counted)"
-            )
-        items.append(text + f", in all {len(naive)} configurations that ran.")
-    items += _what_removes_n_squared(ok)
-    memory = ok["device_memory_bytes"].dropna() if "device_memory_bytes" in ok else pd.Series(dtype=float)
-    if len(naive) and len(memory):
-        d = int(naive["head_dim"].max())
-        batch = int(naive["batch_size"].iloc[0])
-        for precision in sorted(naive["precision"].unique()):
-            seq = oom_threshold(batch, d, precision, memory.iloc[0], constant)
-            items.append(
-                f"By that accounting (and the constant) naive {precision} attention at batch {batch}, d={d} "
-                f"outgrows the {memory.iloc[0] / GIB:.0f} GiB available from sequence length {seq} "
-                "(power of two) on."
-            )
+            f"{fit['seq to']}, largest misfit {fit['largest misfit %']:.1f}%).",
+            _rows(points.sort_values("seq_len"), "memory_before_backward_bytes").assign(
+                constant_MiB=fit["constant MiB"], exponent=fit["exponent of the growing part"],
+                largest_misfit_pct=fit["largest misfit %"])))
     return items
 
 
-def _what_removes_n_squared(ok: pd.DataFrame) -> list[str]:
+@finds
+def _accounting(measured: pd.DataFrame, constant: float, source: str) -> list[Finding]:
+    """Naive's measured memory (less the constant) against the accounting's, with each relative error."""
+    naive = measured[measured["implementation"] == "naive"]
+    if not len(naive):
+        return []
+    from lmstudy.report.answers import percent
+
+    growing = naive["memory_before_backward_bytes"] - constant
+    before = growing / naive["predicted_before_backward_bytes"] - 1
+    behind = _rows(naive, "memory_before_backward_bytes", "predicted_before_backward_bytes").assign(
+        constant_bytes=constant, before_backward_error=before)
+    what = "cuBLAS workspace" if source.startswith("the cuBLAS") else "fitted constant"
+    named = f" less the {constant / MIB:.1f} MiB {what}" if source else ""
+    text = (
+        f"The accounting from shapes and dtypes predicts naive attention's memory in use before the "
+        f"backward{named} within {percent(before.abs().max())}"
+    )
+    if {"peak_bytes", "predicted_peak_bytes"} <= set(naive.columns):
+        peak = (naive["peak_bytes"] - constant) / naive["predicted_peak_bytes"] - 1
+        behind = behind.assign(peak_bytes=naive["peak_bytes"],
+                               predicted_peak_bytes=naive["predicted_peak_bytes"], peak_error=peak)
+        text += (
+            f", and its peak within {percent(peak.abs().max())} (every seq x seq tensor alive at "
+            "the peak counted)"
+        )
+    return [Finding(text + f", in all {len(naive)} configurations that ran.", behind)]
+
+
+@finds
+def _what_removes_n_squared(measured: pd.DataFrame) -> list[Finding]:
     """SDPA's memory against naive's at the longest sequence both ran (largest d): the remedy, measured."""
     items = []
-    both = ok[ok["implementation"].isin(["naive", "sdpa"])]
+    both = measured[measured["implementation"].isin(["naive", "sdpa"])]
     values = [c for c in ("memory_before_backward_bytes", "peak_bytes") if c in both]
     wide = both.pivot_table(
         index=["precision", "head_dim", "seq_len"], columns="implementation", observed=True, aggfunc="first",
@@ -151,6 +231,9 @@ def _what_removes_n_squared(ok: pd.DataFrame) -> list[str]:
         row = part.xs(seq, level="seq_len").iloc[0]
         naive = row[("memory_before_backward_bytes", "naive")]
         sdpa = row[("memory_before_backward_bytes", "sdpa")]
+        behind = {"precision": precision, "head_dim": int(d), "seq_len": int(seq),
+                  "naive_before_backward_bytes": naive, "sdpa_before_backward_bytes": sdpa,
+                  "before_backward_naive_over_sdpa": naive / sdpa}
         text = (
             "What removes the seq x seq memory: SDPA's fused kernel never stores the scores or the softmax "
             f"output (it recomputes them in the backward). At seq {int(seq)}, d={int(d)} ({precision}) "
@@ -159,10 +242,41 @@ def _what_removes_n_squared(ok: pd.DataFrame) -> list[str]:
             f"{naive / sdpa:.0f}× less"
         )
         if ("peak_bytes", "sdpa") in row and row[("peak_bytes", "sdpa")] > 0:
+            naive_peak, sdpa_peak = row[("peak_bytes", "naive")], row[("peak_bytes", "sdpa")]
+            behind.update(naive_peak_bytes=naive_peak, sdpa_peak_bytes=sdpa_peak,
+                          peak_naive_over_sdpa=naive_peak / sdpa_peak)
             text += (
-                f"; its peak is {row[('peak_bytes', 'sdpa')] / MIB:.1f} MiB against "
-                f"{row[('peak_bytes', 'naive')] / MIB:.1f} MiB, "
-                f"{row[('peak_bytes', 'naive')] / row[('peak_bytes', 'sdpa')]:.0f}× less"
+                f"; its peak is {sdpa_peak / MIB:.1f} MiB against "
+                f"{naive_peak / MIB:.1f} MiB, "
+                f"{naive_peak / sdpa_peak:.0f}× less"
             )
-        items.append(text + ".")
+        items.append(Finding(text + ".", behind))
     return items
+
+
+@finds
+def _oom_threshold(measured: pd.DataFrame, constant: float) -> list[Finding]:
+    """From which sequence length naive attention outgrows the device, by the accounting: its inputs."""
+    naive = measured[measured["implementation"] == "naive"]
+    memory = (measured["device_memory_bytes"].dropna() if "device_memory_bytes" in measured
+              else pd.Series(dtype=float))
+    if not (len(naive) and len(memory)):
+        return []
+    d = int(naive["head_dim"].max())
+    batch = int(naive["batch_size"].iloc[0])
+    items = []
+    for precision in sorted(naive["precision"].unique()):
+        seq = oom_threshold(batch, d, precision, memory.iloc[0], constant)
+        items.append(Finding(
+            f"By that accounting (and the constant) naive {precision} attention at batch {batch}, d={d} "
+            f"outgrows the {memory.iloc[0] / GIB:.0f} GiB available from sequence length {seq} "
+            "(power of two) on.",
+            {"precision": precision, "batch_size": batch, "head_dim": d,
+             "device_memory_bytes": memory.iloc[0], "constant_bytes": constant,
+             "outgrown_from_seq_len": seq}))
+    return items
+
+
+# Declared in the section's contract: each writes one kind of finding with the rows behind it.
+FINDINGS = (_oom, _backends, _speedups, _workspace, _memory_fits, _accounting, _what_removes_n_squared,
+            _oom_threshold, _compile_time)

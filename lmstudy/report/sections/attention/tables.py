@@ -138,6 +138,23 @@ def accounting_table(row) -> pd.DataFrame:
     return table[["tensor", "shape", "dtype", "held", "saved for backward", "MiB"]]
 
 
+def workspace_pairs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration both ran: naive's and SDPA's inputs_bytes and their difference in MiB (none where
+    the rows lack inputs_bytes or either implementation): what cublas_workspace_bytes takes the median of."""
+    ok = frame[frame["status"] == "ok"]
+    if "inputs_bytes" not in ok:
+        return pd.DataFrame()
+    wide = ok.pivot_table(
+        index=["precision", "head_dim", "seq_len"], columns="implementation", values="inputs_bytes",
+        aggfunc="first", observed=True,
+    )
+    if "naive" not in wide or "sdpa" not in wide:
+        return pd.DataFrame()
+    pairs = pd.DataFrame({"naive_inputs_bytes": wide["naive"], "sdpa_inputs_bytes": wide["sdpa"]}).dropna()
+    pairs["difference_bytes"] = pairs["naive_inputs_bytes"] - pairs["sdpa_inputs_bytes"]
+    return pairs.reset_index()
+
+
 def cublas_workspace_bytes(frame: pd.DataFrame) -> float:
     """What naive attention's inputs hold beyond SDPA's at the same configuration (median; NaN if unknown).
 
@@ -146,16 +163,10 @@ def cublas_workspace_bytes(frame: pd.DataFrame) -> float:
     keep its workspace (a constant, 64 MiB on an H100 or H200), SDPA's flash
     kernel calls no cuBLAS. So the difference is that workspace, measured.
     """
-    ok = frame[frame["status"] == "ok"]
-    if "inputs_bytes" not in ok:
+    pairs = workspace_pairs(frame)
+    if pairs.empty:
         return float("nan")
-    wide = ok.pivot_table(
-        index=["precision", "head_dim", "seq_len"], columns="implementation", values="inputs_bytes",
-        aggfunc="first", observed=True,
-    )
-    if "naive" not in wide or "sdpa" not in wide:
-        return float("nan")
-    return float((wide["naive"] - wide["sdpa"]).dropna().median())
+    return float(pairs["difference_bytes"].median())
 
 
 @computes_table

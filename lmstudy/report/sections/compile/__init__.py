@@ -12,7 +12,7 @@ from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.compile import answers as compile_answers
 from lmstudy.report.sections.compile import compare as compile_compare
 from lmstudy.report.sections.compile.figures import draw_figures
-from lmstudy.report.sections.compile.findings import findings
+from lmstudy.report.sections.compile.findings import FINDINGS, findings
 from lmstudy.report.sections.compile.tables import KEY, comparison, comparison_table
 from lmstudy.report.sections.labels import order_sizes
 
@@ -88,7 +88,7 @@ SECTION = SectionContract(
     make_figures=make_figures,
     tables=(comparison_table,),
     figures=("speedup.png",),
-    findings=(findings,),
+    findings=FINDINGS,
     answers=compile_answers.answers,
     compare=Comparison(reads=("compile",), build=compile_compare.section),
 )

@@ -7,32 +7,59 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.sections.compile.tables import comparison
+from lmstudy.report.finding import Finding, finds, gather
+from lmstudy.report.sections.compile.tables import KEY, comparison
 from lmstudy.report.sections.labels import PASS_LABELS, faster
 
+# What a comparison of eager and compiled is told from: the medians, their intervals and the speed-up.
+COMPARED = ("eager_ms", "eager_ci_low_ms", "eager_ci_high_ms", "compiled_ms", "compiled_ci_low_ms",
+            "compiled_ci_high_ms", "speedup")
 
-def findings(frame: pd.DataFrame) -> list[str]:
-    from lmstudy.report.answers import count, span
 
-    items = []
+def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """A configuration's key (with its mode, for a measurement) and `columns` of `frame`, those it has."""
+    key = [c for c in (*KEY, "mode") if c in frame]
+    return frame[key + [c for c in columns if c in frame and c not in key]]
+
+
+@finds
+def _oom(frame: pd.DataFrame) -> list[Finding]:
+    from lmstudy.report.answers import count
+
     oom = frame[frame["status"] == "OOM"]
-    if len(oom):
-        names = sorted(
-            {f"{r['size']} {r['precision']} {r['mode']} {PASS_LABELS[r['pass']]}" for _, r in oom.iterrows()}
-        )
-        items.append(f"{count(len(oom), 'measurement')} ran out of memory: {', '.join(names)}.")
-    comp = comparison(frame).dropna(subset=["speedup"])
+    if not len(oom):
+        return []
+    names = sorted(
+        {f"{r['size']} {r['precision']} {r['mode']} {PASS_LABELS[r['pass']]}" for _, r in oom.iterrows()}
+    )
+    return [Finding(f"{count(len(oom), 'measurement')} ran out of memory: {', '.join(names)}.",
+                    _rows(oom, "status"))]
+
+
+@finds
+def _not_told_apart(comp: pd.DataFrame) -> list[Finding]:
+    """The configurations whose eager and compiled steps are not ranked: overlapping or missing intervals."""
     unclear = (
         (comp[comp["has_interval"] & ~comp["apart"]],
          "are within noise of each other (their intervals overlap)"),
         (comp[~comp["has_interval"]], "are not compared: a side has no interval (one process)"),
     )
+    items = []
     for rows, why in unclear:
         if len(rows):
             names = ", ".join(
                 f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}" for _, r in rows.iterrows()
             )
-            items.append(f"Compiled and eager {why} in {len(rows)} of {len(comp)} configurations: {names}.")
+            items.append(Finding(
+                f"Compiled and eager {why} in {len(rows)} of {len(comp)} configurations: {names}.",
+                _rows(rows, *COMPARED, "has_interval", "apart")))
+    return items
+
+
+@finds
+def _speedups(comp: pd.DataFrame) -> list[Finding]:
+    """Per pass, compiled over eager where the two are told apart: those configurations, with the speed-up."""
+    items = []
     for pass_name, part in comp[comp["apart"]].groupby("pass"):
         lo, hi = part.loc[part["speedup"].idxmin()], part.loc[part["speedup"].idxmax()]
         spread = (
@@ -42,29 +69,54 @@ def findings(frame: pd.DataFrame) -> list[str]:
             else f" ({lo['size']} {lo['precision']})"
         )
         if len(part) > 1:
-            items.append(
+            text = (
                 f"Compiled, the {PASS_LABELS[pass_name]} is {faster(part['speedup'].median())} than eager "
                 f"(median of the {len(part)} configurations told apart){spread}."
             )
         else:
             name = PASS_LABELS[pass_name]
-            items.append(f"Compiled, the {name} is {faster(lo['speedup'])} than eager{spread}.")
-    if comp["compile_s"].notna().any():
-        top = comp.loc[comp["compile_s"].idxmax()]
-        items.append(
-            f"Compiling costs {comp['compile_s'].median():.1f} s"
-            + (
-                f" (median) on the first step, up to {top['compile_s']:.1f} s"
-                if len(comp) > 1
-                else " on the first step"
-            )
-            + f" ({top['size']} {top['precision']} {PASS_LABELS[top['pass']]})."
-        )
-    paid = comp["break_even_steps"].dropna()
-    if len(paid):
-        spread = span(paid.min(), paid.max(), ".0f")
-        items.append(
-            f"Where compiling helps, it pays for itself after {paid.median():.0f} steps"
-            + (f" (median; {spread})." if "–" in spread else ".")
-        )
+            text = f"Compiled, the {name} is {faster(lo['speedup'])} than eager{spread}."
+        items.append(Finding(text, _rows(part, *COMPARED)))
     return items
+
+
+@finds
+def _compile_time(comp: pd.DataFrame) -> list[Finding]:
+    """The compile's cost: the compiled first step's excess over its steady step, per configuration."""
+    if not comp["compile_s"].notna().any():
+        return []
+    top = comp.loc[comp["compile_s"].idxmax()]
+    return [Finding(
+        f"Compiling costs {comp['compile_s'].median():.1f} s"
+        + (
+            f" (median) on the first step, up to {top['compile_s']:.1f} s"
+            if len(comp) > 1
+            else " on the first step"
+        )
+        + f" ({top['size']} {top['precision']} {PASS_LABELS[top['pass']]}).",
+        _rows(comp.dropna(subset=["compile_s"]), "compile_s"))]
+
+
+@finds
+def _break_even(comp: pd.DataFrame) -> list[Finding]:
+    """Where compiled is faster: the steps after which the compile has paid for itself."""
+    from lmstudy.report.answers import span
+
+    paid = comp["break_even_steps"].dropna()
+    if not len(paid):
+        return []
+    spread = span(paid.min(), paid.max(), ".0f")
+    return [Finding(
+        f"Where compiling helps, it pays for itself after {paid.median():.0f} steps"
+        + (f" (median; {spread})." if "–" in spread else "."),
+        _rows(comp.loc[paid.index], "eager_ms", "compiled_ms", "compile_s", "break_even_steps"))]
+
+
+# Declared in the section's contract: each writes one kind of finding with the rows behind it.
+FINDINGS = (_oom, _not_told_apart, _speedups, _compile_time, _break_even)
+
+
+def findings(frame: pd.DataFrame) -> list[Finding]:
+    """Every finding of the section, in the report's order."""
+    comp = comparison(frame).dropna(subset=["speedup"])
+    return gather(_oom(frame), _not_told_apart(comp), _speedups(comp), _compile_time(comp), _break_even(comp))

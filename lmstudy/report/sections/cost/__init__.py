@@ -11,7 +11,12 @@ from lmstudy.phases import PHASES
 from lmstudy.report.contract import SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.cost.figures import draw_figures
-from lmstudy.report.sections.cost.findings import concurrency_findings, findings, repetition_findings
+from lmstudy.report.sections.cost.findings import (
+    FINDINGS,
+    concurrency_findings,
+    findings,
+    repetition_findings,
+)
 from lmstudy.report.sections.cost.tables import (
     SECTION_ORDER,
     SHORT,
@@ -96,5 +101,5 @@ SECTION = SectionContract(
     make_figures=make_figures,
     tables=(by_rule, slowest, by_gpu),
     figures=("cost.png",),
-    findings=(findings, repetition_findings, concurrency_findings),
+    findings=FINDINGS,
 )

@@ -22,7 +22,7 @@ from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.labels import mfu_note
 from lmstudy.report.sections.ladder import compare as ladder_compare
 from lmstudy.report.sections.ladder.figures import _share_figure, _time_figure
-from lmstudy.report.sections.ladder.findings import findings
+from lmstudy.report.sections.ladder.findings import FINDINGS, findings
 from lmstudy.report.sections.ladder.tables import (
     CATEGORY_COLUMNS,
     best_rungs,
@@ -189,6 +189,6 @@ SECTION = SectionContract(
     make_figures=make_figures,
     tables=(ladder_table, best_table, breakdown_table, matmul_table),
     figures=(SHARE_FIGURE, TIME_FIGURE),
-    findings=(findings,),
+    findings=FINDINGS,
     compare=Comparison(reads=("ladder",), build=ladder_compare.section),
 )

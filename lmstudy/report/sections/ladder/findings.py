@@ -9,6 +9,7 @@ import pandas as pd
 
 from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.report.finding import Finding, finds, gather
 from lmstudy.report.sections.labels import faster
 from lmstudy.report.sections.ladder.tables import (
     CATEGORY_COLUMNS,
@@ -18,18 +19,38 @@ from lmstudy.report.sections.ladder.tables import (
     time_words,
 )
 
+# A rung of one size: the key of the rows behind a finding.
+KEY = ("size", "rung_key", "rung")
+
+
+def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """A rung's key and `columns` of `frame`, those it has: the data behind a sentence."""
+    key = [c for c in KEY if c in frame]
+    return frame[key + [c for c in columns if c in frame and c not in key]]
+
 
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%"
 
 
-def findings(ladder: pd.DataFrame, matmul: pd.DataFrame | None = None) -> list[str]:
+def findings(ladder: pd.DataFrame, matmul: pd.DataFrame | None = None) -> list[Finding]:
     """Sentences computed from the ladder: the measured ceiling against the datasheet, best rung (or the
     rungs tied with it within noise) with its MFU and share, biggest step beyond noise, where the best
     rung's time goes, and which rungs could not run and why."""
-    items = _ceiling_findings(matmul) if matmul is not None else []
-    words = time_words(ladder)
-    breakdown = breakdown_frame(ladder)
+    return gather(
+        _ceiling(matmul) if matmul is not None else [],
+        _best(ladder),
+        _steps(ladder),
+        _breakdown(ladder),
+        _unsupported(ladder),
+        _oom(ladder),
+    )
+
+
+@finds
+def _best(ladder: pd.DataFrame) -> list[Finding]:
+    """Per size, the best rung: its row first, then the rungs within noise of it (`best` says which)."""
+    items = []
     for _, best in best_rungs(ladder).iterrows():
         text = (
             f"{best['size']}: the best rung is {best['rung']}, {best['median_ms']:.2f} ms per step, "
@@ -52,27 +73,50 @@ def findings(ladder: pd.DataFrame, matmul: pd.DataFrame | None = None) -> list[s
                 f"; {', '.join(best['tied_with'])} within noise of it (the larger of the two rungs' "
                 "noise), so not ranked below it: a tie"
             )
-        items.append(text + ".")
+        size = ladder[ladder["size"] == best["size"]]
+        tied = size[size["rung"].isin(best["tied_with"]) & (size.index != best.name)]
+        behind = pd.concat([ladder.loc[[best.name]], tied]).assign(best=[True] + [False] * len(tied))
+        items.append(Finding(text + ".", _rows(
+            behind, "best", "median_ms", "step_noise", "achieved_tflops", "mfu", "mfu_peak", "peak_tflops",
+            "share_of_matmul", "matmul_tflops", "speedup_vs_fp32")))
+    return items
+
+
+@finds
+def _steps(ladder: pd.DataFrame) -> list[Finding]:
+    """Per size, the steps from the rung below: the biggest beyond noise, and those within it (not ranked)."""
+    items = []
     steps = ladder.dropna(subset=["speedup_vs_previous"])
     for size, part in steps.groupby("size", sort=False, observed=True):
         beyond = part[(part["speedup_vs_previous"] - 1).abs() > part["step_vs_previous_noise"]]
         faster_steps = beyond[beyond["speedup_vs_previous"] > 1]
+        compared = _rows(part.assign(beyond_noise=part.index.isin(beyond.index)), "previous_rung",
+                         "median_ms", "speedup_vs_previous", "step_vs_previous_noise", "beyond_noise")
         if len(faster_steps):
             top = faster_steps.loc[faster_steps["speedup_vs_previous"].idxmax()]
-            items.append(
+            items.append(Finding(
                 f"{size}: the biggest step is {top['rung']} over {top['previous_rung']}, "
-                f"{faster(top['speedup_vs_previous'])}."
-            )
+                f"{faster(top['speedup_vs_previous'])}.", compared))
         else:
-            items.append(f"{size}: no rung is faster than the one below it beyond noise.")
+            items.append(Finding(f"{size}: no rung is faster than the one below it beyond noise.", compared))
         within = part.index.difference(beyond.index)
         if len(within):
             names = ", ".join(part.loc[within, "rung"])
-            items.append(
+            items.append(Finding(
                 f"{size}: {names} {'is' if len(within) == 1 else 'are'} within noise of the rung below "
-                "(the larger of the two rungs' noise): not ranked."
-            )
-    for _, best in best_rungs(ladder).iterrows() if not breakdown.empty else ():
+                "(the larger of the two rungs' noise): not ranked.", compared.loc[within]))
+    return items
+
+
+@finds
+def _breakdown(ladder: pd.DataFrame) -> list[Finding]:
+    """Where the best rung's step goes: its profiled time per category, each one's share, the rest."""
+    breakdown = breakdown_frame(ladder)
+    if breakdown.empty:
+        return []
+    words = time_words(ladder)
+    items = []
+    for _, best in best_rungs(ladder).iterrows():
         row = breakdown[(breakdown["size"] == best["size"]) & (breakdown["rung_key"] == best["rung_key"])]
         if row.empty or not row["gpu_busy_ms"].iloc[0] > 0:
             continue
@@ -88,21 +132,41 @@ def findings(ladder: pd.DataFrame, matmul: pd.DataFrame | None = None) -> list[s
         if row["not_busy_ms"] > 0:
             where = "is outside those operators" if on_cpu(ladder) else "the GPU waited for the host"
             text += f"; {row['not_busy_ms']:.2f} ms of the {row['median_ms']:.2f} ms step {where}"
-        items.append(text + ".")
-    unsupported = ladder[ladder["status"] == "unsupported"]
-    for _, part in unsupported.groupby("rung_key", sort=False):
-        sizes = ", ".join(dict.fromkeys(part["size"].astype(str)))
-        reason = str(part["reason"].iloc[0])
-        items.append(f"Could not run here: {part['rung'].iloc[0]} ({sizes}): {reason}")
-    oom = ladder[ladder["status"] == "OOM"]
-    if len(oom):
-        names = ", ".join(f"{r['size']} {r['rung']}" for _, r in oom.iterrows())
-        items.append(f"Out of memory: {names}.")
+        behind = {**{c: row[c] for c in KEY}, "median_ms": row["median_ms"],
+                  "gpu_busy_ms": row["gpu_busy_ms"], "not_busy_ms": row["not_busy_ms"]}
+        for column, category in CATEGORY_COLUMNS.items():
+            if row[column] > 0:
+                behind[column] = row[column]
+                behind[f"share_{category}"] = row[column] / row["gpu_busy_ms"]
+        items.append(Finding(text + ".", behind))
     return items
 
 
-def _ceiling_findings(matmul: pd.DataFrame) -> list[str]:
-    """The measured matmul ceiling beside the datasheet peak, over every GPU it was measured on."""
+@finds
+def _unsupported(ladder: pd.DataFrame) -> list[Finding]:
+    unsupported = ladder[ladder["status"] == "unsupported"]
+    items = []
+    for _, part in unsupported.groupby("rung_key", sort=False):
+        sizes = ", ".join(dict.fromkeys(part["size"].astype(str)))
+        reason = str(part["reason"].iloc[0])
+        items.append(Finding(f"Could not run here: {part['rung'].iloc[0]} ({sizes}): {reason}",
+                             _rows(part, "status", "reason")))
+    return items
+
+
+@finds
+def _oom(ladder: pd.DataFrame) -> list[Finding]:
+    oom = ladder[ladder["status"] == "OOM"]
+    if not len(oom):
+        return []
+    names = ", ".join(f"{r['size']} {r['rung']}" for _, r in oom.iterrows())
+    return [Finding(f"Out of memory: {names}.", _rows(oom, "status"))]
+
+
+@finds
+def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
+    """The measured matmul ceiling beside the datasheet peak, over every GPU it was measured on: each
+    measurement's ceiling (with its share of the datasheet peak), clocks and power."""
     found = ceilings(matmul)
     if found.empty:
         return []
@@ -119,10 +183,14 @@ def _ceiling_findings(matmul: pd.DataFrame) -> list[str]:
         + (f" on {count} GPU{'s' if count > 1 else ''}" if count else "")
         + ")"
     )
+    behind = found[[c for c in ("size", "rung_key", "gpu", "gpu_uuid", "n", "ceiling_tflops", "median_tflops",
+                                "sm_clock_mhz", "power_w") if c in found]]
     if datasheet:
         share = f"{hi / datasheet * 100:.1f}%" if abs(hi - lo) < 0.5 else (
             f"{lo / datasheet * 100:.1f}% to {hi / datasheet * 100:.1f}%")
         text += f" = {share} of the datasheet's {datasheet:.1f} TFLOP/s dense bf16 peak"
+        behind = behind.assign(datasheet_tflops=datasheet,
+                               share_of_datasheet=found["ceiling_tflops"] / datasheet)
     clock = pd.to_numeric(found.get("sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
     if clock.notna().any():
         power = pd.to_numeric(found.get("power_w", pd.Series(dtype=float)), errors="coerce")
@@ -130,4 +198,8 @@ def _ceiling_findings(matmul: pd.DataFrame) -> list[str]:
             f"; during the bursts the SM clock averaged {clock.min():.0f} to {clock.max():.0f} MHz and the "
             f"power {power.min():.0f} to {power.max():.0f} W"
         )
-    return [text + "."]
+    return [Finding(text + ".", behind)]
+
+
+# Declared in the section's contract: each writes one kind of finding with the rows behind it.
+FINDINGS = (_ceiling, _best, _steps, _breakdown, _unsupported, _oom)
