@@ -115,22 +115,13 @@ def test_spec_rejects_an_unknown_implementation():
         spec_for("attention", implementation="flash", precision="fp32", head_dim=8, seq_lens=(16,))
 
 
-def test_naive_compile_runs_and_records_its_first_call():
-    spec = spec_for(
-        "attention",
-        implementation="naive-compile",
-        precision="fp32",
-        head_dim=8,
-        seq_lens=(16,),
-        batch_size=2,
-        steps=2,
-        warmup=1,
-        device="cpu",
-    )
-    (row,) = attention.run_sweep(spec)
-    assert row["status"] == "ok"
+def test_naive_compile_runs_and_records_its_first_call(smoke_run):
+    # The smoke run's sweep compiled naive attention (a test of its own would compile it again).
+    rows = pd.read_csv(smoke_run / "results/default/attention/attention.csv")
+    compiled = rows[(rows["implementation"] == "naive-compile") & (rows["status"] == "ok")]
+    assert len(compiled) >= 2
     # The first call traces and compiles: far slower than a steady call.
-    assert row["first_call_ms"] > row["forward_median_ms"] + row["backward_median_ms"]
+    assert (compiled["first_call_ms"] > compiled["forward_median_ms"] + compiled["backward_median_ms"]).all()
 
 
 def test_section_from_real_rows(sweep_rows, tmp_path):
