@@ -335,9 +335,8 @@ def _nsys_runs(*rows):
     ])
 
 
-def test_nsys_findings_on_a_table_with_known_answers():
-    from lmstudy.report.sections import nsys
-
+def _nsys_data() -> dict[str, pd.DataFrame]:
+    """Section 2's tables of a hand-made profile, as nsys.load reads them back."""
     runs = _nsys_runs((128, "forward", "ok"), (128, "train_step", "ok"), (256, "train_step", "OOM"))
     # as runs.csv holds them: the profiled steps' own times, a JSON list
     runs["captured_step_ms"] = ["[11.0, 12.0]", "[27.0, 29.0, 28.0]", "[]"]
@@ -376,7 +375,13 @@ def test_nsys_findings_on_a_table_with_known_answers():
         kernel("train_step", "optimizer", "multi_tensor_apply", "optimizer", 8),
         kernel("train_step", "optimizer", "add_k", "elementwise", 2),
     ])
-    said = nsys.findings({"kernels": kernels, "ranges": ranges, "runs": runs, "timing": timing})
+    return {"kernels": kernels, "ranges": ranges, "runs": runs, "timing": timing}
+
+
+def test_nsys_findings_on_a_table_with_known_answers():
+    from lmstudy.report.sections import nsys
+
+    said = nsys.findings(_nsys_data())
     assert said[0] == "1 of 3 configurations ran out of memory (small ctx 256 train_step)."
     # 10/10 and 30/25: the train step is the largest gap (the warm-up-0 timer row is not steady state)
     assert said[1] == (
@@ -705,3 +710,157 @@ def test_the_header_shows_a_gpu_index_read_back_as_a_float_once():
     shown = environment_of([timing, cost_rows])
     assert shown["gpu_index"] == "0" and shown["gpu"] == "NVIDIA H100 80GB HBM3"
     assert environment_of([pd.DataFrame({"gpu_index": [0.0, 1.0]})])["gpu_index"] == "0, 1"
+
+
+# Each finding carries the rows its sentence was computed from (lmstudy.report.finding): the numbers the
+# sentence states are the numbers its data holds, formatted as the sentence formats them.
+
+
+def _traced(said, declared):
+    """Every finding is a Finding with rows behind it, credited to one of the small functions its section's
+    contract `declared`."""
+    from lmstudy.report.finding import Finding
+
+    names = {function.__name__ for function in declared}
+    for finding in said:
+        assert isinstance(finding, Finding) and not finding.data.empty, finding
+        assert finding.computed_by.rsplit(".", 1)[-1] in names, finding.computed_by
+    return said
+
+
+def test_a_memory_findings_data_holds_the_numbers_its_sentence_states():
+    from lmstudy.report.sections import memory
+
+    kinds = {"parameters_bytes": 2 * GIB, "optimizer_state_bytes": 4 * GIB, "activations_bytes": 3 * GIB,
+             "gradients_bytes": 1 * GIB}
+    rows = [
+        _memory_row(128, "train_step", "fp32", 8.0), _memory_row(128, "train_step", "bf16", 6.0),  # 0.75x
+        _memory_row(256, "train_step", "fp32", 10.0, **kinds), _memory_row(256, "train_step", "bf16", 8.5),
+    ]
+    said = _traced(memory.findings(_memory_frame(rows)), memory.SECTION.findings)
+    ratio = next(s for s in said if s.startswith("Training step: bf16 autocast"))
+    assert ratio.computed_by == "lmstudy.report.sections.memory.findings._bf16_against_fp32"
+    data = ratio.data
+    assert list(data["context_length"]) == [128, 256]
+    assert list(data["bf16_over_fp32"]) == list(data["bf16_peak_bytes"] / data["fp32_peak_bytes"])
+    assert ratio == (f"Training step: bf16 autocast lowers the peak to a median "
+                     f"{data['bf16_over_fp32'].median():.2f}× the fp32 peak (range "
+                     f"{data['bf16_over_fp32'].min():.2f}–{data['bf16_over_fp32'].max():.2f}×).")
+    assert "0.80× the fp32 peak (range 0.75–0.85×)" in ratio
+    # The largest training peak's kinds, largest first: the sentence states the first three.
+    peak = next(s for s in said if s.startswith("At the largest training-step peak"))
+    assert set(peak.data["context_length"]) == {256} and set(peak.data["precision"]) == {"fp32"}
+    top = peak.data.head(3)
+    stated = ", ".join(f"{label} {gib:.2f} GiB ({share * 100:.0f}%)" for label, gib, share
+                       in zip(top["label"], top["gib"], top["share_of_peak"], strict=True))
+    assert peak.endswith(f"memory is {stated}.")
+    assert stated == ("optimizer state 4.00 GiB (40%), activations (from forward) 3.00 GiB (30%), "
+                      "parameters 2.00 GiB (20%)")
+    # A finding's rows keep only the configuration's key and the columns the sentence used.
+    growth = next(s for s in said if s.startswith("small training step fp32: from context"))
+    assert list(growth.data.columns) == ["size", "context_length", "pass", "precision", "peak_bytes",
+                                         "peak_gib", "change_gib"]
+    assert f"({growth.data['change_gib'].iloc[-1]:+.2f} GiB)" in growth
+
+
+def test_an_nsys_findings_data_holds_the_numbers_its_sentence_states():
+    from lmstudy.report.sections import nsys
+
+    said = _traced(nsys.findings(_nsys_data()), nsys.SECTION.findings)
+    span = said[1]
+    ratio = span.data["nsys step / timer"]
+    assert f"is {ratio.min():.2f}× to {ratio.max():.2f}× the timing section's median over {len(ratio)} " \
+        in span
+    worst = span.data.loc[(ratio - 1).abs().idxmax()]
+    assert f"({worst['nsys step ms']:.3g} ms vs {worst['timer step ms']:.3g} ms" in span
+    gemm = next(s for s in said if s.startswith("GEMMs take"))
+    assert gemm.computed_by.endswith("._gemm_share")
+    assert (f"GEMMs take {gemm.data['inference GEMM %'].mean():.1f}% of GPU time in inference and "
+            f"{gemm.data['training GEMM %'].mean():.1f}% in a training step (mean over {len(gemm.data)} "
+            ) in gemm
+    top = next(s for s in said if s.startswith("The top forward kernel"))
+    share = top.data["share of phase %"]
+    assert set(top.data["phase"]) == {"forward"} and list(top.data["category"]) == ["GEMM", "GEMM"]
+    assert f"taking {share.min():.0f}–{share.max():.0f}% of forward GPU time" in top
+
+
+def test_a_precision_findings_data_holds_the_numbers_its_sentence_states():
+    from lmstudy.report.sections import precision
+
+    def cell(size, ctx, speedup, high, noisy=False):
+        return {"size": size, "context_length": ctx, "pass": "train_step", "variant": "naive",
+                "fp32": 10.0 * speedup, "bf16": 10.0, "speedup": speedup, "speedup_low": speedup * 0.9,
+                "speedup_high": high, "host_bound": False, "noisy": noisy}
+
+    speedups = pd.DataFrame([cell("small", 128, 0.8, 0.95), cell("small", 256, 1.2, 1.3),
+                             cell("big", 128, 2.5, 2.6), cell("big", 256, 3.0, 3.2),
+                             cell("big", 512, 9.0, 9.5, noisy=True)])  # noisy: left out of every number
+    said = _traced(precision.speedup_findings(speedups), precision.SECTION.findings)
+    largest, slower, by_size = said
+    assert len(largest.data) == 4 and not largest.data["noisy"].any()
+    best = largest.data.loc[largest.data["speedup"].idxmax()]
+    assert largest.startswith(f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "
+                              f"{best['context_length']}, training step), among the {len(largest.data)} ")
+    assert slower == (f"bf16 is slower than fp32 beyond the intervals in "
+                      f"{int(slower.data['slower_beyond_interval'].sum())} of {len(slower.data)} of them, "
+                      f"the worst {slower.data['speedup'].min():.2f}×.")
+    medians = by_size.data.drop_duplicates("size").set_index("size")["median_of_size"].sort_index()
+    stated = ", ".join(f"{size} {median:.2f}×" for size, median in medians.items())
+    assert by_size == f"Median speed-up by size: {stated}."
+    assert dict(medians) == {"small": 1.0, "big": 2.75}
+
+
+def test_a_comparisons_findings_carry_the_pairs_of_a_and_b_they_compared():
+    from lmstudy.report.sections import timing
+    from lmstudy.report.sections.timing import compare as timing_compare
+
+    def pair(size, ctx, ratio, verdict, precision="fp32"):
+        return {"size": size, "context_length": ctx, "pass": "train_step", "precision": precision,
+                "variant": "naive", "status_a": "ok", "status_b": "ok", "median_ms_a": 10.0,
+                "median_ms_b": 10.0 * ratio, "ratio": ratio, "ci_low": ratio * 0.99, "ci_high": ratio * 1.01,
+                "processes_a": 3, "processes_b": 3, "verdict": verdict, "tokens_per_s_a": 100.0,
+                "tokens_per_s_b": 100.0 / ratio, "tokens_ratio": 1 / ratio, "note": ""}
+
+    only = {**pair("big", 512, float("nan"), "only in B"), "status_a": None, "median_ms_a": float("nan")}
+    rows = pd.DataFrame([pair("small", 128, 0.8, "faster"), pair("small", 256, 1.0, "same"),
+                         pair("big", 128, 1.3, "slower"), pair("big", 128, 0.9, "undecided", "bf16"), only])
+    said = _traced(timing_compare.timing_findings(rows, 0.03), timing.SECTION.compare.findings)
+    step, by_precision, in_b, rule = said
+    data = step.data
+    # The pairs compared, A beside B, with the ratio and the verdict of each.
+    assert list(data["median_ms_b"] / data["median_ms_a"]) == pytest.approx(list(data["ratio"]))
+    assert list(data["verdict"]) == ["faster", "same", "slower", "undecided"]
+    gain, loss = data.loc[data["ratio"].idxmin()], data.loc[data["ratio"].idxmax()]
+    assert step == (
+        f"training step: the median ratio B/A over {len(data)} configurations is "
+        f"{data['ratio'].median():.3f} (1 faster, 1 slower, 1 same, 1 undecided); the largest gain is "
+        f"{gain['size']} ctx {gain['context_length']} training step {gain['precision']} "
+        f"({1 / gain['ratio']:.2f}× faster); the largest loss is {loss['size']} ctx {loss['context_length']} "
+        f"training step {loss['precision']} ({loss['ratio']:.2f}× slower)."
+    )
+    medians = by_precision.data.drop_duplicates("precision").set_index("precision")["median_of_precision"]
+    assert by_precision == ("By precision, the median ratio B/A is "
+                            + ", ".join(f"{p} {medians[p]:.3f}" for p in sorted(medians.index)) + ".")
+    assert in_b.startswith("1 configuration(s) measured only in B: big ctx 512")
+    assert list(in_b.data["verdict"]) == ["only in B"] and in_b.data["status_a"].isna().all()
+    assert f"band {rule.data['band_low'].iloc[0]:.3f}–{rule.data['band_high'].iloc[0]:.3f}" in rule
+
+
+def test_the_kernel_comparisons_finding_carries_the_category_times_it_compared():
+    from lmstudy.report.sections import nsys
+    from lmstudy.report.sections.nsys import compare as nsys_compare
+
+    key = {"size": "small", "context_length": 128, "pass": "forward", "precision": "bf16"}
+    categories = pd.DataFrame([{**key, "category": c, "ms_a": a, "ms_b": b, "change": b / a - 1}
+                               for c, a, b in (("GEMM", 8.0, 4.0), ("softmax", 2.0, 2.01))])
+    configs = pd.DataFrame([{**key, "status_a": "ok", "status_b": "ok", "presence": ""},
+                            {**key, "context_length": 256, "status_a": "ok", "status_b": "OOM",
+                             "presence": "OOM in B"}])
+    said = _traced(nsys_compare.kernel_findings(categories, configs, 0.03), nsys.SECTION.compare.findings)
+    missing, forward = said
+    assert missing == "Profile small ctx 256 forward bf16: OOM in B."
+    assert list(missing.data[["status_a", "status_b", "presence"]].iloc[0]) == ["ok", "OOM", "OOM in B"]
+    sums = forward.data.set_index("category")
+    assert f"went from {sums['ms_a'].sum():.3g} ms to {sums['ms_b'].sum():.3g} ms" in forward
+    assert f"GEMM time fell {abs(sums.loc['GEMM', 'change']) * 100:.0f}%" in forward
+    assert "GEMM time fell 50%, softmax time did not change (within 3%)." in forward

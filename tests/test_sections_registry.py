@@ -46,6 +46,10 @@ def test_a_contract_declares_what_its_package_computes(name):
     assert all(figure.endswith(".png") for figure in section.figures)
     if section.compare is not None:
         assert set(section.compare.reads) <= set(section.products)
+        # The comparison's sentences carry the rows of A and B behind them, as the section's own do.
+        assert section.compare.findings, "a comparison states at least one finding"
+        unmarked = [f.__qualname__ for f in section.compare.findings if not getattr(f, "finds", False)]
+        assert not unmarked, f"comparison findings not marked @finds: {unmarked}"
     if section.figures:
         assert section.drawn_by == f"lmstudy.report.sections.{name}.make_figures"
 

@@ -46,6 +46,9 @@ class Comparison:
 
     reads: tuple[str, ...]
     build: Callable[[ComparedRuns], object]  # -> lmstudy.report.render.Section
+    # The small functions that write its findings, each marked @finds like the section's own: a
+    # comparison's sentence carries the rows of A and B it compared.
+    findings: tuple[Callable, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

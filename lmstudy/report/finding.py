@@ -66,6 +66,20 @@ def finds(function):
     return wrapper
 
 
+# The columns that name a configuration, in the order a finding's rows show them.
+CONFIGURATION = ("size", "context_length", "pass", "precision", "variant")
+
+
+def rows_behind(frame: pd.DataFrame, *columns: str, key: Iterable[str] = CONFIGURATION) -> pd.DataFrame:
+    """A configuration's `key` and `columns` of `frame`, those it has (a named index counts as
+    columns): the rows behind a sentence, restricted to what the sentence used."""
+    if any(frame.index.names):
+        frame = frame.reset_index()
+    key = [c for c in key if c in frame]
+    behind = frame[key + [c for c in dict.fromkeys(columns) if c in frame and c not in key]]
+    return behind.rename_axis(columns=None)  # a pivot's columns are named after what they spread
+
+
 def gather(*groups: Iterable[Finding]) -> list[Finding]:
     """The findings of several functions, in order."""
     return [finding for group in groups for finding in group]

@@ -199,5 +199,6 @@ SECTION = SectionContract(
     tables=(main_table, backend_table, compile_table, accounting_table, memory_fit_table),
     findings=FINDINGS,
     answers=attention_answers.answers,
-    compare=Comparison(reads=("attention",), build=attention_compare.section),
+    compare=Comparison(reads=("attention",), build=attention_compare.section,
+                       findings=attention_compare.FINDINGS),
 )

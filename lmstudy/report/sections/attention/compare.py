@@ -9,6 +9,7 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 
 ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
@@ -45,6 +46,34 @@ def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
     return out.reset_index()
 
 
+_ROWS_KEY = (*ATTENTION_KEY, "part")
+
+
+@finds
+def _part_ratios(rows: pd.DataFrame) -> list[Finding]:
+    """Per part (forward, backward): the median ratio B/A over the rows compared, with their verdicts."""
+    compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
+    return [Finding(f"Attention {part_name}: B/A median {part['ratio'].median():.3f} over {len(part)} "
+                    f"configurations ({cells.counts(part['verdict'])}).",
+                    rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
+                                key=_ROWS_KEY))
+            for part_name, part in compared.groupby("part", sort=False)]
+
+
+@finds
+def _not_compared(rows: pd.DataFrame) -> list[Finding]:
+    """The rows not compared (in one run only, out of memory in one), counted by why."""
+    unmatched = rows[~rows["verdict"].isin(V.VERDICTS)]
+    if not len(unmatched):
+        return []
+    return [Finding(f"Not compared: {cells.counts(unmatched['verdict'])} (rows forward and backward).",
+                    rows_behind(unmatched, "median_ms_a", "median_ms_b", "verdict", key=_ROWS_KEY))]
+
+
+# Its comparison's findings, each with the rows of A and B behind it.
+FINDINGS = (_part_ratios, _not_compared)
+
+
 def _section_attention(a, b, min_effect: float) -> Section:
     section = Section("attention", "5. Attention")
     rows = attention(a, b, min_effect)
@@ -55,15 +84,7 @@ def _section_attention(a, b, min_effect: float) -> Section:
         "with verdicts from the variation between processes (rows of runs that kept no per-process "
         "samples say \"one process\")."
     ))
-    compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
-    items = []
-    for part_name, part in compared.groupby("part", sort=False):
-        items.append(f"Attention {part_name}: B/A median {part['ratio'].median():.3f} over {len(part)} "
-                     f"configurations ({cells.counts(part['verdict'])}).")
-    unmatched = rows[~rows["verdict"].isin(V.VERDICTS)]
-    if len(unmatched):
-        items.append(f"Not compared: {cells.counts(unmatched['verdict'])} (rows forward and backward).")
-    section.add(Findings(items))
+    section.add(Findings(gather(_part_ratios(rows), _not_compared(rows))))
     section.add(Table("Attention step times, B against A", cells.summary_table(rows, {
         "implementation": "implementation", "precision": "precision", "head_dim": "d", "seq_len": "seq",
         "part": "part"}), name="attention_step_times"))

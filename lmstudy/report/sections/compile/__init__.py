@@ -90,5 +90,6 @@ SECTION = SectionContract(
     figures=("speedup.png",),
     findings=FINDINGS,
     answers=compile_answers.answers,
-    compare=Comparison(reads=("compile",), build=compile_compare.section),
+    compare=Comparison(reads=("compile",), build=compile_compare.section,
+                       findings=compile_compare.FINDINGS),
 )

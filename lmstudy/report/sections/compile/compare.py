@@ -11,6 +11,7 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections.labels import PASS_LABELS
 
@@ -50,6 +51,24 @@ def compile_speedups(rows: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index() if not frame.empty else frame
 
 
+@finds
+def _compile_speedups(speedups: pd.DataFrame) -> list[Finding]:
+    """torch.compile's median speed-up over eager in A and in B, over the configurations with both."""
+    if speedups.empty or not {"speedup_a", "speedup_b"} <= set(speedups):
+        return []
+    both = speedups.dropna(subset=["speedup_a", "speedup_b"])
+    if not len(both):
+        return []
+    return [Finding("torch.compile's speed-up over eager: a median "
+                    f"{both['speedup_a'].median():.2f}× in A, "
+                    f"{both['speedup_b'].median():.2f}× in B ({len(both)} configurations).",
+                    rows_behind(both, "speedup_a", "speedup_b", key=[k for k in COMPILE_KEY if k != "mode"]))]
+
+
+# Its comparison's findings, each with the rows of A and B behind it.
+FINDINGS = (_compile_speedups,)
+
+
 def _section_compile(a, b, min_effect: float) -> Section:
     section = Section("compile", "6. torch.compile")
     rows = compile_rows(a, b, min_effect)
@@ -59,14 +78,7 @@ def _section_compile(a, b, min_effect: float) -> Section:
                      "variation between processes; compile time is the compiled first step's excess over "
                      "the median."))
     speedups = compile_speedups(rows)
-    items = []
-    if not speedups.empty and {"speedup_a", "speedup_b"} <= set(speedups):
-        both = speedups.dropna(subset=["speedup_a", "speedup_b"])
-        if len(both):
-            items.append("torch.compile's speed-up over eager: a median "
-                         f"{both['speedup_a'].median():.2f}× in A, "
-                         f"{both['speedup_b'].median():.2f}× in B ({len(both)} configurations).")
-    section.add(Findings(items))
+    section.add(Findings(gather(_compile_speedups(speedups))))
     table = cells.summary_table(rows, {"size": "size", "context_length": "context", "precision": "precision",
                                   "attention": "attention", "pass": "pass", "mode": "mode"})
     table["pass"] = table["pass"].map(PASS_LABELS)

@@ -190,5 +190,6 @@ SECTION = SectionContract(
     tables=(ladder_table, best_table, breakdown_table, matmul_table),
     figures=(SHARE_FIGURE, TIME_FIGURE),
     findings=FINDINGS,
-    compare=Comparison(reads=("ladder",), build=ladder_compare.section),
+    compare=Comparison(reads=("ladder",), build=ladder_compare.section,
+                       findings=ladder_compare.FINDINGS),
 )

@@ -12,6 +12,7 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections.timing.compare import matched as matched_timing
 
@@ -83,6 +84,45 @@ def ladder(timing_rows: pd.DataFrame) -> pd.DataFrame:
     return rungs.reset_index(drop=True)
 
 
+_RUNG_KEY = ("size", "context_length", "rung_key", "rung")
+
+
+@finds
+def _rung_ratios(rungs: pd.DataFrame) -> list[Finding]:
+    """Runs without a ladder table: per rung (among the timing variants), the median ratio B/A."""
+    return [Finding(f"{rung}: B/A median {part['ratio'].median():.3f} ({cells.counts(part['verdict'])}).",
+                    rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
+                                key=_RUNG_KEY))
+            for rung, part in rungs[rungs["ratio"].notna()].groupby("rung", sort=False)]
+
+
+@finds
+def _size_ratios(rungs: pd.DataFrame) -> list[Finding]:
+    """The ladder's own table: per size, the median ratio B/A over its rungs."""
+    return [Finding(f"{size}: B/A median {part['ratio'].median():.3f} over {len(part)} rungs "
+                    f"({cells.counts(part['verdict'])}).",
+                    rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
+                                key=_RUNG_KEY))
+            for size, part in rungs[rungs["ratio"].notna()].groupby("size", sort=False)]
+
+
+@finds
+def _rungs_not_compared(rungs: pd.DataFrame) -> list[Finding]:
+    """The ladder's own table: the rungs not compared (the first six named)."""
+    missing = rungs[~rungs["verdict"].isin(V.VERDICTS) & rungs["ratio"].isna()]
+    if not len(missing):
+        return []
+    names = ", ".join(
+        f"{r['size']} {r['rung_key']} ({r['verdict']})" for _, r in missing.head(6).iterrows()
+    )
+    return [Finding(f"{len(missing)} rung(s) not compared: {names}.",
+                    rows_behind(missing, "status_a", "status_b", "verdict", key=_RUNG_KEY))]
+
+
+# Its comparison's findings, each with the rows of A and B behind it.
+FINDINGS = (_rung_ratios, _size_ratios, _rungs_not_compared)
+
+
 def _section_ladder(a, b, rows, min_effect: float) -> Section:
     section = Section("ladder", "7. The optimization ladder of the training step")
     if not (a["ladder"].empty and b["ladder"].empty):
@@ -91,10 +131,7 @@ def _section_ladder(a, b, rows, min_effect: float) -> Section:
     rungs = ladder(rows)
     if rungs.empty:
         return section.add(Text("No size and context has more than one rung of the ladder in either run."))
-    items = []
-    for rung, part in rungs[rungs["ratio"].notna()].groupby("rung", sort=False):
-        items.append(f"{rung}: B/A median {part['ratio'].median():.3f} ({cells.counts(part['verdict'])}).")
-    section.add(Findings(items))
+    section.add(Findings(gather(_rung_ratios(rungs))))
     section.add(Table("Rungs, B against A", pd.DataFrame({
         "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
         "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
@@ -108,17 +145,7 @@ def _section_ladder(a, b, rows, min_effect: float) -> Section:
 def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
     """The ladder section's rungs (ladder/ladder.csv) of both runs: step time B/A with its verdict, and
     each run's share of its own matmul rate (which itself differs from GPU to GPU)."""
-    items = []
-    for size, part in rungs[rungs["ratio"].notna()].groupby("size", sort=False):
-        items.append(f"{size}: B/A median {part['ratio'].median():.3f} over {len(part)} rungs "
-                     f"({cells.counts(part['verdict'])}).")
-    missing = rungs[~rungs["verdict"].isin(V.VERDICTS) & rungs["ratio"].isna()]
-    if len(missing):
-        names = ", ".join(
-            f"{r['size']} {r['rung_key']} ({r['verdict']})" for _, r in missing.head(6).iterrows()
-        )
-        items.append(f"{len(missing)} rung(s) not compared: {names}.")
-    section.add(Findings(items))
+    section.add(Findings(gather(_size_ratios(rungs), _rungs_not_compared(rungs))))
     section.add(Table("Rungs, B against A", pd.DataFrame({
         "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
         "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),

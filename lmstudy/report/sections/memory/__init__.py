@@ -13,7 +13,7 @@ from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
 from lmstudy.report.sections.memory import answers as memory_answers
 from lmstudy.report.sections.memory import compare as memory_compare
 from lmstudy.report.sections.memory.figures import PHASE_COLORS, _timeline_name, draw_figures
-from lmstudy.report.sections.memory.findings import findings
+from lmstudy.report.sections.memory.findings import FINDINGS, findings
 from lmstudy.report.sections.memory.tables import (
     GIB,
     KIND_LABELS,
@@ -196,7 +196,8 @@ SECTION = SectionContract(
     make_figures=make_figures,
     tables=(peak_table, kinds_table, phase_peak_table, residual_table, largest_table),
     figures=("peaks.png",),
-    findings=(findings,),
+    findings=FINDINGS,
     answers=memory_answers.answers,
-    compare=Comparison(reads=("memory",), build=memory_compare.section),
+    compare=Comparison(reads=("memory",), build=memory_compare.section,
+                       findings=memory_compare.FINDINGS),
 )

@@ -10,6 +10,7 @@ from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections.labels import PASS_LABELS
 
@@ -54,22 +55,30 @@ def memory(a: Run, b: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     return peaks, kinds
 
 
+@finds
+def _peak_ratio(peaks: pd.DataFrame) -> list[Finding]:
+    """B's peak over A's, over the snapshots in both runs; where none is in both, what each run had."""
+    measured = peaks[peaks["presence"] == ""]
+    if not len(measured):
+        counted = cells.counts(peaks["presence"])
+        return [Finding(f"No configuration has a snapshot in both runs ({counted}).",
+                        rows_behind(peaks, "status_a", "status_b", "presence"))]
+    return [Finding(
+        f"B's peak is a median {measured['ratio'].median():.3f}× A's over {len(measured)} snapshot(s) "
+        f"(from {measured['ratio'].min():.3f}× to {measured['ratio'].max():.3f}×).",
+        rows_behind(measured, "peak_gib_a", "peak_gib_b", "ratio"))]
+
+
+# Its comparison's findings, each with the rows of A and B behind it.
+FINDINGS = (_peak_ratio,)
+
+
 def _section_memory(a, b) -> Section:
     section = Section("memory", "4. Memory peaks")
     peaks, kinds = memory(a, b)
     if peaks.empty:
         return section.add(Text("Neither run has memory snapshots (section 4)."))
-    measured = peaks[peaks["presence"] == ""]
-    items = []
-    if len(measured):
-        items.append(
-            f"B's peak is a median {measured['ratio'].median():.3f}× A's over {len(measured)} snapshot(s) "
-            f"(from {measured['ratio'].min():.3f}× to {measured['ratio'].max():.3f}×)."
-        )
-    else:
-        counted = cells.counts(peaks["presence"])
-        items.append(f"No configuration has a snapshot in both runs ({counted}).")
-    section.add(Findings(items))
+    section.add(Findings(gather(_peak_ratio(peaks))))
     table = pd.DataFrame({
         "size": peaks["size"], "context": peaks["context_length"], "pass": peaks["pass"].map(PASS_LABELS),
         "precision": peaks["precision"],

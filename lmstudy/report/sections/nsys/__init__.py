@@ -16,7 +16,7 @@ from lmstudy.report.sections.labels import in_size_order
 from lmstudy.report.sections.nsys import answers as nsys_answers
 from lmstudy.report.sections.nsys import compare as nsys_compare
 from lmstudy.report.sections.nsys.figures import SHARES_FIGURE, draw_figures
-from lmstudy.report.sections.nsys.findings import findings
+from lmstudy.report.sections.nsys.findings import FINDINGS, findings
 from lmstudy.report.sections.nsys.tables import _with_status, words
 
 __all__ = [
@@ -221,7 +221,8 @@ SECTION = SectionContract(
     tables=(T.forward_time_table, T.top_kernels, T.top_non_gemm_forward, T.gemm_share, T.attention_table,
             T.category_shares),
     figures=(SHARES_FIGURE,),
-    findings=(findings,),
+    findings=FINDINGS,
     answers=nsys_answers.answers,
-    compare=Comparison(reads=("kernels", "profiles"), build=nsys_compare.section),
+    compare=Comparison(reads=("kernels", "profiles"), build=nsys_compare.section,
+                       findings=nsys_compare.FINDINGS),
 )

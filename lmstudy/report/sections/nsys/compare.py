@@ -15,6 +15,7 @@ from lmstudy.analyse.compare import verdict as V  # noqa: E402
 from lmstudy.analyse.compare.runs import Run  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
 from lmstudy.report.contract import ComparedRuns  # noqa: E402
+from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
 
@@ -136,14 +137,24 @@ def categories_figure(categories: pd.DataFrame, a: str, b: str, out: Path) -> bo
     return True
 
 
-def kernel_findings(categories: pd.DataFrame, configs: pd.DataFrame, min_effect: float) -> list[str]:
-    items = []
-    if not configs.empty:
-        unmatched = configs[configs["presence"] != ""]
-        for _, row in unmatched.iterrows():
-            items.append(f"Profile {cells.config_label(row)}: {row['presence']}.")
+@finds
+def _unmatched_profiles(configs: pd.DataFrame) -> list[Finding]:
+    """Each configuration profiled in one run only, or not ok in one."""
+    if configs.empty:
+        return []
+    unmatched = configs[configs["presence"] != ""]
+    return [Finding(f"Profile {cells.config_label(unmatched.iloc[i])}: {unmatched.iloc[i]['presence']}.",
+                    rows_behind(unmatched.iloc[[i]], "status_a", "status_b", "presence"))
+            for i in range(len(unmatched))]
+
+
+@finds
+def _category_changes(categories: pd.DataFrame, min_effect: float) -> list[Finding]:
+    """Per pass: GPU time per step in A and in B, summed over the configurations profiled in both, and
+    how the four largest categories of A changed."""
     if categories.empty:
-        return items
+        return []
+    items = []
     for pass_name in [p for p in PASS_LABELS if p in set(categories["pass"])]:
         part = categories[categories["pass"] == pass_name]
         sums = part.groupby("category", sort=False)[["ms_a", "ms_b"]].sum()
@@ -159,11 +170,27 @@ def kernel_findings(categories: pd.DataFrame, configs: pd.DataFrame, min_effect:
                 parts.append(f"{category} time did not change (within {min_effect * 100:g}%)")
             else:
                 parts.append(f"{category} time {'fell' if change < 0 else 'rose'} {abs(change) * 100:.0f}%")
-        items.append(
+        # The pairs compared: each category's time in A and in B, summed over the configurations, largest
+        # in A first (the sentence names the first four).
+        configurations = part[PROFILE_KEY].drop_duplicates()
+        behind = sums.sort_values("ms_a", ascending=False, kind="stable").reset_index()
+        behind = behind.assign(change=behind["ms_b"] / behind["ms_a"].where(behind["ms_a"] > 0) - 1)
+        behind.insert(0, "configurations", len(configurations))
+        behind.insert(0, "pass", pass_name)
+        items.append(Finding(
             f"{PASS_LABELS[pass_name].capitalize()}: GPU time per step (summed over the configurations "
-            f"profiled in both) went from {total_a:.3g} ms to {total_b:.3g} ms; " + ", ".join(parts) + "."
-        )
+            f"profiled in both) went from {total_a:.3g} ms to {total_b:.3g} ms; " + ", ".join(parts) + ".",
+            behind))
     return items
+
+
+# Its comparison's findings, each with the rows of A and B behind it.
+FINDINGS = (_unmatched_profiles, _category_changes)
+
+
+def kernel_findings(categories: pd.DataFrame, configs: pd.DataFrame, min_effect: float) -> list[Finding]:
+    """Every finding of the comparison's kernel section, in the report's order."""
+    return gather(_unmatched_profiles(configs), _category_changes(categories, min_effect))
 
 
 def _section_kernels(a, b, min_effect, figures: Path) -> Section:

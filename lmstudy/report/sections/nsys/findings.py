@@ -1,6 +1,7 @@
 """Section 2, Nsight Systems: kernel tables, category shares and findings.
 
-The functions that compute its findings (sentences) from its tables.
+The functions that compute its findings (sentences) from its tables: each small one is marked
+@finds and returns its findings with the rows behind them (lmstudy.report.finding).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.nsys import tables as T
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.nsys.tables import words
 
 
@@ -23,80 +25,146 @@ def _a(word: str) -> str:
     return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
 
 
-def findings(data: dict[str, pd.DataFrame]) -> list[str]:
-    kernels, runs = data["kernels"], data["runs"]
-    said = words(runs)
-    items = []
+@finds
+def _out_of_memory(runs: pd.DataFrame) -> list[Finding]:
+    """The profiled configurations that ran out of memory."""
     failed = runs[runs["status"] != "ok"] if not runs.empty else runs
-    if len(failed):
-        names = ", ".join(f"{r['size']} ctx {r['context_length']} {r['pass']}" for _, r in failed.iterrows())
-        items.append(f"{len(failed)} of {len(runs)} configurations ran out of memory ({names}).")
-    a = T.forward_time_table(data["ranges"], runs, data["timing"])
-    if not a.empty and a["nsys step / timer"].notna().any():
-        ratio = a["nsys step / timer"].dropna()
-        worst = a.loc[(ratio - 1).abs().idxmax()]
-        inside = worst.get("capture timer ms")
-        items.append(
-            f"{said['short'].capitalize()}'s per-step span (from a step's first {said['kernel']} "
-            f"starting to its last ending, idle gaps included) is {ratio.min():.2f}× to "
-            f"{ratio.max():.2f}× the timing section's "
-            f"median over {len(ratio)} configurations; the largest gap is {worst['size']} ctx "
-            f"{worst['context_length']} {worst['pass']} ({worst['nsys step ms']:.3g} ms vs "
-            f"{worst['timer step ms']:.3g} ms"
-            + (f"; the timer inside the capture read {inside:.3g} ms" if pd.notna(inside) else "")
-            + (
-                "). Far from 1, the step is launch-bound: the GPU waits between kernels, and tracing "
-                "slows the host that launches them."
-                if said["kernel"] == "kernel"
-                else "). Far from 1, the profiler's tracing of every operator slows the CPU that runs them."
-            )
-            if (ratio - 1).abs().max() > 0.10
-            else f"{said['short'].capitalize()}'s per-step span is {ratio.min():.2f}× to "
-            f"{ratio.max():.2f}× the timing section's median over {len(ratio)} configurations."
+    if not len(failed):
+        return []
+    names = ", ".join(f"{r['size']} ctx {r['context_length']} {r['pass']}" for _, r in failed.iterrows())
+    return [Finding(f"{len(failed)} of {len(runs)} configurations ran out of memory ({names}).",
+                    rows_behind(runs, "status"))]
+
+
+@finds
+def _step_span(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.DataFrame) -> list[Finding]:
+    """The profiler's span of a step against the timing section's median (and the timer in the capture)."""
+    said = words(runs)
+    a = T.forward_time_table(ranges, runs, timing)
+    if a.empty or not a["nsys step / timer"].notna().any():
+        return []
+    ratio = a["nsys step / timer"].dropna()
+    worst = a.loc[(ratio - 1).abs().idxmax()]
+    inside = worst.get("capture timer ms")
+    text = (
+        f"{said['short'].capitalize()}'s per-step span (from a step's first {said['kernel']} "
+        f"starting to its last ending, idle gaps included) is {ratio.min():.2f}× to "
+        f"{ratio.max():.2f}× the timing section's "
+        f"median over {len(ratio)} configurations; the largest gap is {worst['size']} ctx "
+        f"{worst['context_length']} {worst['pass']} ({worst['nsys step ms']:.3g} ms vs "
+        f"{worst['timer step ms']:.3g} ms"
+        + (f"; the timer inside the capture read {inside:.3g} ms" if pd.notna(inside) else "")
+        + (
+            "). Far from 1, the step is launch-bound: the GPU waits between kernels, and tracing "
+            "slows the host that launches them."
+            if said["kernel"] == "kernel"
+            else "). Far from 1, the profiler's tracing of every operator slows the CPU that runs them."
         )
-    if kernels.empty:  # every run out of memory: kernels.csv has no columns, nothing more to find
-        return items
+        if (ratio - 1).abs().max() > 0.10
+        else f"{said['short'].capitalize()}'s per-step span is {ratio.min():.2f}× to "
+        f"{ratio.max():.2f}× the timing section's median over {len(ratio)} configurations."
+    )
+    behind = rows_behind(a.loc[ratio.index], "nsys step ms", "timer step ms", "capture timer ms",
+                         "nsys step / timer")
+    return [Finding(text, behind)]
+
+
+@finds
+def _top_kernels(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
+    """Per phase: the category of its top kernel in each configuration, and that kernel's share."""
+    if kernels.empty:  # every run out of memory: kernels.csv has no columns
+        return []
+    said = words(runs)
     b = T.top_kernels(kernels)
+    items = []
     for phase in T.PHASES:
         part = b[b["phase"] == phase] if not b.empty else b
-        if len(part):
-            common = part["category"].value_counts()
-            share = f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}%"
-            # "The top optimizer kernel is an optimizer kernel" says nothing: only its share then.
-            kind = (
-                f"is {_a(common.index[0])} {said['kernel']} in {common.iloc[0]} of {len(part)} "
-                "configurations, "
-                "taking "
-                if common.index[0] != phase
-                else "takes "
-            )
-            items.append(f"The top {phase} {said['kernel']} {kind}{share} of {phase} {said['time']}.")
-    d = T.gemm_share(kernels)
-    if {"inference GEMM %", "training GEMM %"} <= set(d.columns):
-        both = d.dropna(subset=["inference GEMM %", "training GEMM %"])
-        if len(both):
-            items.append(
-                f"GEMMs take {_pct(both['inference GEMM %'].mean())} of {said['time']} in inference and "
-                f"{_pct(both['training GEMM %'].mean())} in a training step (mean over {len(both)} "
-                "size × context configurations)."
-            )
-    e = T.attention_table(kernels)
-    if not e.empty and e["time ratio / FLOP ratio"].notna().any():
-        top = e.loc[e["time ratio / FLOP ratio"].idxmax()]
-        items.append(
-            f"Inside attention, softmax takes "
-            f"{_span(e['time softmax/matmul'].min(), e['time softmax/matmul'].max(), '.2f')}× the "
-            "matmul time while doing "
-            f"{_span(e['FLOPs softmax/matmul'].min(), e['FLOPs softmax/matmul'].max(), '.3f')}× their "
-            f"FLOPs: per FLOP it is up to {top['time ratio / FLOP ratio']:.0f}× slower "
-            f"({top['size']} ctx {top['context_length']})."
+        if not len(part):
+            continue
+        common = part["category"].value_counts()
+        share = f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}%"
+        # "The top optimizer kernel is an optimizer kernel" says nothing: only its share then.
+        kind = (
+            f"is {_a(common.index[0])} {said['kernel']} in {common.iloc[0]} of {len(part)} "
+            "configurations, "
+            "taking "
+            if common.index[0] != phase
+            else "takes "
         )
-    adopted = T.adopted_share(kernels)
-    if not adopted.empty and adopted["adopted_ns"].sum() > 0:
-        items.append(
-            "Autograd's own thread launched "
-            f"{_span(adopted['adopted % of backward'].min(), adopted['adopted % of backward'].max())}% "
-            f"of the backward pass's {said['time']}; "
-            "those kernels are attributed to the backward range."
-        )
+        items.append(Finding(f"The top {phase} {said['kernel']} {kind}{share} of {phase} {said['time']}.",
+                             rows_behind(part, "phase", "kernel", "category", "ms per step",
+                                         "share of phase %")))
     return items
+
+
+@finds
+def _gemm_share(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
+    """GEMMs' share of the time, in inference and in a training step, over the configurations with both."""
+    if kernels.empty:
+        return []
+    d = T.gemm_share(kernels)
+    if not {"inference GEMM %", "training GEMM %"} <= set(d.columns):
+        return []
+    both = d.dropna(subset=["inference GEMM %", "training GEMM %"])
+    if not len(both):
+        return []
+    said = words(runs)
+    return [Finding(
+        f"GEMMs take {_pct(both['inference GEMM %'].mean())} of {said['time']} in inference and "
+        f"{_pct(both['training GEMM %'].mean())} in a training step (mean over {len(both)} "
+        "size × context configurations).",
+        rows_behind(both, "inference GEMM %", "training GEMM %"))]
+
+
+@finds
+def _softmax_against_matmul(kernels: pd.DataFrame) -> list[Finding]:
+    """Inside attention: softmax's time over the matmuls', against its FLOPs over theirs."""
+    if kernels.empty:
+        return []
+    e = T.attention_table(kernels)
+    if e.empty or not e["time ratio / FLOP ratio"].notna().any():
+        return []
+    top = e.loc[e["time ratio / FLOP ratio"].idxmax()]
+    return [Finding(
+        f"Inside attention, softmax takes "
+        f"{_span(e['time softmax/matmul'].min(), e['time softmax/matmul'].max(), '.2f')}× the "
+        "matmul time while doing "
+        f"{_span(e['FLOPs softmax/matmul'].min(), e['FLOPs softmax/matmul'].max(), '.3f')}× their "
+        f"FLOPs: per FLOP it is up to {top['time ratio / FLOP ratio']:.0f}× slower "
+        f"({top['size']} ctx {top['context_length']}).",
+        rows_behind(e, "softmax ms", "matmul ms", "time softmax/matmul", "FLOPs softmax/matmul",
+                    "time ratio / FLOP ratio"))]
+
+
+@finds
+def _autograd_thread(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
+    """The share of the backward pass's time that autograd's own thread launched."""
+    if kernels.empty:
+        return []
+    adopted = T.adopted_share(kernels)
+    if adopted.empty or not adopted["adopted_ns"].sum() > 0:
+        return []
+    said = words(runs)
+    return [Finding(
+        "Autograd's own thread launched "
+        f"{_span(adopted['adopted % of backward'].min(), adopted['adopted % of backward'].max())}% "
+        f"of the backward pass's {said['time']}; "
+        "those kernels are attributed to the backward range.",
+        rows_behind(adopted, "adopted_ns", "total_ns", "adopted % of backward"))]
+
+
+# Declared in the section's contract: each writes one kind of finding with the rows behind it.
+FINDINGS = (_out_of_memory, _step_span, _top_kernels, _gemm_share, _softmax_against_matmul, _autograd_thread)
+
+
+def findings(data: dict[str, pd.DataFrame]) -> list[Finding]:
+    """Every finding of the section, in the report's order."""
+    kernels, runs = data["kernels"], data["runs"]
+    return gather(
+        _out_of_memory(runs),
+        _step_span(data["ranges"], runs, data["timing"]),
+        _top_kernels(kernels, runs),
+        _gemm_share(kernels, runs),
+        _softmax_against_matmul(kernels),
+        _autograd_thread(kernels, runs),
+    )

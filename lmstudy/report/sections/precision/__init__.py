@@ -13,6 +13,7 @@ from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections import timing as timing_section
 from lmstudy.report.sections.precision import answers as precision_answers
 from lmstudy.report.sections.precision.findings import (
+    FINDINGS,
     accumulation_findings,
     dtype_findings,
     model_dtype_findings,
@@ -190,6 +191,6 @@ SECTION = SectionContract(
     # No make_figures: the speed-up figure belongs to the timing section; this section draws none.
     tables=(accumulation_table, dtype_table, model_dtype_table, precision_answers.norm_table,
             timing_section.speedup_table, precision_answers.low_precision_speedup_table),
-    findings=(accumulation_findings, dtype_findings, model_dtype_findings, speedup_findings),
+    findings=FINDINGS,
     answers=precision_answers.answers,
 )

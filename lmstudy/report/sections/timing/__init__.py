@@ -191,5 +191,6 @@ SECTION = SectionContract(
     figures=("latency.png", "warmup.png", "speedup.png"),
     findings=FINDINGS,
     answers=timing_answers.answers,
-    compare=Comparison(reads=("timing",), build=timing_compare.section),
+    compare=Comparison(reads=("timing",), build=timing_compare.section,
+                       findings=timing_compare.FINDINGS),
 )

@@ -19,6 +19,7 @@ from lmstudy.analyse.compare.runs import Run  # noqa: E402
 from lmstudy.analyse.tables import steady_rows  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
 from lmstudy.report.contract import ComparedRuns  # noqa: E402
+from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
 from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
 
@@ -96,10 +97,21 @@ def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[str]:
+_PAIR_COLUMNS = ("status_a", "status_b", "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high",
+                 "processes_a", "processes_b", "verdict")
+
+
+def _compared(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with a verdict on a ratio: those measured in both runs."""
+    return rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
+
+
+@finds
+def _pass_ratios(rows: pd.DataFrame) -> list[Finding]:
+    """Per pass of the study's model: the median ratio B/A, its verdicts, the largest gain and loss."""
     items = []
-    compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
-    study = compared[compared["variant"] == "naive"]
+    study = _compared(rows)
+    study = study[study["variant"] == "naive"]
     for pass_name in [p for p in PASS_LABELS if p in set(study["pass"])]:
         part = study[study["pass"] == pass_name]
         median = part["ratio"].median()
@@ -114,30 +126,90 @@ def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[str]:
                 text += f"; the largest gain is {cells.config_label(best)} ({cells.times(best['ratio'])})"
             if worst["ratio"] > 1 and worst["verdict"] == V.SLOWER:
                 text += f"; the largest loss is {cells.config_label(worst)} ({cells.times(worst['ratio'])})"
-        items.append(text + ".")
-    if study["precision"].nunique() > 1:
-        by = study.groupby("precision")["ratio"].median()
-        items.append(
-            "By precision, the median ratio B/A is " + ", ".join(f"{p} {r:.3f}" for p, r in by.items()) + "."
-        )
+        items.append(Finding(text + ".", rows_behind(part, *_PAIR_COLUMNS)))
+    return items
+
+
+@finds
+def _precision_ratios(rows: pd.DataFrame) -> list[Finding]:
+    """The study's model's median ratio B/A of each precision, where more than one was compared."""
+    study = _compared(rows)
+    study = study[study["variant"] == "naive"]
+    if study["precision"].nunique() <= 1:
+        return []
+    by = study.groupby("precision")["ratio"].median()
+    behind = rows_behind(study, *_PAIR_COLUMNS).assign(
+        median_of_precision=study.groupby("precision")["ratio"].transform("median"))
+    return [Finding(
+        "By precision, the median ratio B/A is " + ", ".join(f"{p} {r:.3f}" for p, r in by.items()) + ".",
+        behind)]
+
+
+@finds
+def _only_in_one_run(rows: pd.DataFrame) -> list[Finding]:
+    """The configurations measured in one run only (the first six named)."""
+    items = []
     for label in ("A", "B"):
         only = rows[rows["verdict"] == f"only in {label}"]
         if len(only):
             names = ", ".join(f"{cells.config_label(r)} {r['variant']}" for _, r in only.head(6).iterrows())
             more = f" and {len(only) - 6} more" if len(only) > 6 else ""
-            items.append(f"{len(only)} configuration(s) measured only in {label}: {names}{more}.")
-    oom = rows[rows["verdict"].str.contains("OOM in A$|OOM in B$", regex=True)]
-    for _, row in oom.iterrows():
-        where = row["verdict"][4:]
-        items.append(f"{cells.config_label(row)} {row['variant']} ran out of memory {where} only.")
-    faster_tokens = compared["tokens_ratio"].dropna()
-    if len(faster_tokens) and (rows["note"].str.contains("batch")).any():
-        items.append(
-            f"With different batch sizes, tokens/s is the fair measure: B's is a median "
-            f"{faster_tokens.median():.2f}× A's."
-        )
-    items.append(cells.verdict_rule(min_effect))
+            items.append(Finding(f"{len(only)} configuration(s) measured only in {label}: {names}{more}.",
+                                 rows_behind(only, "status_a", "status_b", "verdict")))
     return items
+
+
+@finds
+def _out_of_memory_in_one(rows: pd.DataFrame) -> list[Finding]:
+    """Each configuration that ran out of memory in one run only."""
+    oom = rows[rows["verdict"].str.contains("OOM in A$|OOM in B$", regex=True)]
+    items = []
+    for i in range(len(oom)):
+        row = oom.iloc[i]
+        where = row["verdict"][4:]
+        items.append(Finding(f"{cells.config_label(row)} {row['variant']} ran out of memory {where} only.",
+                             rows_behind(oom.iloc[[i]], "status_a", "status_b", "verdict")))
+    return items
+
+
+@finds
+def _tokens_per_second(rows: pd.DataFrame) -> list[Finding]:
+    """Where the runs' batch sizes differ: B's tokens/s over A's, the fair measure then."""
+    compared = _compared(rows)
+    faster_tokens = compared["tokens_ratio"].dropna()
+    if not (len(faster_tokens) and (rows["note"].str.contains("batch")).any()):
+        return []
+    behind = rows_behind(compared.loc[faster_tokens.index], "tokens_per_s_a", "tokens_per_s_b",
+                         "tokens_ratio", "note")
+    return [Finding(
+        f"With different batch sizes, tokens/s is the fair measure: B's is a median "
+        f"{faster_tokens.median():.2f}× A's.", behind)]
+
+
+@finds
+def _verdict_rule(min_effect: float) -> list[Finding]:
+    """What the verdicts mean, once: the noise band that the minimum effect draws."""
+    low, high = V.noise_band(min_effect)
+    band = {"min_effect": min_effect, "band_low": low, "band_high": high}
+    return [Finding(cells.verdict_rule(min_effect), band)]
+
+
+# Declared in the section's contract (its comparison): each writes one kind of finding with the rows
+# of A and B behind it.
+FINDINGS = (_pass_ratios, _precision_ratios, _only_in_one_run, _out_of_memory_in_one, _tokens_per_second,
+            _verdict_rule)
+
+
+def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[Finding]:
+    """Every finding of the comparison's timing section, in the report's order."""
+    return gather(
+        _pass_ratios(rows),
+        _precision_ratios(rows),
+        _only_in_one_run(rows),
+        _out_of_memory_in_one(rows),
+        _tokens_per_second(rows),
+        _verdict_rule(min_effect),
+    )
 
 
 def ratio_figure(rows: pd.DataFrame, min_effect: float, out: Path) -> bool:

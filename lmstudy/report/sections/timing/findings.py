@@ -16,7 +16,7 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
-from lmstudy.report.finding import Finding, finds, gather
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
 
@@ -31,8 +31,7 @@ def _left_out(total: int, kept: int, why: str = "host-bound or noisy") -> str:
 
 def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
     """A configuration's key and `columns` of `frame`, those it has: the data behind a sentence."""
-    key = [c for c in ("size", "context_length", "pass", "precision", "variant") if c in frame]
-    return frame[key + [c for c in columns if c in frame and c not in key]]
+    return rows_behind(frame, *columns)
 
 
 @finds
