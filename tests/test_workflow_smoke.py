@@ -89,6 +89,19 @@ def test_findings_are_computed_from_this_run(smoke_run: Path):
         assert f"over {kept_count} neither host-bound nor noisy" in md
 
 
+def test_every_finding_links_the_rows_it_was_computed_from(smoke_run: Path):
+    report = smoke_run / "report/default"
+    html = (report / "index.html").read_text()
+    blocks = re.findall(r'<div class="findings">(.*?)</div>', html, re.S)
+    items = [item for block in blocks for item in re.findall(r"<li>(.*?)</li>", block, re.S)]
+    assert len(items) > 20
+    for item in items:
+        link = re.search(r'href="(tables/finding_\w+\.csv)" title="computed by (lmstudy\.[\w.]+)"', item)
+        assert link, f"a finding without its rows: {item[:120]}"
+        rows = pd.read_csv(report / link[1])
+        assert len(rows) > 0 and len(rows.columns) > 0, link[1]
+
+
 def test_every_job_wrote_a_log(smoke_run: Path):
     logs = list((smoke_run / "logs/default").rglob("*.log"))
     raws = list((smoke_run / "results/default/timing/raw").glob("*.csv"))
