@@ -122,3 +122,19 @@ def timing_job(spec) -> list[dict]:
     if done.returncode != 0:
         raise AssertionError(f"the timing job failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def path_without_nvidia_smi() -> str:
+    """PATH less any folder with an nvidia-smi: the fake GPUs must not be mapped to a real machine's."""
+    return os.pathsep.join(
+        d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvidia-smi").exists()
+    )
+
+
+def job_spans(results: Path):
+    """The measuring jobs' cost rows (where and when they held a GPU) of one run's results (a DataFrame)."""
+    from lmstudy.analyse import study_cost
+
+    phases = sorted(results.glob("benchmarks/*/*/*.phases.json"))
+    benchmarks = [p.with_name(p.name.removesuffix(".phases.json") + ".tsv") for p in phases]
+    return study_cost.job_table(benchmarks, phases).assign(run=results.name)

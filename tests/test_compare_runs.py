@@ -11,9 +11,12 @@ import pandas as pd
 import pytest
 
 from lmstudy.analyse.compare import runs as R
+from lmstudy.config import study_value
 from lmstudy.report.sections import compared_products
 from lmstudy.report.sections.ladder.compare import ladder_rows
 from lmstudy.report.sections.timing.compare import timing
+
+MIN_EFFECT = study_value("compare", "min_effect")
 
 
 def run(name: str, tf32: bool = False, d_model: int = 768, status: str = "ok") -> R.Run:
@@ -44,12 +47,12 @@ def test_the_environment_table_marks_what_differs():
 
 
 def test_a_run_with_one_process_per_configuration_claims_nothing():
-    rows = timing(run("a"), run("b"))  # flat step lists: runs made before repetition
+    rows = timing(run("a"), run("b"), MIN_EFFECT)  # flat step lists: runs made before repetition
     assert list(rows["verdict"]) == ["one process"]
 
 
 def test_a_configuration_out_of_memory_in_one_run_is_a_row_that_says_so():
-    rows = timing(run("a"), run("b", status="OOM"), unfair_sizes=frozenset({"small"}))
+    rows = timing(run("a"), run("b", status="OOM"), MIN_EFFECT, unfair_sizes=frozenset({"small"}))
     assert list(rows["verdict"]) == ["OOM in B"] and list(rows["note"]) == ["other dimensions"]
 
 
@@ -74,7 +77,7 @@ def test_the_ladders_rungs_are_compared_from_their_step_samples():
     a = _with_ladder(run("a"), {"fp32": fast, "bf16": fast, "bf16-sdpa-cudagraphs-master": "unsupported"})
     b = _with_ladder(run("b"), {"fp32": fast, "bf16": [2 * t for t in fast],
                                 "bf16-sdpa-cudagraphs-master": [5.0] * 6})
-    rows = ladder_rows(a, b).set_index("rung_key")
+    rows = ladder_rows(a, b, MIN_EFFECT).set_index("rung_key")
     assert rows.loc["fp32", "verdict"] == "same"
     assert rows.loc["bf16", "verdict"] == "slower"
     assert rows.loc["bf16", "ratio"] == pytest.approx(2.0, rel=1e-3)

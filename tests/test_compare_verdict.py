@@ -7,8 +7,11 @@ import pytest
 
 from lmstudy.analyse import stats
 from lmstudy.analyse.compare import verdict as V
+from lmstudy.config import study_value
 from lmstudy.measure.repeat import NoisePolicy, measure_until_stable, spread
 from lmstudy.phases import PhaseClock
+
+MIN_EFFECT = study_value("compare", "min_effect")  # config.yaml's, as every comparison gets it
 
 
 def test_two_processes_get_students_interval_with_one_degree_of_freedom():
@@ -43,8 +46,9 @@ def test_a_ten_percent_shift_is_called_in_both_directions():
     faster = slower = 0
     for _ in range(100):
         a = processes(rng, 100.0, 3, between=0.01)
-        faster += V.compare_processes(a, processes(rng, 90.0, 3, between=0.01)).verdict == V.FASTER
-        slower += V.compare_processes(a, processes(rng, 110.0, 3, between=0.01)).verdict == V.SLOWER
+        shorter, longer = processes(rng, 90.0, 3, between=0.01), processes(rng, 110.0, 3, between=0.01)
+        faster += V.compare_processes(a, shorter, MIN_EFFECT).verdict == V.FASTER
+        slower += V.compare_processes(a, longer, MIN_EFFECT).verdict == V.SLOWER
     assert faster >= 90 and slower >= 90
 
 
@@ -52,7 +56,8 @@ def test_a_ten_percent_shift_is_called_in_both_directions():
 def test_pure_noise_is_same_or_undecided_in_95_percent_of_draws(between):
     rng = np.random.default_rng(2)
     claims = sum(
-        V.compare_processes(processes(rng, 50.0, 2, between), processes(rng, 50.0, 2, between)).verdict
+        V.compare_processes(processes(rng, 50.0, 2, between), processes(rng, 50.0, 2, between),
+                            MIN_EFFECT).verdict
         in (V.FASTER, V.SLOWER)
         for _ in range(300)
     )
@@ -64,41 +69,44 @@ def test_variation_between_processes_is_not_hidden_by_steps_that_agree():
     # the step-level test of the old rule called this faster; the processes say undecided.
     a = [[100.0, 100.1, 99.9] * 3, [120.0, 120.1, 119.9] * 3]
     b = [[95.0, 95.1, 94.9] * 3, [112.0, 112.1, 111.9] * 3]
-    assert V.compare_processes(a, b).verdict == V.UNDECIDED
+    assert V.compare_processes(a, b, MIN_EFFECT).verdict == V.UNDECIDED
 
 
 def test_same_needs_the_whole_interval_inside_the_band():
     rng = np.random.default_rng(3)
     a = processes(rng, 100.0, 4, between=0.001, within=0.001)
     b = processes(rng, 101.0, 4, between=0.001, within=0.001)
-    result = V.compare_processes(a, b)
+    result = V.compare_processes(a, b, MIN_EFFECT)
     assert result.verdict == V.SAME and 1 / 1.03 < result.ci_low <= result.ci_high < 1.03
     assert V.compare_processes(a, b, min_effect=0.001).verdict == V.SLOWER
 
 
 def test_one_process_a_side_never_claims():
-    result = V.compare_processes([[10.0, 10.1, 10.2]], [[20.0, 20.1, 20.2], [20.3, 20.1, 20.2]])
+    result = V.compare_processes([[10.0, 10.1, 10.2]], [[20.0, 20.1, 20.2], [20.3, 20.1, 20.2]], MIN_EFFECT)
     assert result.verdict == V.ONE_PROCESS and result.ratio == pytest.approx(2.0, rel=0.02)
     assert V.processes_of("[10.0, 10.1]") == [[10.0, 10.1]]  # a flat list: a run made before repetition
     assert V.processes_of("[[10.0], [11.0]]") == [[10.0], [11.0]]
-    assert V.compare_processes([], [[5.0]]).verdict == V.TOO_FEW
+    assert V.compare_processes([], [[5.0]], MIN_EFFECT).verdict == V.TOO_FEW
 
 
 def test_identical_runs_are_the_same_not_faster():
     a = [[10.0, 10.1, 10.2], [10.1, 10.0, 10.3]]
-    assert V.compare_processes(a, a).verdict == V.SAME
-    assert V.change_verdict(5.0, 5.0) == V.SAME and V.change_verdict(0.0, 0.0) == V.SAME
-    assert V.change_verdict(5.0, 5.1) == V.SAME and V.change_verdict(5.0, 4.0) == V.FASTER
-    assert V.change_verdict(0.0, 1.0) == "appeared"
+    assert V.compare_processes(a, a, MIN_EFFECT).verdict == V.SAME
+    assert V.change_verdict(5.0, 5.0, MIN_EFFECT) == V.SAME
+    assert V.change_verdict(0.0, 0.0, MIN_EFFECT) == V.SAME
+    assert V.change_verdict(5.0, 5.1, MIN_EFFECT) == V.SAME
+    assert V.change_verdict(5.0, 4.0, MIN_EFFECT) == V.FASTER
+    assert V.change_verdict(0.0, 1.0, MIN_EFFECT) == "appeared"
 
 
 def test_the_band_decides_and_is_log_symmetric():
-    low, high = V.noise_band(0.03)
+    band = 0.03  # a 3% band, whatever config.yaml's is
+    low, high = V.noise_band(band)
     assert low * high == pytest.approx(1.0) and high == pytest.approx(1.03)
-    assert V.decide(0.99, 1.02) == V.SAME
-    assert V.decide(1.031, 1.2) == V.SLOWER and V.decide(0.8, 0.97) == V.FASTER
-    assert V.decide(0.98, 1.05) == V.UNDECIDED
-    assert V.decide(math.nan, 1.0) == V.TOO_FEW
+    assert V.decide(0.99, 1.02, band) == V.SAME
+    assert V.decide(1.031, 1.2, band) == V.SLOWER and V.decide(0.8, 0.97, band) == V.FASTER
+    assert V.decide(0.98, 1.05, band) == V.UNDECIDED
+    assert V.decide(math.nan, 1.0, band) == V.TOO_FEW
 
 
 def test_process_summary_interval_sees_processes_and_is_reproducible():

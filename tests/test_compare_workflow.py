@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from lmstudy.analyse import study_cost
 from lmstudy.analyse.compare import verdict as V
+from lmstudy.config import study_value
 
-from .conftest import snakemake
+from .conftest import job_spans, path_without_nvidia_smi, snakemake
 
 TARGET = "report/compare/default_vs_b/index.html"
 
@@ -73,7 +76,7 @@ def test_every_configuration_is_a_row_with_a_verdict(compared, two_runs):
                           & (frame["precision"] == row["precision"])]
             pick.append(V.processes_of(match["step_times_ms"].iloc[0]))
         assert all(len(processes) == 2 for processes in pick)  # the smoke preset's two processes a side
-        result = V.compare_processes(*pick)
+        result = V.compare_processes(*pick, study_value("compare", "min_effect"))
         assert row["verdict"] == result.verdict
         assert row["B/A"] == pytest.approx(result.ratio)
 
@@ -132,16 +135,27 @@ def test_a_run_without_its_timing_table_is_named(two_runs, tmp_path):
 
 
 def test_two_identical_runs_flag_at_most_a_tenth_of_their_rows(smoke_run, tmp_path_factory):
-    """An A/A comparison: two runs of one config made the same way, one measuring job at a time.
+    """An A/A comparison: two runs of one config made the same way, at once, taking turns job by job.
 
-    Not the session's smoke run against a second one: there the timing jobs
-    share the CPU with compile and attention jobs, which a timing-only run's
-    do not, and a CPU slowed by other work is a real difference between runs.
+    Interleaved, as an A/A test must be on a shared machine: both runs wait for
+    one (pretended) GPU's lease, so their timing jobs alternate, one at a time, and
+    a change of the CPU's speed over minutes falls on both runs alike. One run
+    after the other would see such a change as a difference between the runs
+    (and be right: it is a difference, of the machine). Not the session's smoke
+    run either: there the timing jobs share the CPU with compile and attention jobs.
     """
     workdir = Path(shutil.copytree(smoke_run, tmp_path_factory.mktemp("aa") / "w", symlinks=True))
-    for run in ("a1", "a2"):
-        snakemake(workdir, "--cores", "1", "--config", "preset=smoke", f"run={run}",
-                  "timing={variants: [naive]}", "--", f"results/{run}/timing/timing.csv")
+    lease = {"LMSTUDY_GPUS": "0", "LMSTUDY_GPU_LEASE_DIR": str(workdir.parent / "leases"),
+             "PATH": path_without_nvidia_smi()}
+
+    def run(name: str) -> None:
+        snakemake(workdir, "--cores", "1", "--resources", "gpu=1", "--config", "preset=smoke", f"run={name}",
+                  "timing={variants: [naive]}", "--", f"results/{name}/timing/timing.csv", env=lease)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(run, ["a1", "a2"]))
+    spans = pd.concat([job_spans(workdir / "results" / name) for name in ("a1", "a2")])
+    assert study_cost.most_at_once(spans) == 1 and spans["waited_s"].sum() > 0  # one at a time, in turns
     snakemake(workdir, "--cores", "1", "report/compare/a1_vs_a2/index.html")
     table = pd.read_csv(workdir / "report/compare/a1_vs_a2/tables/timing_step_time.csv")
     measured = table[table["verdict"].isin([V.FASTER, V.SLOWER, V.SAME, V.UNDECIDED])]

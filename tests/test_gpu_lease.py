@@ -25,17 +25,10 @@ from lmstudy.analyse import study_cost
 from lmstudy.launch import cpu_placement, gpu_lease
 from lmstudy.report.sections import cost
 
-from .conftest import REPO, new_workdir, snakemake
+from .conftest import REPO, job_spans, new_workdir, path_without_nvidia_smi, snakemake
 
 LEASE = [sys.executable, str(REPO / "scripts" / "gpu_lease.py"), "--"]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu" / "lease"
-
-
-def path_without_nvidia_smi() -> str:
-    """PATH less any folder with an nvidia-smi: the fake GPUs must not be mapped to a real machine's."""
-    return os.pathsep.join(
-        d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvidia-smi").exists()
-    )
 
 
 def lease_env(tmp_path: Path, gpus: str) -> dict[str, str]:
@@ -269,13 +262,6 @@ TIMING_JOBS = [f"tiny_ctx{ctx}_{precision}_naive" for ctx in (32, 64) for precis
 
 def timing_targets(run: str, count: int) -> list[str]:
     return [f"results/{run}/timing/raw/{job}.csv" for job in TIMING_JOBS[:count]]
-
-
-def job_spans(results: Path) -> pd.DataFrame:
-    """The measuring jobs' cost rows (where and when they held a GPU) of one run's results."""
-    phases = sorted(results.glob("benchmarks/*/*/*.phases.json"))
-    benchmarks = [p.with_name(p.name.removesuffix(".phases.json") + ".tsv") for p in phases]
-    return study_cost.job_table(benchmarks, phases).assign(run=results.name)
 
 
 def test_two_snakemake_runs_at_once_take_turns_on_one_gpu(tmp_path):

@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 from lmstudy.analyse.compare import runs as R
-from lmstudy.analyse.compare import verdict as V
 from lmstudy.atomic import write_text
 from lmstudy.report.compare_cells import verdict_rule
 from lmstudy.report.contract import ComparedRuns
@@ -19,7 +18,7 @@ from lmstudy.report.render import Section, render
 
 
 def build(results: Path, a_name: str, b_name: str, figures: Path,
-          min_effect: float = V.MIN_EFFECT) -> tuple[list[Section], dict]:
+          min_effect: float) -> tuple[list[Section], dict]:
     """The comparison's sections and its header (environments, differences, warnings)."""
     from lmstudy.report.sections import compared_products, contracts
 
@@ -40,7 +39,7 @@ def build(results: Path, a_name: str, b_name: str, figures: Path,
 
 
 def render_comparison(results: Path, a_name: str, b_name: str, templates: Path, out_dir: Path,
-                      min_effect: float = V.MIN_EFFECT) -> None:
+                      min_effect: float) -> None:
     """Write out_dir/index.html, report.md, tables/*.csv and figures/*.png."""
     for stale in ("tables", "figures"):
         shutil.rmtree(out_dir / stale, ignore_errors=True)

@@ -40,7 +40,6 @@ MEANINGS = {
     ONE_PROCESS: "a side was measured in one process, which cannot show the variation between processes",
 }
 
-MIN_EFFECT = 0.03
 CONFIDENCE = stats.CONFIDENCE
 
 
@@ -58,12 +57,12 @@ class Comparison:
     verdict: str
 
 
-def noise_band(min_effect: float = MIN_EFFECT) -> tuple[float, float]:
+def noise_band(min_effect: float) -> tuple[float, float]:
     """The ratios B/A that count as the same."""
     return 1 / (1 + min_effect), 1 + min_effect
 
 
-def decide(ci_low: float, ci_high: float, min_effect: float = MIN_EFFECT) -> str:
+def decide(ci_low: float, ci_high: float, min_effect: float) -> str:
     """The verdict from the interval of B/A and the band (see the module's docstring)."""
     if not (math.isfinite(ci_low) and math.isfinite(ci_high) and 0 < ci_low <= ci_high):
         return TOO_FEW
@@ -98,7 +97,7 @@ def processes_of(cell) -> list[list[float]]:
 
 
 def compare_processes(
-    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], min_effect: float = MIN_EFFECT,
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], min_effect: float,
     confidence: float = CONFIDENCE,
 ) -> Comparison:
     """B's per-process samples against A's (same unit, positive): ratio, interval and verdict."""
@@ -116,7 +115,7 @@ def compare_processes(
     return Comparison(len(a), len(b), median_a, median_b, ratio, low, high, verdict)
 
 
-def change_verdict(a: float, b: float, min_effect: float = MIN_EFFECT) -> str:
+def change_verdict(a: float, b: float, min_effect: float) -> str:
     """A GPU-time change (kernel or category, one profile a side): same inside the band, else its direction.
 
     nsys kernel time per category agrees within 1% between processes, so

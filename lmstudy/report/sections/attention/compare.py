@@ -15,7 +15,7 @@ from lmstudy.report.render import Findings, Section, Table, Text
 ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
 
 
-def attention(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
+def attention(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
     """Section 5: forward and backward medians per implementation, precision, d and length."""
     parts = [(d, f"{d}_median_ms", f"{d}_times_ms") for d in ("forward", "backward")]
     joined = T.join_table(a, b, "attention", ATTENTION_KEY, [c for _, *columns in parts for c in columns])

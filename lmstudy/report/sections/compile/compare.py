@@ -7,7 +7,6 @@ import math
 import pandas as pd
 
 from lmstudy.analyse.compare import tables as T
-from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
@@ -18,7 +17,7 @@ from lmstudy.report.sections.labels import PASS_LABELS
 COMPILE_KEY = ["size", "context_length", "precision", "attention", "pass", "mode"]
 
 
-def compile_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
+def compile_rows(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
     """Section 6: eager and compiled medians per size, precision, attention, pass."""
     keep = ("median_ms", "step_times_ms", "first_step_excess_s")
     joined = T.join_table(a, b, "compile", COMPILE_KEY, keep)

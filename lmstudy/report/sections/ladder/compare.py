@@ -19,7 +19,7 @@ from lmstudy.report.sections.timing.compare import matched as matched_timing
 LADDER_KEY = ["size", "context_length", "rung_key"]
 
 
-def ladder_rows(a: Run, b: Run, min_effect: float = V.MIN_EFFECT) -> pd.DataFrame:
+def ladder_rows(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
     """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, verdicts from the step
     samples; each run's share of its own matmul rate beside them."""
     columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops"]

@@ -83,9 +83,7 @@ def kernel_categories(a: Run, b: Run) -> pd.DataFrame:
     return joined[[*PROFILE_KEY, "category", "ms_a", "ms_b", "change"]]
 
 
-def top_kernel_changes(
-    a: Run, b: Run, per_configuration: int = 5, min_effect: float = V.MIN_EFFECT
-) -> pd.DataFrame:
+def top_kernel_changes(a: Run, b: Run, min_effect: float, per_configuration: int = 5) -> pd.DataFrame:
     """Per configuration profiled in both: the kernels that changed most, appeared or vanished."""
     ka, kb = _per_step_kernels(a), _per_step_kernels(b)
     configs = profiled_configurations(a, b)

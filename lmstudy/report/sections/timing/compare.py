@@ -26,7 +26,7 @@ from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
 TIMING_KEY = ["size", "context_length", "pass", "precision", "variant"]
 
 
-def timing(a: Run, b: Run, min_effect: float = V.MIN_EFFECT,
+def timing(a: Run, b: Run, min_effect: float,
            unfair_sizes: frozenset = frozenset()) -> pd.DataFrame:
     """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY."""
     columns = ["status", "median_ms", "step_times_ms", "tokens_per_s", "mfu", "peak_allocated_bytes",
