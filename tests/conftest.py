@@ -41,6 +41,8 @@ def snakemake(
 ) -> subprocess.CompletedProcess:
     """Run Snakemake on this repository's workflow in `workdir` (with `env` added to the environment)."""
     inherited = {k: v for k, v in os.environ.items() if _TORCH_SCRATCH.get(k) != v}
+    if env and "LMSTUDY_GPUS" in env:  # pretended GPUs (lease_env): none of this machine's GPU state
+        inherited = {k: v for k, v in inherited.items() if not _machine_gpu_state(k)}
     done = subprocess.run(
         [*SNAKEMAKE, "-d", str(workdir), *args],
         capture_output=True, text=True, cwd=workdir,
@@ -138,3 +140,15 @@ def job_spans(results: Path):
     phases = sorted(results.glob("benchmarks/*/*/*.phases.json"))
     benchmarks = [p.with_name(p.name.removesuffix(".phases.json") + ".tsv") for p in phases]
     return study_cost.job_table(benchmarks, phases).assign(run=results.name)
+
+
+def lease_env(tmp_path: Path, gpus: str) -> dict[str, str]:
+    """The environment of a run whose GPU jobs lease `gpus` (pretended: "0,1"), leases under tmp_path."""
+    env = {k: v for k, v in os.environ.items() if not _machine_gpu_state(k)}
+    return {**env, "LMSTUDY_GPUS": gpus, "LMSTUDY_GPU_LEASE_DIR": str(tmp_path / "leases"),
+            "PATH": path_without_nvidia_smi()}
+
+
+def _machine_gpu_state(variable: str) -> bool:
+    """Whether an environment variable tells which GPUs this machine or its allocation gives."""
+    return variable.startswith(("LMSTUDY_GPU", "SLURM_")) or variable == "CUDA_VISIBLE_DEVICES"

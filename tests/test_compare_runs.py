@@ -11,12 +11,11 @@ import pandas as pd
 import pytest
 
 from lmstudy.analyse.compare import runs as R
-from lmstudy.config import study_value
 from lmstudy.report.sections import compared_products
 from lmstudy.report.sections.ladder.compare import ladder_rows
 from lmstudy.report.sections.timing.compare import timing
 
-MIN_EFFECT = study_value("compare", "min_effect")
+MIN_EFFECT = 0.03  # the band these tests' verdicts are worked out for (config.yaml ships the same)
 
 
 def run(name: str, tf32: bool = False, d_model: int = 768, status: str = "ok") -> R.Run:

@@ -21,7 +21,7 @@ from lmstudy.analyse import study_cost
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.config import study_value
 
-from .conftest import job_spans, path_without_nvidia_smi, snakemake
+from .conftest import job_spans, lease_env, snakemake
 
 TARGET = "report/compare/default_vs_b/index.html"
 
@@ -145,8 +145,7 @@ def test_two_identical_runs_flag_at_most_a_tenth_of_their_rows(smoke_run, tmp_pa
     run either: there the timing jobs share the CPU with compile and attention jobs.
     """
     workdir = Path(shutil.copytree(smoke_run, tmp_path_factory.mktemp("aa") / "w", symlinks=True))
-    lease = {"LMSTUDY_GPUS": "0", "LMSTUDY_GPU_LEASE_DIR": str(workdir.parent / "leases"),
-             "PATH": path_without_nvidia_smi()}
+    lease = lease_env(workdir.parent, "0")
 
     def run(name: str) -> None:
         snakemake(workdir, "--cores", "1", "--resources", "gpu=1", "--config", "preset=smoke", f"run={name}",

@@ -47,11 +47,16 @@ def test_timing_findings_on_a_table_with_known_answers():
     speedup = ("Training step: bf16 autocast's speed-up over fp32 is 2.00× (small ctx 128) to 4.00× "
                "(small ctx 256) in the configurations neither host-bound nor noisy; 1 of 3 left out")
     assert any(s.startswith(speedup) for s in said), said
+    # Its data: every configuration considered, `used` marking the 2 it ranked, not the noisy one.
+    stated = next(s for s in said if s.startswith(speedup)).data
+    assert stated["used"].tolist() == [True, True, False] and stated.loc[~stated["used"], "noisy"].all()
+    assert sorted(stated.loc[stated["used"], "speedup"]) == [2.0, 4.0]
     # MFU per precision, each over its own peak (fp32 160 ms / 200, bf16 20 ms / 200); the highest rate
     # apart: bf16 at ctx 512, 1e12 x 512 FLOP in 10 ms.
     best = next(s for s in said if s.startswith("The highest MFU"))
     assert "fp32 80.0% of the fp32 peak (CUDA cores, no TF32), 66.9 TFLOP/s" in best, best
     assert "bf16 10.0% of the bf16 tensor-core peak, 989.4 TFLOP/s" in best, best
+    assert set(best.data["mfu_peak"]) == {"fp32", "bf16"}  # the peak each MFU names, in its data
     assert f"The highest achieved rate is {1e12 * 512 / 10 / 1e9:.1f} TFLOP/s (small ctx 512" in best, best
     assert any(s.startswith("Without warm-up the first step takes 3.0× the steady median") for s in said)
     # GPU time for every size; the wall time only where both ends are trusted (bf16's ctx 512 is noisy)
@@ -797,10 +802,13 @@ def test_a_precision_findings_data_holds_the_numbers_its_sentence_states():
                              cell("big", 512, 9.0, 9.5, noisy=True)])  # noisy: left out of every number
     said = _traced(precision.speedup_findings(speedups), precision.SECTION.findings)
     largest, slower, by_size = said
-    assert len(largest.data) == 4 and not largest.data["noisy"].any()
-    best = largest.data.loc[largest.data["speedup"].idxmax()]
+    # Every configuration considered, `used` marking the 4 it ranked: "(1 left out)" traces to the data.
+    used = largest.data[largest.data["used"]]
+    assert len(largest.data) == 5 and len(used) == 4 and not used["noisy"].any()
+    best = used.loc[used["speedup"].idxmax()]
     assert largest.startswith(f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "
-                              f"{best['context_length']}, training step), among the {len(largest.data)} ")
+                              f"{best['context_length']}, training step), among the {len(used)} ")
+    assert largest.endswith(f"({len(largest.data) - len(used)} left out).")
     assert slower == (f"bf16 is slower than fp32 beyond the intervals in "
                       f"{int(slower.data['slower_beyond_interval'].sum())} of {len(slower.data)} of them, "
                       f"the worst {slower.data['speedup'].min():.2f}×.")

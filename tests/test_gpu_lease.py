@@ -25,17 +25,10 @@ from lmstudy.analyse import study_cost
 from lmstudy.launch import cpu_placement, gpu_lease
 from lmstudy.report.sections import cost
 
-from .conftest import REPO, job_spans, new_workdir, path_without_nvidia_smi, snakemake
+from .conftest import REPO, job_spans, lease_env, new_workdir, path_without_nvidia_smi, snakemake
 
 LEASE = [sys.executable, str(REPO / "scripts" / "gpu_lease.py"), "--"]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gpu" / "lease"
-
-
-def lease_env(tmp_path: Path, gpus: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LMSTUDY_GPU", "SLURM_"))}
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    return {**env, "LMSTUDY_GPUS": gpus, "LMSTUDY_GPU_LEASE_DIR": str(tmp_path / "leases"),
-            "PATH": path_without_nvidia_smi()}
 
 
 def line_of(stream, timeout: float = 120) -> str:

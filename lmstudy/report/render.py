@@ -58,7 +58,7 @@ class Text:
 
 @dataclasses.dataclass
 class Findings:
-    items: list[Finding | str]  # a plain string only where no data stands behind it (a comparison's note)
+    items: list[Finding]
 
 
 @dataclasses.dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.finding import Finding, finds, gather
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.attention.tables import (
     GIB,
     LABELS,
@@ -29,19 +29,13 @@ KEY = ("implementation", "precision", "batch_size", "head_dim", "seq_len")
 IMPLEMENTATION_OF = {label: impl for impl, label in LABELS.items()}
 
 
-def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    """A configuration's key and `columns` of `frame`, those it has: the data behind a sentence."""
-    key = [c for c in KEY if c in frame]
-    return frame[key + [c for c in columns if c in frame and c not in key]]
-
-
 @finds
 def _oom(frame: pd.DataFrame) -> list[Finding]:
     """Per implementation, how many configurations ran out of memory and the smallest; its rows beside."""
     oom = frame[frame["status"] == "OOM"]
     if not len(oom):
         return [Finding(f"No configuration ran out of memory ({len(frame)} measured).",
-                        _rows(frame, "status"))]
+                        rows_behind(frame, "status", key=KEY))]
     items = []
     for impl, part in oom.groupby("implementation", observed=True):
         first = part.sort_values(["seq_len", "head_dim"]).iloc[0]
@@ -49,7 +43,7 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
             f"{LABELS[impl]} ran out of memory in {len(part)} of "
             f"{int((frame['implementation'] == impl).sum())} configurations, "
             f"the smallest at {_config(first)} ({first['precision']}).",
-            _rows(frame[frame["implementation"] == impl], "status")))
+            rows_behind(frame[frame["implementation"] == impl], "status", key=KEY)))
     return items
 
 
@@ -61,7 +55,7 @@ def _backends(frame: pd.DataFrame) -> list[Finding]:
     for precision, part in sdpa.groupby("precision"):
         backends = ", ".join(sorted(set(part["sdpa_backend"].dropna().astype(str))))
         items.append(Finding(f"SDPA in {precision} dispatched to the {backends} backend.",
-                             _rows(part, "sdpa_backend")))
+                             rows_behind(part, "sdpa_backend", key=KEY)))
     return items
 
 
@@ -177,7 +171,7 @@ def _memory_fits(measured: pd.DataFrame, fits: pd.DataFrame) -> list[Finding]:
             f"backward is a constant {fit['constant MiB']:.1f} MiB plus a part that grows as "
             f"seq^{fit['exponent of the growing part']:.2f} (fitted over seq {fit['seq from']} to "
             f"{fit['seq to']}, largest misfit {fit['largest misfit %']:.1f}%).",
-            _rows(points.sort_values("seq_len"), "memory_before_backward_bytes").assign(
+            rows_behind(points.sort_values("seq_len"), "memory_before_backward_bytes", key=KEY).assign(
                 constant_MiB=fit["constant MiB"], exponent=fit["exponent of the growing part"],
                 largest_misfit_pct=fit["largest misfit %"])))
     return items
@@ -193,8 +187,8 @@ def _accounting(measured: pd.DataFrame, constant: float, source: str) -> list[Fi
 
     growing = naive["memory_before_backward_bytes"] - constant
     before = growing / naive["predicted_before_backward_bytes"] - 1
-    behind = _rows(naive, "memory_before_backward_bytes", "predicted_before_backward_bytes").assign(
-        constant_bytes=constant, before_backward_error=before)
+    behind = rows_behind(naive, "memory_before_backward_bytes", "predicted_before_backward_bytes",
+                         key=KEY).assign(constant_bytes=constant, before_backward_error=before)
     what = "cuBLAS workspace" if source.startswith("the cuBLAS") else "fitted constant"
     named = f" less the {constant / MIB:.1f} MiB {what}" if source else ""
     text = (

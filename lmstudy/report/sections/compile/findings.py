@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.finding import Finding, finds, gather
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.compile.tables import KEY, comparison
 from lmstudy.report.sections.labels import PASS_LABELS, faster
+
+MEASUREMENT = (*KEY, "mode")  # a configuration's key and its mode: one measurement
 
 # What a comparison of eager and compiled is told from: the medians, their intervals and the speed-up.
 COMPARED = ("eager_ms", "eager_ci_low_ms", "eager_ci_high_ms", "compiled_ms", "compiled_ci_low_ms",
             "compiled_ci_high_ms", "speedup")
-
-
-def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    """A configuration's key (with its mode, for a measurement) and `columns` of `frame`, those it has."""
-    key = [c for c in (*KEY, "mode") if c in frame]
-    return frame[key + [c for c in columns if c in frame and c not in key]]
 
 
 @finds
@@ -33,7 +29,7 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
         {f"{r['size']} {r['precision']} {r['mode']} {PASS_LABELS[r['pass']]}" for _, r in oom.iterrows()}
     )
     return [Finding(f"{count(len(oom), 'measurement')} ran out of memory: {', '.join(names)}.",
-                    _rows(oom, "status"))]
+                    rows_behind(oom, "status", key=MEASUREMENT))]
 
 
 @finds
@@ -52,7 +48,8 @@ def _not_told_apart(comp: pd.DataFrame) -> list[Finding]:
             )
             items.append(Finding(
                 f"Compiled and eager {why} in {len(rows)} of {len(comp)} configurations: {names}.",
-                _rows(rows, *COMPARED, "has_interval", "apart")))
+                rows_behind(comp, *COMPARED, "has_interval", "apart", key=MEASUREMENT).assign(
+                    named=comp.index.isin(rows.index))))
     return items
 
 
@@ -76,7 +73,7 @@ def _speedups(comp: pd.DataFrame) -> list[Finding]:
         else:
             name = PASS_LABELS[pass_name]
             text = f"Compiled, the {name} is {faster(lo['speedup'])} than eager{spread}."
-        items.append(Finding(text, _rows(part, *COMPARED)))
+        items.append(Finding(text, rows_behind(part, *COMPARED, key=MEASUREMENT)))
     return items
 
 
@@ -94,7 +91,7 @@ def _compile_time(comp: pd.DataFrame) -> list[Finding]:
             else " on the first step"
         )
         + f" ({top['size']} {top['precision']} {PASS_LABELS[top['pass']]}).",
-        _rows(comp.dropna(subset=["compile_s"]), "compile_s"))]
+        rows_behind(comp.dropna(subset=["compile_s"]), "compile_s", key=MEASUREMENT))]
 
 
 @finds
@@ -109,7 +106,8 @@ def _break_even(comp: pd.DataFrame) -> list[Finding]:
     return [Finding(
         f"Where compiling helps, it pays for itself after {paid.median():.0f} steps"
         + (f" (median; {spread})." if "–" in spread else "."),
-        _rows(comp.loc[paid.index], "eager_ms", "compiled_ms", "compile_s", "break_even_steps"))]
+        rows_behind(comp.loc[paid.index], "eager_ms", "compiled_ms", "compile_s", "break_even_steps",
+                    key=MEASUREMENT))]
 
 
 # Declared in the section's contract: each writes one kind of finding with the rows behind it.

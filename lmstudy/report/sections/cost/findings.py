@@ -10,17 +10,11 @@ import time
 import pandas as pd
 
 from lmstudy.analyse.study_cost import PHASE_COLUMNS, gpu_identity, most_at_once
-from lmstudy.report.finding import Finding, finds, gather
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.cost.tables import _leased, _shares, _text, by_section, phase_names
 
 # A job: the key of the rows behind a finding.
 KEY = ("section", "rule", "job")
-
-
-def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    """A job's key and `columns` of `frame`, those it has: the data behind a sentence."""
-    key = [c for c in KEY if c in frame]
-    return frame[key + [c for c in columns if c in frame and c not in key]]
 
 
 def _clock(seconds: float) -> str:
@@ -42,7 +36,8 @@ def _total(frame: pd.DataFrame) -> list[Finding]:
     return [Finding(
         f"The run's {len(frame)} jobs took {total:.0f} s ({total / 60:.1f} min) added up; "
         f"the {len(measuring)} jobs that measure on the device took {measuring['wall_s'].sum():.0f} s "
-        f"of it ({100 * measuring['wall_s'].sum() / total:.0f}%).", _rows(frame, "measuring", "wall_s"))]
+        f"of it ({100 * measuring['wall_s'].sum() / total:.0f}%).",
+        rows_behind(frame, "measuring", "wall_s", key=KEY))]
 
 
 @finds
@@ -58,7 +53,7 @@ def _phases(frame: pd.DataFrame) -> list[Finding]:
     return [Finding(
         "In the measuring jobs the time went to "
         + ", ".join(f"{phase_names(frame)[c]} {100 * s:.0f}%" for c, s in parts if s >= 0.005)
-        + ".", _rows(measuring, "wall_s", *PHASE_COLUMNS, "other_s"))]
+        + ".", rows_behind(measuring, "wall_s", *PHASE_COLUMNS, "other_s", key=KEY))]
 
 
 @finds
@@ -82,7 +77,7 @@ def _slowest_job(frame: pd.DataFrame) -> list[Finding]:
     worst = frame.loc[[frame["wall_s"].idxmax()]]
     job = worst.iloc[0]
     return [Finding(f"The slowest job is {job['rule']} {job['job']} ({job['wall_s']:.1f} s).",
-                    _rows(worst, "wall_s"))]
+                    rows_behind(worst, "wall_s", key=KEY))]
 
 
 @finds
@@ -97,7 +92,7 @@ def _timing_share(frame: pd.DataFrame) -> list[Finding]:
     share = timing["measure_s"].sum() / timing["wall_s"].sum()
     return [Finding(
         f"Timing jobs spend {100 * share:.0f}% of their wall time measuring (warm-up and timed steps).",
-        _rows(timing, "wall_s", "measure_s"))]
+        rows_behind(timing, "wall_s", "measure_s", key=KEY))]
 
 
 def findings(frame: pd.DataFrame) -> list[Finding]:
@@ -132,7 +127,7 @@ def _repetition_cost(frame: pd.DataFrame) -> list[Finding]:
         f"disagreement between processes asked for, in {len(noisy)} of the {len(jobs)} jobs that "
         f"repeat. Measured once per configuration, the run would have taken about "
         f"{(total - repeat) / 60:.1f} min instead of {total / 60:.1f} min.",
-        _rows(jobs, "wall_s", "rounds", "noise_rounds", "repeat_s", "noise_repeat_s").assign(
+        rows_behind(jobs, "wall_s", "rounds", "noise_rounds", "repeat_s", "noise_repeat_s", key=KEY).assign(
             run_wall_s=total))]
 
 
@@ -147,7 +142,7 @@ def _extra_rounds(frame: pd.DataFrame) -> list[Finding]:
     return [Finding(
         "The extra rounds went to "
         + ", ".join(f"{section} ({seconds:.0f} s)" for section, seconds in by_section.items())
-        + ".", _rows(noisy, "noise_rounds", "noise_repeat_s"))]
+        + ".", rows_behind(noisy, "noise_rounds", "noise_repeat_s", key=KEY))]
 
 
 def repetition_findings(frame: pd.DataFrame) -> list[Finding]:
@@ -190,7 +185,7 @@ def _at_once(frame: pd.DataFrame) -> list[Finding]:
     shared = parts["index"].duplicated(keep=False)
     parts["name"] = parts["index"].where(~shared, parts["index"] + " (" + parts.index.str[:12] + ")")
     starts, ends = parts["start"].to_numpy(), parts["end"].to_numpy()
-    behind = _rows(jobs, "gpu", "gpu_index", "started_at", "ended_at", "wall_s").assign(
+    behind = rows_behind(jobs, "gpu", "gpu_index", "started_at", "ended_at", "wall_s", key=KEY).assign(
         held_s=jobs["ended_at"] - jobs["started_at"])
     if len(parts) > 1 and (starts[1:] >= ends[:-1]).all():
         return [Finding(
@@ -230,7 +225,7 @@ def _waits(frame: pd.DataFrame) -> list[Finding]:
     return [Finding(
         f"{count} job{'s' if count != 1 else ''} waited {waited:.0f} s in all for a GPU that another job "
         "held (another run on this machine, or more GPU jobs than GPUs).",
-        _rows(jobs[jobs[column] > 0], "gpu", "gpu_index", column))]
+        rows_behind(jobs[jobs[column] > 0], "gpu", "gpu_index", column, key=KEY))]
 
 
 @finds
@@ -248,7 +243,7 @@ def _foreign(frame: pd.DataFrame) -> list[Finding]:
         f"slowed them: " + "; ".join(
             f"{row['job']} on GPU {row['gpu_index']}: {row['foreign_processes']}"
             for _, row in foreign.head(5).iterrows()
-        ) + ".", _rows(foreign, "gpu", "gpu_index", "foreign_processes"))]
+        ) + ".", rows_behind(foreign, "gpu", "gpu_index", "foreign_processes", key=KEY))]
 
 
 def concurrency_findings(frame: pd.DataFrame) -> list[Finding]:

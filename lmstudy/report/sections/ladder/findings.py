@@ -9,7 +9,7 @@ import pandas as pd
 
 from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
-from lmstudy.report.finding import Finding, finds, gather
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.labels import faster
 from lmstudy.report.sections.ladder.tables import (
     CATEGORY_COLUMNS,
@@ -21,12 +21,6 @@ from lmstudy.report.sections.ladder.tables import (
 
 # A rung of one size: the key of the rows behind a finding.
 KEY = ("size", "rung_key", "rung")
-
-
-def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    """A rung's key and `columns` of `frame`, those it has: the data behind a sentence."""
-    key = [c for c in KEY if c in frame]
-    return frame[key + [c for c in columns if c in frame and c not in key]]
 
 
 def _pct(part: float, whole: float) -> str:
@@ -76,9 +70,9 @@ def _best(ladder: pd.DataFrame) -> list[Finding]:
         size = ladder[ladder["size"] == best["size"]]
         tied = size[size["rung"].isin(best["tied_with"]) & (size.index != best.name)]
         behind = pd.concat([ladder.loc[[best.name]], tied]).assign(best=[True] + [False] * len(tied))
-        items.append(Finding(text + ".", _rows(
+        items.append(Finding(text + ".", rows_behind(
             behind, "best", "median_ms", "step_noise", "achieved_tflops", "mfu", "mfu_peak", "peak_tflops",
-            "share_of_matmul", "matmul_tflops", "speedup_vs_fp32")))
+            "share_of_matmul", "matmul_tflops", "speedup_vs_fp32", key=KEY)))
     return items
 
 
@@ -90,8 +84,9 @@ def _steps(ladder: pd.DataFrame) -> list[Finding]:
     for size, part in steps.groupby("size", sort=False, observed=True):
         beyond = part[(part["speedup_vs_previous"] - 1).abs() > part["step_vs_previous_noise"]]
         faster_steps = beyond[beyond["speedup_vs_previous"] > 1]
-        compared = _rows(part.assign(beyond_noise=part.index.isin(beyond.index)), "previous_rung",
-                         "median_ms", "speedup_vs_previous", "step_vs_previous_noise", "beyond_noise")
+        compared = rows_behind(part.assign(beyond_noise=part.index.isin(beyond.index)), "previous_rung",
+                               "median_ms", "speedup_vs_previous", "step_vs_previous_noise", "beyond_noise",
+                               key=KEY)
         if len(faster_steps):
             top = faster_steps.loc[faster_steps["speedup_vs_previous"].idxmax()]
             items.append(Finding(
@@ -150,7 +145,7 @@ def _unsupported(ladder: pd.DataFrame) -> list[Finding]:
         sizes = ", ".join(dict.fromkeys(part["size"].astype(str)))
         reason = str(part["reason"].iloc[0])
         items.append(Finding(f"Could not run here: {part['rung'].iloc[0]} ({sizes}): {reason}",
-                             _rows(part, "status", "reason")))
+                             rows_behind(part, "status", "reason", key=KEY)))
     return items
 
 
@@ -160,7 +155,7 @@ def _oom(ladder: pd.DataFrame) -> list[Finding]:
     if not len(oom):
         return []
     names = ", ".join(f"{r['size']} {r['rung']}" for _, r in oom.iterrows())
-    return [Finding(f"Out of memory: {names}.", _rows(oom, "status"))]
+    return [Finding(f"Out of memory: {names}.", rows_behind(oom, "status", key=KEY))]
 
 
 @finds

@@ -139,7 +139,8 @@ def _largest_speedup(speedups: pd.DataFrame) -> list[Finding]:
         f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "
         f"{best['context_length']}, {labels[best['pass']]})"
         + (f", among the {len(sure)} configurations neither host-bound nor noisy ({left_out} left out)"
-           if left_out else "") + ".", rows_behind(sure, *_SPEEDUP_COLUMNS))]
+           if left_out else "") + ".",
+        rows_behind(speedups, *_SPEEDUP_COLUMNS).assign(used=speedups.index.isin(sure.index)))]
 
 
 @finds

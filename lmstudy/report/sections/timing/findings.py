@@ -29,9 +29,15 @@ def _left_out(total: int, kept: int, why: str = "host-bound or noisy") -> str:
     return f"; {total - kept} of {total} left out as {why}" if total > kept else ""
 
 
-def _rows(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    """A configuration's key and `columns` of `frame`, those it has: the data behind a sentence."""
-    return rows_behind(frame, *columns)
+def _with_used(considered: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
+    """Every row a sentence considered, `used` marking those it counted: "k of n left out" traces."""
+    return considered.assign(used=considered.index.isin(used.index))
+
+
+def _left_out_rows(considered: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
+    """The considered rows a sentence left out (host-bound or noisy), with their flags."""
+    left_out = considered[~considered.index.isin(used.index)]
+    return rows_behind(left_out, "host_bound", "noisy").assign(used=False)
 
 
 @finds
@@ -45,7 +51,7 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
         precisions = ", ".join(sorted(part["precision"].unique()))
         items.append(Finding(
             f"{size} ran out of memory in {len(part)} configuration(s): context {contexts}; "
-            f"{passes}; {precisions}.", _rows(part, "status")))
+            f"{passes}; {precisions}.", rows_behind(part, "status")))
     return items
 
 
@@ -63,7 +69,7 @@ def _flags(stable: pd.DataFrame) -> list[Finding]:
         worst = stable.loc[stable["gpu_busy_share"].idxmin()]
         text += (f"; the GPU is busy least in {_label(worst)}, {worst['gpu_busy_share'] * 100:.0f}% of "
                  f"its {worst['median_ms']:.3g} ms step")
-    behind = _rows(stable, "processes", "host_bound", "noisy", "median_ms", "gpu_busy_share")
+    behind = rows_behind(stable, "processes", "host_bound", "noisy", "median_ms", "gpu_busy_share")
     return [Finding(text + ".", behind)]
 
 
@@ -87,7 +93,7 @@ def _mfu(stable: pd.DataFrame) -> list[Finding]:
     return [Finding(
         "The highest MFU, each precision over its own datasheet peak: " + "; ".join(parts) + ". "
         f"The highest achieved rate is {fastest['achieved_tflops']:.1f} TFLOP/s ({_label(fastest)}).",
-        _rows(behind, "median_ms", "achieved_tflops", "peak_tflops", "mfu"))]
+        rows_behind(behind, "median_ms", "achieved_tflops", "peak_tflops", "mfu", "mfu_peak", "tf32_matmul"))]
 
 
 @finds
@@ -115,7 +121,7 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
             slower = kept[kept["speedup_high"] < 1]
             if len(slower):
                 text += f"; bf16 is slower beyond the intervals in {len(slower)} of them"
-        items.append(Finding(text + ".", kept))
+        items.append(Finding(text + ".", _with_used(part, kept)))
     return items
 
 
@@ -168,8 +174,8 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
                     per_process.append(statistics.median(early) / statistics.median(late))
             if per_process:
                 ratios.append(statistics.median(per_process))
-                behind.append({**{c: row[c] for c in KEY if c in row}, "processes": len(per_process),
-                               "early_over_steady": ratios[-1]})
+                behind.append({**{c: row[c] for c in KEY if c in row}, "used": True,
+                               "processes": len(per_process), "early_over_steady": ratios[-1]})
         if not ratios:
             continue
         median = statistics.median(ratios)
@@ -180,7 +186,8 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
             f"{len(ratios)} configurations neither host-bound nor noisy"
             + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "
             f"{verdict} (within {max_spread:.0%} of steady).",
-            pd.DataFrame(behind).assign(warmup_steps=w, steady_from_step=top + 1)))
+            pd.concat([pd.DataFrame(behind), _left_out_rows(stable, rows)], ignore_index=True).assign(
+                warmup_steps=w, steady_from_step=top + 1)))
     return items
 
 
@@ -208,7 +215,7 @@ def _context_scaling(stable: pd.DataFrame) -> list[Finding]:
             items.append(Finding(
                 f"{size}, training step ({precision}): from context {lo['context_length']} to "
                 f"{hi['context_length']} ({tokens:.0f}× the tokens) " + ", ".join(parts) + ".",
-                _rows(part.iloc[[0, -1]], "median_ms", "gpu_busy_ms", "host_bound", "noisy")))
+                rows_behind(part.iloc[[0, -1]], "median_ms", "gpu_busy_ms", "host_bound", "noisy")))
     return items
 
 
@@ -231,7 +238,8 @@ def _backward(frame: pd.DataFrame) -> list[Finding]:
            else f"{ratio.median():.2f}× the forward time")
         + f" over {count(len(kept), 'configuration')} neither host-bound nor noisy"
         + _left_out(len(backward), len(kept))
-        + "; about 2× is what the matrix products predict (two products per forward one).", kept)]
+        + "; about 2× is what the matrix products predict (two products per forward one).",
+        _with_used(backward, kept))]
 
 
 @finds
