@@ -80,6 +80,11 @@ def rows_behind(frame: pd.DataFrame, *columns: str, key: Iterable[str] = CONFIGU
     return behind.rename_axis(columns=None)  # a pivot's columns are named after what they spread
 
 
+def with_used(considered: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
+    """Every row a sentence considered, `used` marking those it counted: "k of n left out" traces."""
+    return considered.assign(used=considered.index.isin(used.index))
+
+
 def gather(*groups: Iterable[Finding]) -> list[Finding]:
     """The findings of several functions, in order."""
     return [finding for group in groups for finding in group]

@@ -365,8 +365,18 @@ def _slug(text: str, words: int = 6) -> str:
     return "_".join(re.findall(r"[a-z0-9]+", text.lower())[:words])
 
 
-def name_tables(sections: list[Section]) -> None:
-    """Give every table its CSV's path (tables/<name>.csv, unique), and every figure its data's."""
+def _unique(base: str, taken: set[str]) -> str:
+    """`base`, or base_2, base_3, ...: the first not in `taken`, which it joins."""
+    name, number = base, 2
+    while name in taken:
+        name, number = f"{base}_{number}", number + 1
+    taken.add(name)
+    return name
+
+
+def name_tables(sections: list[Section]) -> set[str]:
+    """Give every table its CSV's path (tables/<name>.csv, unique), and every figure its data's;
+    returns the names taken."""
     taken: set[str] = set()
     # Captions that share their first words (one table per size, context, ...) are named by
     # their whole caption: a number would name them by position, not by what they hold.
@@ -380,15 +390,13 @@ def name_tables(sections: list[Section]) -> None:
                 base = block.name or f"{section.key}_{_slug(block.caption)}"
                 if base in shared and not block.name:
                     base = f"{section.key}_{_slug(block.caption, words=20)}"
-                name, number = base, 2
-                while name in taken:
-                    name, number = f"{base}_{number}", number + 1
-                taken.add(name)
+                name = _unique(base, taken)
                 block.csv = f"tables/{name}.csv"
                 names[block.name or name] = block.csv
         for block in section.blocks:
             if isinstance(block, Figure) and block.data:
                 block.csv = names.get(block.data, f"tables/{block.data}.csv")
+    return taken
 
 
 def name_finding_data(sections: list[Section], taken: set[str]) -> None:
@@ -401,12 +409,7 @@ def name_finding_data(sections: list[Section], taken: set[str]) -> None:
                 if not isinstance(item, Finding):
                     continue
                 function = item.computed_by.rsplit(".", 1)[-1].strip("_") or "finding"
-                base = f"finding_{section.key}_{function}"
-                name, number = base, 2
-                while name in taken:
-                    name, number = f"{base}_{number}", number + 1
-                taken.add(name)
-                item.csv = f"tables/{name}.csv"
+                item.csv = f"tables/{_unique(f'finding_{section.key}_{function}', taken)}.csv"
 
 
 def _anchor(block, section) -> str:
@@ -460,10 +463,7 @@ def render(
     environment = {environment_label(k): v for k, v in environment.items()}
     from lmstudy.report import answers
 
-    name_tables(sections)
-    table_names = {block.csv.removeprefix("tables/").removesuffix(".csv")
-                   for section in sections for block in section.blocks if isinstance(block, Table)}
-    name_finding_data(sections, table_names)
+    name_finding_data(sections, name_tables(sections))
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.finding import Finding, finds, gather, rows_behind
+from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.sections.compile.tables import KEY, comparison
 from lmstudy.report.sections.labels import PASS_LABELS, faster
 
@@ -48,8 +48,7 @@ def _not_told_apart(comp: pd.DataFrame) -> list[Finding]:
             )
             items.append(Finding(
                 f"Compiled and eager {why} in {len(rows)} of {len(comp)} configurations: {names}.",
-                rows_behind(comp, *COMPARED, "has_interval", "apart", key=MEASUREMENT).assign(
-                    named=comp.index.isin(rows.index))))
+                with_used(rows_behind(comp, *COMPARED, "has_interval", "apart", key=MEASUREMENT), rows)))
     return items
 
 

@@ -11,7 +11,7 @@ import re
 import pandas as pd
 
 from lmstudy.analyse.trust import trusted
-from lmstudy.report.finding import Finding, finds, gather, rows_behind
+from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.sections.labels import PASS_LABELS
 from lmstudy.report.sections.precision.tables import PRECISIONS, collapsed_dtypes
 
@@ -140,7 +140,7 @@ def _largest_speedup(speedups: pd.DataFrame) -> list[Finding]:
         f"{best['context_length']}, {labels[best['pass']]})"
         + (f", among the {len(sure)} configurations neither host-bound nor noisy ({left_out} left out)"
            if left_out else "") + ".",
-        rows_behind(speedups, *_SPEEDUP_COLUMNS).assign(used=speedups.index.isin(sure.index)))]
+        with_used(rows_behind(speedups, *_SPEEDUP_COLUMNS), sure))]
 
 
 @finds

@@ -16,7 +16,7 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
-from lmstudy.report.finding import Finding, finds, gather, rows_behind
+from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
 
@@ -27,11 +27,6 @@ def _label(row) -> str:
 
 def _left_out(total: int, kept: int, why: str = "host-bound or noisy") -> str:
     return f"; {total - kept} of {total} left out as {why}" if total > kept else ""
-
-
-def _with_used(considered: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
-    """Every row a sentence considered, `used` marking those it counted: "k of n left out" traces."""
-    return considered.assign(used=considered.index.isin(used.index))
 
 
 def _left_out_rows(considered: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +116,7 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
             slower = kept[kept["speedup_high"] < 1]
             if len(slower):
                 text += f"; bf16 is slower beyond the intervals in {len(slower)} of them"
-        items.append(Finding(text + ".", _with_used(part, kept)))
+        items.append(Finding(text + ".", with_used(part, kept)))
     return items
 
 
@@ -239,7 +234,7 @@ def _backward(frame: pd.DataFrame) -> list[Finding]:
         + f" over {count(len(kept), 'configuration')} neither host-bound nor noisy"
         + _left_out(len(backward), len(kept))
         + "; about 2× is what the matrix products predict (two products per forward one).",
-        _with_used(backward, kept))]
+        with_used(backward, kept))]
 
 
 @finds
