@@ -10,7 +10,7 @@ from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
-from lmstudy.report.finding import Finding, finds, gather, rows_behind
+from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections.labels import PASS_LABELS
 
@@ -77,7 +77,7 @@ def _section_compile(a, b, min_effect: float) -> Section:
                      "variation between processes; compile time is the compiled first step's excess over "
                      "the median."))
     speedups = compile_speedups(rows)
-    section.add(Findings(gather(_compile_speedups(speedups))))
+    section.add(Findings(_compile_speedups(speedups)))
     table = cells.summary_table(rows, {"size": "size", "context_length": "context", "precision": "precision",
                                   "attention": "attention", "pass": "pass", "mode": "mode"})
     table["pass"] = table["pass"].map(PASS_LABELS)

@@ -131,7 +131,7 @@ def _section_ladder(a, b, rows, min_effect: float) -> Section:
     rungs = ladder(rows)
     if rungs.empty:
         return section.add(Text("No size and context has more than one rung of the ladder in either run."))
-    section.add(Findings(gather(_rung_ratios(rungs))))
+    section.add(Findings(_rung_ratios(rungs)))
     section.add(Table("Rungs, B against A", pd.DataFrame({
         "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
         "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),

@@ -10,7 +10,7 @@ from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
-from lmstudy.report.finding import Finding, finds, gather, rows_behind
+from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.report.sections.labels import PASS_LABELS
 
@@ -78,7 +78,7 @@ def _section_memory(a, b) -> Section:
     peaks, kinds = memory(a, b)
     if peaks.empty:
         return section.add(Text("Neither run has memory snapshots (section 4)."))
-    section.add(Findings(gather(_peak_ratio(peaks))))
+    section.add(Findings(_peak_ratio(peaks)))
     table = pd.DataFrame({
         "size": peaks["size"], "context": peaks["context_length"], "pass": peaks["pass"].map(PASS_LABELS),
         "precision": peaks["precision"],
