@@ -11,17 +11,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from lmstudy.analyse import study_cost
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.config import study_value
 
-from .conftest import job_spans, lease_env, snakemake
+from .conftest import snakemake
 
 TARGET = "report/compare/default_vs_b/index.html"
 
@@ -135,26 +133,27 @@ def test_a_run_without_its_timing_table_is_named(two_runs, tmp_path):
 
 
 def test_two_identical_runs_flag_at_most_a_tenth_of_their_rows(smoke_run, tmp_path_factory):
-    """An A/A comparison: two runs of one config made the same way, at once, taking turns job by job.
+    """An A/A comparison: two runs of one config made the same way, their jobs interleaved.
 
-    Interleaved, as an A/A test must be on a shared machine: both runs wait for
-    one (pretended) GPU's lease, so their timing jobs alternate, one at a time, and
-    a change of the CPU's speed over minutes falls on both runs alike. One run
-    after the other would see such a change as a difference between the runs
-    (and be right: it is a difference, of the machine). Not the session's smoke
-    run either: there the timing jobs share the CPU with compile and attention jobs.
+    A configuration's job in one run is followed at once by its job in the other
+    (A, B, B, A, ...: neither run goes first throughout), so a change of the
+    CPU's speed over the minutes the runs take falls on both alike. One run after
+    the other would see it as a difference between the runs (and be right: it is
+    one, of the machine). Not the session's smoke run either: there the timing
+    jobs share the CPU with compile and attention jobs.
     """
     workdir = Path(shutil.copytree(smoke_run, tmp_path_factory.mktemp("aa") / "w", symlinks=True))
-    lease = lease_env(workdir.parent, "0")
-
-    def run(name: str) -> None:
-        snakemake(workdir, "--cores", "1", "--resources", "gpu=1", "--config", "preset=smoke", f"run={name}",
-                  "timing={variants: [naive]}", "--", f"results/{name}/timing/timing.csv", env=lease)
-
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(run, ["a1", "a2"]))
-    spans = pd.concat([job_spans(workdir / "results" / name) for name in ("a1", "a2")])
-    assert study_cost.most_at_once(spans) == 1 and spans["waited_s"].sum() > 0  # one at a time, in turns
+    settings = ("--config", "preset=smoke", "timing={variants: [naive]}")
+    jobs = sorted(p.name for p in (smoke_run / "results/default/timing/raw").glob("tiny_*_naive.csv"))
+    assert len(jobs) >= 6
+    # a1: job 1; a2: jobs 1 and 2; a1: jobs 2 and 3; ...: each job's two runs back to back.
+    runs = ["a1", "a2"]
+    for first in range(-1, len(jobs)):
+        run = runs[(first + 1) % 2]
+        targets = [f"results/{run}/timing/raw/{job}" for job in jobs[max(first, 0): first + 2]]
+        snakemake(workdir, "--cores", "1", *settings, f"run={run}", "--", *targets)
+    for run in runs:  # the rest (out-of-memory rows), and each run's table
+        snakemake(workdir, "--cores", "1", *settings, f"run={run}", "--", f"results/{run}/timing/timing.csv")
     snakemake(workdir, "--cores", "1", "report/compare/a1_vs_a2/index.html")
     table = pd.read_csv(workdir / "report/compare/a1_vs_a2/tables/timing_step_time.csv")
     measured = table[table["verdict"].isin([V.FASTER, V.SLOWER, V.SAME, V.UNDECIDED])]
