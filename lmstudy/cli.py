@@ -141,9 +141,12 @@ def model_kwargs(args: argparse.Namespace) -> dict:
 
 
 def fork_measuring_processes() -> None:
-    """This process forks the measuring ones and must not start the CUDA driver: should anything ask
+    """This process forks the measuring ones and must not start the CUDA driver nor run the user's model
+    code (lmstudy.measure.fresh_process.mark_forking_parent): should anything ask
     torch.cuda.is_available() here, NVML answers, not CUDA."""
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    from lmstudy.measure.fresh_process import mark_forking_parent
+
+    mark_forking_parent()
 
 
 def add_spec_arguments(p: argparse.ArgumentParser, job: str) -> None:

@@ -58,7 +58,7 @@ def _device(config: dict) -> dict:
 def _noise(config: dict) -> dict:
     """How many fresh processes measure a configuration (lmstudy.measure.repeat.NoisePolicy's fields)."""
     noise = config["noise"]
-    return {key: noise[key] for key in ("min_processes", "max_processes", "max_spread")}
+    return {key: noise[key] for key in ("min_processes", "max_processes", "max_spread", "min_gpu_busy")}
 
 
 def _timing(config: dict, w: dict) -> dict:

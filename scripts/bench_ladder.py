@@ -20,10 +20,17 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from lmstudy.cli import add_dimension_arguments, compile_from_scratch, dimension_kwargs, run_main  # noqa: E402
+from lmstudy.cli import (  # noqa: E402
+    add_dimension_arguments,
+    compile_from_scratch,
+    dimension_kwargs,
+    fork_measuring_processes,
+    run_main,
+)
 from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS  # noqa: E402
 
 compile_from_scratch()
+fork_measuring_processes()
 
 RUNG_KEYS = list(RUNGS)
 

@@ -1,88 +1,124 @@
 #!/usr/bin/env python
-"""What a fresh measuring process costs before its first step: spawned vs forked.
+"""What a fresh measuring process costs before its first step, by the way it is started.
 
-Spawned (the old way): a new interpreter that imports torch, initialises
-CUDA and builds the model. Forked (lmstudy.measure.fresh_process, the timing
-section's way): a child of a process that already imported torch and never
-touched CUDA; it initialises CUDA and builds the model. The interpreter's
-start and the imports are not part of a cold start; CUDA initialisation and
-the model build are, in both.
+A cold start (STUDY.md) is CUDA initialisation, the model build and the
+first steps; the interpreter's start and `import torch` are not part of it.
+Three ways to get a process that starts cold, each timed from the request to
+the child's result, with the child's own CUDA initialisation and build apart:
 
-    python scripts/bench_process_start.py --out start.csv --sizes small 2.7B --repeats 3
+- fork: a child forked from this process, which imported torch and never
+  touched CUDA (lmstudy.measure.fresh_process, the project's way);
+- forkserver: multiprocessing's fork server, its imports preloaded (torch,
+  the measuring modules), started once before the timed children;
+- spawn: a new interpreter that imports torch itself (multiprocessing's spawn).
+
+Every method builds the same model in its child and initialises CUDA there.
+The methods take turns (fork, forkserver, spawn, then spawn, forkserver,
+fork, ...), so that a drift of the machine falls on all of them.
+
+    python scripts/bench_process_start.py --out start.csv --sizes small 2.7B --repeats 5
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import fork_measuring_processes, run_main  # noqa: E402
 
-# This process forks measuring ones: availability checks go through NVML, not the CUDA driver.
-os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+fork_measuring_processes()
 SIZES = {
     "small": dict(d_model=768, d_ff=3072, num_layers=12, num_heads=12),
     "2.7B": dict(d_model=2560, d_ff=10240, num_layers=32, num_heads=32),
 }
-CHILD = """
-import json, sys, time
-sys.path.insert(0, {root!r})
-import torch
-from lmstudy.job_process import seconds_since_process_start
-from lmstudy.measure.bench_process import cold_start
-imports_s = seconds_since_process_start()
-result = cold_start(json.loads({spec!r}))
-result["imports_s"] = imports_s
-print(json.dumps(result))
-"""
+METHODS = ("fork", "forkserver", "spawn")
+PRELOAD = ["torch", "lmstudy.measure.bench_process", "lmstudy.measure.steps"]
+
+
+def _started(connection, requested_at: float, spec: dict) -> None:
+    """A multiprocessing child: its start, then the cold start, back as JSON (no pickled results)."""
+    started = time.time()
+    from lmstudy.measure.bench_process import cold_start
+    from lmstudy.measure.fresh_process import become_measuring_process
+
+    become_measuring_process()  # the script's top level ran again here (spawn, forkserver)
+
+    imported = time.time()
+    result = cold_start(spec)
+    result.update(start_s=started - requested_at, imports_s=imported - started)
+    connection.send_bytes(json.dumps(result).encode())
+    connection.close()
+
+
+def _in_multiprocessing(context, spec: dict) -> dict:
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_started, args=(send, time.time(), spec))
+    child.start()
+    send.close()
+    result = json.loads(receive.recv_bytes())
+    child.join()
+    return result
+
+
+def _forked(spec: dict) -> dict:
+    from lmstudy.measure.bench_process import cold_start
+    from lmstudy.measure.fresh_process import run_forked
+
+    result = run_forked(cold_start, spec, what="the forked process")
+    result.update(start_s=result.pop("fork_s"), imports_s=0.0)
+    return result
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--sizes", nargs="+", default=["small", "2.7B"], choices=list(SIZES))
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = p.parse_args(argv)
+    import multiprocessing
+
     import pandas as pd
     import torch  # noqa: F401 - the forked children start with it imported
 
     from lmstudy.atomic import write_csv
-    from lmstudy.measure.bench_process import cold_start
-    from lmstudy.measure.fresh_process import run_forked
     from lmstudy.measure.steps import import_lazy_modules
 
     import_lazy_modules()  # the forked children inherit it, as the timing jobs' do
-    root = str(Path(__file__).resolve().parent.parent)
+    contexts = {}
+    if "forkserver" in args.methods:
+        contexts["forkserver"] = multiprocessing.get_context("forkserver")
+        contexts["forkserver"].set_forkserver_preload(PRELOAD)
+    if "spawn" in args.methods:
+        contexts["spawn"] = multiprocessing.get_context("spawn")
     rows = []
     for size in args.sizes:
         spec = {**SIZES[size], "device": args.device}
+        if "forkserver" in contexts:  # the server's own start (its imports), paid once per job, apart
+            start = time.perf_counter()
+            _in_multiprocessing(contexts["forkserver"], spec)
+            rows.append({"size": size, "method": "forkserver (server start)", "repeat": -1,
+                         "process_s": time.perf_counter() - start})
         for repeat in range(args.repeats):
-            for method in ("spawned", "forked"):
+            order = args.methods if repeat % 2 == 0 else list(reversed(args.methods))
+            for method in order:
                 start = time.perf_counter()
-                if method == "spawned":
-                    code = CHILD.format(root=root, spec=json.dumps(spec))
-                    done = subprocess.run(
-                        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-                    )
-                    result = json.loads(done.stdout.strip().splitlines()[-1])
-                else:
-                    result = run_forked(cold_start, spec, what=f"the forked {size} process")
-                    result["imports_s"] = 0.0
+                result = _forked(spec) if method == "fork" else _in_multiprocessing(contexts[method], spec)
                 wall = time.perf_counter() - start
                 rows.append({"size": size, "method": method, "repeat": repeat, "process_s": wall, **result})
-                print(rows[-1], flush=True)
+                print(json.dumps(rows[-1]), flush=True)
     table = pd.DataFrame(rows)
     write_csv(args.out, table)
-    summary = table.groupby(["size", "method"])[
-        ["process_s", "imports_s", "cuda_init_s", "build_s"]].median().round(3)
+    timed = table[table["repeat"] >= 0]
+    summary = timed.groupby(["size", "method"])[
+        ["process_s", "start_s", "imports_s", "cuda_init_s", "build_s"]].median().round(3)
+    summary["before_cold_start_s"] = (summary["start_s"] + summary["imports_s"]).round(3)
     print(summary.to_string())
 
 

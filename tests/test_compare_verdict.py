@@ -129,7 +129,7 @@ def test_the_hierarchical_bootstrap_resamples_processes_then_steps():
 
 
 def test_more_processes_go_where_the_noise_is():
-    policy = NoisePolicy(min_processes=2, max_processes=5, max_spread=0.05)
+    policy = NoisePolicy(min_processes=2, max_processes=5, max_spread=0.05, min_gpu_busy=None)
     levels = {"quiet": iter([10.0, 10.01, 10.02, 10.0, 10.0]), "noisy": iter([10.0, 15.0, 12.0, 9.0, 14.0])}
     calls = []
 

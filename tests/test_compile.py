@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -100,10 +103,21 @@ def test_ladder_bench_breaks_the_step_time_down_by_kernel_category():
 
 
 def test_ladder_bench_compares_against_the_highest_measured_matmul_rate():
+    """run_bench forks every rung and ceiling; in a process of its own, as scripts/bench_ladder.py runs
+    it (a process that ran CPU work in parallel, as this test session has, cannot fork safely)."""
     base = _bench_spec("bf16")
-    rows, summary = ladder_bench.run_bench(
-        base, ["fp32", "bf16"], matmul_sizes=(64,), warmup_s=0, bursts=3, burst_products=2
+    code = (
+        "import dataclasses, json, sys\n"
+        "from lmstudy.measure import ladder_bench\n"
+        "base = ladder_bench.BenchSpec(**json.loads(sys.argv[1]))\n"
+        "rows, summary = ladder_bench.run_bench(base, ['fp32', 'bf16'], matmul_sizes=(64,), warmup_s=0,"
+        " bursts=3, burst_products=2)\n"
+        "print(json.dumps([rows, summary], default=str))\n"
     )
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(dataclasses.asdict(base))],
+                          capture_output=True, text=True, cwd=REPO_ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows, summary = json.loads(done.stdout.strip().splitlines()[-1])
     rates = [summary[k]["ceiling_tflops"] for k in ("matmul_before", "matmul_after")]
     assert summary["matmul_tflops"] == max(rates)
     assert [r["rung_key"] for r in rows] == ["fp32", "bf16"]

@@ -111,7 +111,8 @@ def test_a_rung_job_measures_the_ceiling_of_its_own_gpu_after_the_rung():
         "from lmstudy.measure.repeat import NoisePolicy\n"
         f"spec = {as_code(bench_spec('fp32', size='tiny', **TINY_BENCH, warmup_steps=0, timed_steps=2))}\n"
         "ceiling = CeilingSpec(sizes=(32,), warmup_s=0, bursts=2, burst_products=1)\n"
-        "print(json.dumps(measure_rung_and_ceiling(spec, ceiling, NoisePolicy(2, 2, 0.05)), default=str))\n"
+        "policy = NoisePolicy(2, 2, 0.05, None)\n"
+        "print(json.dumps(measure_rung_and_ceiling(spec, ceiling, policy), default=str))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     row, bursts = json.loads(done.stdout.strip().splitlines()[-1])

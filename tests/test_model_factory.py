@@ -201,7 +201,7 @@ def test_an_sdpa_variant_of_a_model_without_an_attention_keyword_is_not_applicab
         assert {(r["pass"], r["warmup_steps"]) for r in rows} == {(p, w) for p in spec.passes for w in (0, 2)}
     else:
         spec = spec_for("compile", **common, attention="sdpa", passes=("forward",), timed_steps=2)
-        rows = compile_bench.run_job_in_processes(spec, NoisePolicy(1, 1, 0.05))
+        rows = compile_bench.run_job_in_processes(spec, NoisePolicy(1, 1, 0.05, None))
         path = tmp_path / "compile/raw/tiny.csv"
         assert {(r["mode"], r["pass"]) for r in rows} == {(m, "forward") for m in compile_bench.MODES}
     assert {r["status"] for r in rows} == {"not applicable"}

@@ -5,6 +5,7 @@ import torch
 
 from lmstudy import flops, hardware
 from lmstudy.analyse.stats import summarize_ms
+from lmstudy.measure.model_facts import model_facts
 from lmstudy.measure.repeat import NoisePolicy
 from lmstudy.measure.steps import build_workload, make_step
 from lmstudy.measure.timing import rows_from_processes, time_steps
@@ -38,7 +39,8 @@ def test_job_rows_cover_every_pass_and_warmup():
 
 def test_every_warmup_row_is_its_window_of_each_processs_trajectory():
     """Warm-up w's row takes, from each fresh process of its pass, the window after its first w steps."""
-    spec = spec_for("timing", precision="fp32", warmup_steps=(0, 1, 3), noise=NoisePolicy(2, 2, 0.05), **TINY)
+    noise = NoisePolicy(2, 2, 0.05, None)
+    spec = spec_for("timing", precision="fp32", warmup_steps=(0, 1, 3), noise=noise, **TINY)
     rows = timing_job(spec)
     for pass_name in spec.passes:
         mine = [r for r in rows if r["pass"] == pass_name]
@@ -61,7 +63,7 @@ def test_every_warmup_row_is_its_window_of_each_processs_trajectory():
 def test_rows_take_the_median_over_processes_with_its_interval():
     spec = spec_for("timing", precision="fp32", warmup_steps=(1,), **TINY)
     results = [_trajectory([50, 10, 10, 10]), _trajectory([50, 20, 20, 20]), _trajectory([50, 12, 12, 12])]
-    (row,) = rows_from_processes(spec, results, 1000)
+    (row,) = rows_from_processes(spec, results, model_facts(spec))
     assert row["processes"] == 3 and row["median_ms"] == pytest.approx(12)
     assert row["process_spread"] == pytest.approx(1.0)
     # the interval sees the processes, not the steps
@@ -80,7 +82,8 @@ def _trajectory(step_ms, error=None):
 def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
     """A process that ran out of memory at step 4 gave warm-ups 0 and 1 their windows, not 5."""
     spec = spec_for("timing", precision="fp32", warmup_steps=(0, 1, 5), **TINY)
-    rows = rows_from_processes(spec, [_trajectory([50, 10, 11, 12], error="CUDA out of memory")], 1000)
+    trajectory = _trajectory([50, 10, 11, 12], error="CUDA out of memory")
+    rows = rows_from_processes(spec, [trajectory], model_facts(spec))
     status = {r["warmup_steps"]: r["status"] for r in rows}
     assert status == {0: "ok", 1: "ok", 5: "OOM"}
     by_warmup = {r["warmup_steps"]: r for r in rows}
@@ -96,7 +99,7 @@ def test_a_window_the_trajectory_did_not_reach_is_out_of_memory():
 def test_compile_time_is_the_first_steps_excess():
     spec = spec_for("timing", precision="bf16", variant="sdpa-compile", passes=("train_step",),
                       warmup_steps=(0, 1), **TINY)
-    rows = rows_from_processes(spec, [_trajectory([9000, 10, 12, 11])], 1000)
+    rows = rows_from_processes(spec, [_trajectory([9000, 10, 12, 11])], model_facts(spec))
     assert rows[0]["compile_s"] == pytest.approx((9000 - 11.5) / 1e3)
 
 
@@ -207,3 +210,14 @@ def test_the_jobs_process_imports_what_builds_load_lazily_and_stays_off_the_devi
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "True", "False"]
+
+
+def test_a_host_bound_configuration_whose_gpu_times_agree_stops_at_the_minimum():
+    """Its wall time spreads with the host, but the GPU's time already answers: no third process."""
+    policy = NoisePolicy(2, 4, 0.05, min_gpu_busy=0.85)
+    spread_wall = [[10.0, 10.1], [20.0, 20.2]]  # the two processes' medians differ 2x
+    assert policy.wants_more(spread_wall, [4.0, 4.02]) is False  # GPU busy 20-40%: host-bound, agreeing
+    assert policy.wants_more(spread_wall, [4.0, 6.0]) is True  # GPU times disagree too
+    assert policy.wants_more(spread_wall, [9.5, 19.0]) is True  # GPU-bound: the wall time must agree
+    assert policy.wants_more(spread_wall, [None, None]) is True  # a CPU: no GPU time
+    assert NoisePolicy(2, 4, 0.05, None).wants_more(spread_wall, [4.0, 4.02]) is True  # no threshold given

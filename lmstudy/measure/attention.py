@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from lmstudy.analyse.attention_memory import BYTES, attention_flops, naive_memory_accounting, predicted_bytes  # noqa: F401
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.gpu_time import gpu_measures
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.steps import synchronize
 from lmstudy.phases import PhaseClock
@@ -187,6 +188,9 @@ def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
             row[f"{name}_{key}"] = value
         # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
         row[f"{name}_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
+    # One more forward, profiled: its GPU time and kernels (the host's wait is not in them).
+    measures = gpu_measures(lambda: fn(q, k, v), device)
+    row.update({f"forward_{name}": value for name, value in measures.items()})
     if spec.implementation == "sdpa":
         row["sdpa_backend"] = sdpa_backend(q, k, v)
     flops = attention_flops(spec.batch_size, seq, spec.head_dim)

@@ -21,6 +21,9 @@ import torch
 from lmstudy import hardware
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.fresh_process import mark_forking_parent
+from lmstudy.measure.gpu_time import gpu_measures
+from lmstudy.measure.model_facts import model_facts
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import make_step, synchronize
@@ -57,6 +60,7 @@ def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device)
     row.update(status="ok", **summarize_ms(times))
     # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
     row["step_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
+    row.update(gpu_measures(step, device))  # one more step, profiled: GPU time and kernels per step
     row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
     # The first step's excess over the steady state: tracing and compiling
     # for the compiled model, one-off initialisation for the eager one.
@@ -135,7 +139,9 @@ def run_job_in_processes(
     later ones find the compiled graphs in the job's cache."""
     clock = clock or PhaseClock()
     keys = [(mode, pass_name) for mode in MODES for pass_name in spec.passes]
-    why = spec.not_applicable()
+    mark_forking_parent()
+    # Asked of a counting child: this process forks the measuring ones and never runs the user's code.
+    why = model_facts(spec).not_applicable
     if why:  # an attention the model cannot switch to: a row that says so, nothing measured
         from lmstudy import environment
 

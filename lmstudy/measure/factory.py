@@ -30,7 +30,17 @@ class NotApplicable(Exception):
 
 @functools.cache
 def load_factory(reference: str) -> Callable[..., nn.Module]:
-    """The factory function `reference` names, imported once per process."""
+    """The factory function `reference` names, imported once per process.
+
+    Never in a process that forks measuring processes: the user's code may
+    start CUDA (transformers' import may), after which no forked child could
+    use it. Such a process asks a child (lmstudy.measure.model_facts).
+    """
+    from lmstudy.measure.fresh_process import forks_measuring_processes
+
+    if forks_measuring_processes():
+        raise RuntimeError(f"the model factory {reference!r} was to be imported in a process that forks "
+                           "measuring processes: only its children may run the user's code")
     where, function = split_reference(reference)
     if is_file_reference(where):
         path = factory_file(reference)

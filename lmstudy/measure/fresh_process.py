@@ -1,11 +1,20 @@
 """Run a function in a fresh process forked from this one, and get its result back.
 
+The one way the project starts a measuring process (timing, attention,
+torch.compile, the ladder, and the counting child of lmstudy.measure.model_facts).
+
 A cold start is CUDA initialisation, the model build and the first steps;
 the interpreter's start and `import torch` are not part of it and cost
 seconds per process. A child forked from a parent that has imported torch
 but never touched CUDA starts with the imports done and initialises CUDA
 itself, exactly as a new process would. The parent must therefore never
-initialise CUDA (not even torch.cuda.is_available(), which starts the driver).
+initialise CUDA (not even torch.cuda.is_available(), which starts the driver),
+and so it never runs the user's model code or transformers, which may: a
+process that forks measuring processes is marked (`mark_forking_parent`),
+and lmstudy.measure.factory refuses to import a factory there. Before each
+fork, `cuda_started` asks torch and the driver itself whether CUDA was
+started, and the fork is refused with one sentence where it was: a forked
+child could not use CUDA (docs/measuring.md gives the start methods measured).
 
 The child sends its result as JSON through a pipe: a plain-data result, no
 pickles. It dies with its parent (PR_SET_PDEATHSIG), so killing a job never
@@ -14,6 +23,7 @@ leaves a measurement running on the GPU that would overlap the next one.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -30,13 +40,142 @@ class ChildFailed(RuntimeError):
     """The fresh process raised, or died without a result."""
 
 
-def run_forked(function: Callable[..., dict], *args, what: str = "the fresh process") -> dict:
-    """`function(*args)` in a forked child; its dict result, with `fork_s` added.
+class CudaStartedInParent(UserError):
+    """The process that forks measuring processes started CUDA: no forked child could use it."""
+
+
+# Whether this process forks measuring processes (and so must not run the user's model code).
+_FORKING_PARENT = False
+# Where CUDA was first started in this process, where a watched entry point saw it (watch_cuda_start).
+_FIRST_CUDA_CALL: list[str] = []
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def mark_forking_parent() -> None:
+    """This process forks measuring processes: CUDA must stay untouched and the user's code out of it.
+
+    Availability checks made here go through NVML, which leaves the driver
+    untouched; the entry points that start CUDA are watched, so that a
+    refused fork can say what started it.
+    """
+    global _FORKING_PARENT
+    _FORKING_PARENT = True
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    watch_cuda_start()
+
+
+def become_measuring_process() -> None:
+    """This process measures (nothing forks after it): the user's code may run here."""
+    global _FORKING_PARENT
+    _FORKING_PARENT = False
+
+
+def forks_measuring_processes() -> bool:
+    """Whether this process is marked as one that forks measuring processes (never true in a child)."""
+    return _FORKING_PARENT
+
+
+def watch_cuda_start() -> None:
+    """Record the caller of torch's CUDA entry points (initialisation, device count) the first time.
+
+    Best effort: code that reaches the driver another way (ctypes, a
+    library's own CUDA) is still caught by the driver probe of
+    `cuda_started`, without a name.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(torch.cuda, "_lmstudy_watched", False):
+        return
+    torch.cuda._lmstudy_watched = True
+
+    def watched(owner, name: str, label: str) -> None:
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+
+        def wrapper(*args, **kwargs):
+            if not _FIRST_CUDA_CALL:
+                _FIRST_CUDA_CALL.append(f"{label}, called from {_caller_outside_torch()}")
+            return original(*args, **kwargs)
+
+        setattr(owner, name, wrapper)
+
+    watched(torch.cuda, "_lazy_init", "torch's CUDA initialisation")
+    watched(torch._C, "_cuda_getDeviceCount", "a CUDA device count (torch.cuda.is_available or device_count)")
+    watched(torch._C, "_cuda_init", "torch's CUDA initialisation")
+
+
+def _caller_outside_torch() -> str:
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if f"{os.sep}torch{os.sep}" not in filename and filename != __file__:
+            return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return "an unknown place"
+
+
+def cuda_started() -> str | None:
+    """How CUDA was started in this process, or None where it is untouched.
+
+    Asks torch (its lazy initialisation) and the driver itself: where
+    libcuda is loaded, a driver call that needs cuInit answers "not
+    initialised" until something initialised it. Loading libcuda here would
+    not start it (RTLD_NOLOAD only finds a library already loaded).
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and (torch.cuda.is_initialized() or torch.cuda._is_in_bad_fork()):
+        return "torch has initialised CUDA"
+    if _driver_initialised():
+        return "the CUDA driver has been initialised (cuInit)"
+    return None
+
+
+def _driver_initialised() -> bool:
+    for path in _loaded_libcuda():
+        try:
+            libcuda = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        except OSError:
+            continue
+        count = ctypes.c_int(0)
+        if libcuda.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED:
+            return True
+    return False
+
+
+def _loaded_libcuda() -> list[str]:
+    """Paths of the CUDA driver library mapped into this process (none until something loads it)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps if "libcuda.so" in line}
+    except (OSError, IndexError):
+        return []
+    return sorted(p for p in paths if os.path.basename(p).startswith("libcuda.so"))
+
+
+def check_cuda_untouched(what: str) -> None:
+    """Refuse to fork `what` where this process started CUDA: one sentence, naming what started it."""
+    how = cuda_started()
+    if how is None:
+        return
+    first = f" (first: {_FIRST_CUDA_CALL[0]})" if _FIRST_CUDA_CALL else ""
+    raise CudaStartedInParent(
+        f"cannot start {what}: {how} in the process that forks the measuring processes{first}, and a "
+        "forked child cannot use CUDA then; that process must leave CUDA to its children (nothing was "
+        "measured; if the call above is lmstudy's own, report it as a bug)."
+    )
+
+
+def run_forked(
+    function: Callable[..., dict], *args, what: str = "the fresh process", with_fork_time: bool = True
+) -> dict:
+    """`function(*args)` in a forked child; its dict result, with `fork_s` added (`with_fork_time`).
 
     `fork_s` is the time from the fork to the child's first instruction.
     Raises ChildFailed, naming `what`, when the child raises or dies; a
     UserError in the child is raised again here, as the same sentence.
+    Refuses (CudaStartedInParent) where this process has started CUDA.
     """
+    check_cuda_untouched(what)
     read_end, write_end = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -46,6 +185,7 @@ def run_forked(function: Callable[..., dict], *args, what: str = "the fresh proc
     if pid == 0:  # the child: never returns
         started = time.perf_counter()
         status = 1
+        become_measuring_process()
         try:
             os.close(read_end)
             die_with_parent(parent)
@@ -80,7 +220,8 @@ def run_forked(function: Callable[..., dict], *args, what: str = "the fresh proc
     if not result["ok"]:
         raise ChildFailed(f"{what} failed:\n{result['error']}")
     value = result["value"]
-    value["fork_s"] = result["fork_s"]
+    if with_fork_time:
+        value["fork_s"] = result["fork_s"]
     return value
 
 

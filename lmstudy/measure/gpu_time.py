@@ -38,8 +38,20 @@ def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]
     # Every category, 0 where none ran: each rung's row has the same columns.
     breakdown = {f"gpu_ms_{category}": float(per_category.get(category, 0.0)) for category in CATEGORIES}
     breakdown["gpu_busy_ms"] = float(ms.sum())
+    # Launched kernels (copies and sets aside), exact: a count the host's noise cannot move.
+    kernels = int((activities["kind"] == "kernel").sum()) if "kind" in activities else 0
+    breakdown["kernels_per_step"] = kernels / steps if device.type == "cuda" else None
     top = ms.groupby(activities["name"].to_numpy()).sum().nlargest(TOP_KERNELS)
     breakdown["top_kernels"] = "; ".join(f"{name[:120]}: {value:.2f} ms" for name, value in top.items())
     return breakdown
 
 
+
+
+def gpu_measures(step, device: torch.device) -> dict:
+    """The GPU's busy time and the kernels launched in one more step (profiled after the timed window,
+    which it cannot disturb): two of the three measures every measuring process records. None on a CPU."""
+    if device.type != "cuda":
+        return {"gpu_busy_ms": None, "kernels_per_step": None}
+    breakdown = kernel_breakdown(step, device, 1)
+    return {"gpu_busy_ms": breakdown["gpu_busy_ms"], "kernels_per_step": breakdown["kernels_per_step"]}

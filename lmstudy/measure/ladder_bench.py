@@ -6,9 +6,10 @@ matrix-multiply ceiling measured on the same GPU in the same run
 out-of-memory rung leaves nothing behind for the next). Two forms share this
 code: the workflow's ladder section runs one job per rung
 (scripts/ladder_rung.py: `measure_rung`, then the ceiling of the job's own
-GPU, in the job's own process); scripts/bench_ladder.py, by hand, runs every
-rung in a child process and measures the ceiling before and after them
-(`run_bench`).
+GPU, each in fresh processes); scripts/bench_ladder.py, by hand, runs every
+rung in a fresh process and measures the ceiling before and after them
+(`run_bench`). Both fork their fresh processes the one way
+(lmstudy.measure.fresh_process): the process that forks never touches CUDA.
 
 The rungs are in lmstudy.ladder_rungs. A rung this device cannot run (CUDA
 graphs on a CPU, ...) is a row with status "unsupported" and the reason
@@ -22,11 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -36,7 +33,8 @@ from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
 from lmstudy.measure.factory import NotApplicable, build_model
-from lmstudy.measure.gpu_time import kernel_breakdown
+from lmstudy.measure.fresh_process import run_forked
+from lmstudy.measure.gpu_time import gpu_measures, kernel_breakdown
 from lmstudy.measure.master_weights import MasterWeightAdamW
 from lmstudy.measure.matmul_ceiling import measure_ceiling, summarize
 from lmstudy.measure.model import ModelConfig, make_optimizer
@@ -225,7 +223,9 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
         clock.add("compile", first_excess)
         clock.add("measure", measured + row["first_step_s"] - first_excess)
         with clock.timing("profile"):
-            breakdown = kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps else {}
+            # Every process records the GPU's busy time and kernels of a step; the first, by category.
+            breakdown = (kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps
+                         else gpu_measures(step, device))
     for stopped in (oom, unsupported):
         if stopped:
             row.pop("first_step_s", None)
@@ -307,25 +307,24 @@ def measure_rung_and_ceiling(
     return row, [{"size": spec.size, "rung_key": spec.rung, **burst, **env} for burst in bursts]
 
 
-def _in_child(spec: BenchSpec, *extra: str):
-    """What `python -m lmstudy.measure.ladder_bench SPEC [EXTRA]` prints last, as JSON.
+def _losses(spec: BenchSpec, steps: int) -> dict:
+    return {"losses": training_losses(spec, steps)}
 
-    A fresh process per rung."""
-    root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run(
-        [sys.executable, "-m", "lmstudy.measure.ladder_bench", json.dumps(dataclasses.asdict(spec)), *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"rung {spec.rung} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+
+def _losses_in_child(spec: BenchSpec, steps: int) -> list[float]:
+    """training_losses in a fresh process (lmstudy.measure.fresh_process): each rung starts clean."""
+    return run_forked(_losses, spec, steps, what=f"the loss run of rung {spec.rung}",
+                      with_fork_time=False)["losses"]
 
 
 def measure_rung_in_child(spec: BenchSpec) -> dict:
-    return _in_child(spec)
+    """measure_rung in a fresh process (lmstudy.measure.fresh_process)."""
+    return run_forked(measure_rung, spec, what=f"rung {spec.rung} of {spec.size}")
+
+
+def _ceiling_in_child(spec: BenchSpec, ceiling: CeilingSpec) -> list[dict]:
+    return forked_with_phases(_ceiling_bursts, spec, ceiling, clock=PhaseClock(),
+                              what="the matmul ceiling")
 
 
 def _quiet(_line: str) -> None:
@@ -338,13 +337,11 @@ def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50, say=_quiet)
     `say` gets a line as each training run starts: they take minutes on a large model.
     """
     say(f"losses over {steps} steps: fp32 and bf16, the noise reference")
-    fp32, bf16 = (
-        _in_child(dataclasses.replace(base, rung=r), "losses", str(steps)) for r in ("fp32", "bf16")
-    )
+    fp32, bf16 = (_losses_in_child(dataclasses.replace(base, rung=r), steps) for r in ("fp32", "bf16"))
     rows = []
     for i, rung in enumerate(rungs, 1):
         say(f"losses over {steps} steps, rung {i}/{len(rungs)}: {RUNGS[rung].name}")
-        losses = _in_child(dataclasses.replace(base, rung=rung), "losses", str(steps))
+        losses = _losses_in_child(dataclasses.replace(base, rung=rung), steps)
         ok, gap, noise = within_bf16_noise(losses, bf16, fp32)
         rows.append({"rung_key": rung, "rung": RUNGS[rung].name, "steps": steps, "first_loss": losses[0],
                      "last_loss": losses[-1], "max_gap_to_bf16": gap, "bf16_noise": noise,
@@ -366,11 +363,10 @@ def run_bench(
     """
     import pandas as pd
 
-    device = resolve_device(base.device, tf32=False)
-    env = environment.describe(device)
+    # Every GPU step in fresh processes, the ceilings too: this process forks them and leaves CUDA alone.
+    ceiling = CeilingSpec(tuple(matmul_sizes), warmup_s, bursts, burst_products)
     say(f"matmul ceiling before the rungs: bursts of bf16 {', '.join(map(str, matmul_sizes))}^3 products")
-    before = measure_ceiling(list(matmul_sizes), warmup_s, bursts, burst_products, device)
-    free_memory(device)
+    before = _ceiling_in_child(base, ceiling)
     rows = []
     for i, rung in enumerate(rungs, 1):
         say(f"rung {i}/{len(rungs)}: {RUNGS[rung].name} (a fresh process)")
@@ -379,7 +375,8 @@ def run_bench(
         done = f"{row['median_ms']:.2f} ms per step" if row["status"] == "ok" else row["status"]
         say(f"rung {i}/{len(rungs)}: {RUNGS[rung].name}: {done}")
     say("matmul ceiling after the rungs")
-    after = measure_ceiling(list(matmul_sizes), warmup_s, bursts, burst_products, device)
+    after = _ceiling_in_child(base, ceiling)
+    env = {k: rows[0][k] for k in environment.ENVIRONMENT_COLUMNS if rows and k in rows[0]}
     matmul = pd.DataFrame([{"when": "before", **r} for r in before] + [{"when": "after", **r} for r in after])
     joined = ladder_table.join(pd.DataFrame(rows), matmul)
     for row, share in zip(rows, joined["share_of_matmul"], strict=True):
@@ -401,10 +398,3 @@ def run_bench(
         )
     return rows, summary
 
-
-if __name__ == "__main__":
-    spec = BenchSpec(**json.loads(sys.argv[1]))
-    if sys.argv[2:3] == ["losses"]:
-        print(json.dumps(training_losses(spec, int(sys.argv[3]))))
-    else:
-        print(json.dumps(measure_rung(spec), default=str))

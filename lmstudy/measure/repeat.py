@@ -15,6 +15,7 @@ next. Torch-free.
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -30,6 +31,10 @@ class NoisePolicy:
     min_processes: int
     max_processes: int
     max_spread: float
+    # A host-bound key (the GPU busy for less than this share of its step) whose processes' GPU times
+    # agree stops at min_processes: more processes would narrow the host's noise, not decide the GPU's.
+    # None: GPU time never stops repetition early.
+    min_gpu_busy: float | None
 
     def __post_init__(self):
         if not 1 <= self.min_processes <= self.max_processes:
@@ -37,17 +42,32 @@ class NoisePolicy:
 
     @classmethod
     def from_config(cls, noise: dict) -> NoisePolicy:
-        return cls(noise["min_processes"], noise["max_processes"], noise["max_spread"])
+        return cls(noise["min_processes"], noise["max_processes"], noise["max_spread"],
+                   noise["min_gpu_busy"])
 
-    def wants_more(self, processes: Sequence[Sequence[float] | None]) -> bool:
-        """Whether a key needs another process; `processes`: each one's steady samples (None: ended early)."""
+    def wants_more(self, processes: Sequence[Sequence[float] | None],
+                   gpu_busy_ms: Sequence[float | None] = ()) -> bool:
+        """Whether a key needs another process; `processes`: each one's steady samples (None: ended
+        early); `gpu_busy_ms`: each one's GPU busy time per step, where it was recorded."""
         if not processes or any(not p for p in processes):
             return not processes
         if len(processes) < self.min_processes:
             return True
         if len(processes) >= self.max_processes:
             return False
-        return spread([statistics.median(p) for p in processes]) > self.max_spread
+        medians = [statistics.median(p) for p in processes]
+        if self.gpu_decides(medians, gpu_busy_ms):
+            return False
+        return spread(medians) > self.max_spread
+
+    def gpu_decides(self, wall_medians: Sequence[float], gpu_busy_ms: Sequence[float | None]) -> bool:
+        """Whether the key is host-bound in every process and its GPU times agree within max_spread:
+        then its GPU time already answers, and its wall time is the host's noise."""
+        if self.min_gpu_busy is None or len(gpu_busy_ms) != len(wall_medians) or None in gpu_busy_ms:
+            return False
+        pairs = zip(gpu_busy_ms, wall_medians, strict=True)
+        host_bound = all(busy < self.min_gpu_busy * wall for busy, wall in pairs)
+        return host_bound and spread(list(gpu_busy_ms)) <= self.max_spread
 
 
 def spread(medians: Sequence[float]) -> float:
@@ -62,13 +82,16 @@ def measure_until_stable(
     policy: NoisePolicy,
     progress: Callable[[str], None] = print,
     clock: PhaseClock | None = None,
+    gpu_busy_of: Callable[[dict], float | None] = lambda result: result.get("gpu_busy_ms"),
 ) -> dict[Hashable, list[dict]]:
     """Every key's results, one per process, measured in rounds until `policy` is content.
 
     `measure(keys, round)` measures the given keys in fresh processes (one
     per key, or one for all: the caller decides) and returns each key's
     result; `samples_of(result)` is the steady-state samples the policy
-    judges (None or empty: the process ended early). `clock` gets each
+    judges (None or empty: the process ended early), `gpu_busy_of(result)`
+    its GPU busy time per step (None where not recorded): a host-bound key
+    whose GPU times agree stops at the policy's minimum. `clock` gets each
     round's wall time (PhaseClock.rounds): what the repetition cost.
     """
     results: dict[Hashable, list[dict]] = {key: [] for key in keys}
@@ -81,7 +104,8 @@ def measure_until_stable(
         if clock is not None:
             clock.add_round(time.perf_counter() - started, policy.min_processes)
         round_index += 1
-        pending = [k for k in keys if policy.wants_more([samples_of(r) for r in results[k]])]
+        pending = [k for k in keys if policy.wants_more([samples_of(r) for r in results[k]],
+                                                        [gpu_busy_of(r) for r in results[k]])]
         if pending and round_index >= policy.min_processes:
             progress(f"round {round_index + 1}: {len(pending)} of {len(keys)} still spread by more than "
                      f"{policy.max_spread:.0%} between processes: "
@@ -97,9 +121,9 @@ def combine_processes(rows: Sequence[dict], parts: Sequence[str] = ("",)) -> dic
     with its interval (lmstudy.analyse.stats.process_summary), the spread
     between processes, summary statistics over every step, and every
     process's steps as a list per process.
+    The GPU's busy time and kernels per step, where the processes recorded
+    them, are their median with each process's value (gpu_columns).
     """
-    import json
-
     from lmstudy.analyse.stats import process_summary, summarize_ms
 
     row = dict(rows[0])
@@ -107,6 +131,8 @@ def combine_processes(rows: Sequence[dict], parts: Sequence[str] = ("",)) -> dic
     if row.get("status") != "ok" or not ok:
         return row
     row["processes"] = len(ok)
+    for part in parts:
+        row.update(gpu_columns(ok, part))
     for part in parts:
         column = f"{part}times_ms" if part else "step_times_ms"
         processes = [json.loads(r[column]) for r in ok if r.get(column)]
@@ -119,6 +145,17 @@ def combine_processes(rows: Sequence[dict], parts: Sequence[str] = ("",)) -> dic
                     f"{part}ci_high_ms": summary["ci_high"], f"{part}process_spread": summary["spread"],
                     column: json.dumps(processes)})
     return row
+
+
+def gpu_columns(results: Sequence[dict], part: str = "") -> dict:
+    """The GPU's busy time and kernels per step over a configuration's processes: the median, and each
+    process's value (JSON) for the comparison of two runs. None where no process profiled (a CPU)."""
+    columns = {}
+    for measure in (f"{part}gpu_busy_ms", f"{part}kernels_per_step"):
+        values = [r[measure] for r in results if r.get(measure) is not None]
+        columns[measure] = statistics.median(values) if values else None
+        columns[f"{measure}_processes"] = json.dumps([round(v, 6) for v in values]) if values else None
+    return columns
 
 
 class ChildPhases:

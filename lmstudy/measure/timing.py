@@ -32,9 +32,10 @@ import torch
 from lmstudy import environment, hardware
 from lmstudy.analyse.stats import process_summary, summarize_ms
 from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
-from lmstudy.measure.fresh_process import run_forked
+from lmstudy.measure.fresh_process import mark_forking_parent, run_forked
 from lmstudy.measure.gpu_monitor import ClockSampler
-from lmstudy.measure.repeat import NoisePolicy, measure_until_stable
+from lmstudy.measure.model_facts import ModelFacts, model_facts
+from lmstudy.measure.repeat import NoisePolicy, gpu_columns, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import import_lazy_modules, make_step, synchronize
 from lmstudy.phases import PhaseClock
@@ -125,13 +126,13 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, pr
     Plain data: per-step seconds and peaks, the phases' seconds, the
     environment (`facts`: environment.host_facts() of the parent), the SM
     clock in each warm-up's window, the GPU's busy ms in one more step where
-    `profile` (CUDA only), and the error that ended the trajectory early.
+    `profile` (CUDA only) with the kernels it launched, and the error that ended the trajectory early.
     """
     start = time.perf_counter()
     device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
     result = {"pass": pass_name, "device": device.type, "start_s": time.perf_counter() - start, "env": env,
               "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0, "clocks": {},
-              "gpu_busy_ms": None}
+              "gpu_busy_ms": None, "kernels_per_step": None}
     start = time.perf_counter()
     times, peaks, starts = [], [], []
     with out_of_memory_is_a_result(device) as oom, ClockSampler() as sampler:
@@ -140,10 +141,10 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, pr
         result["build_s"] = time.perf_counter() - start
         step = make_step(work, pass_name)
         times, peaks = trajectory(step, device, spec.steps_per_process, starts)
-        if profile and device.type == "cuda":
-            from lmstudy.measure.gpu_time import kernel_breakdown
+        if profile:
+            from lmstudy.measure.gpu_time import gpu_measures
 
-            result["gpu_busy_ms"] = kernel_breakdown(step, device, 1)["gpu_busy_ms"]
+            result.update(gpu_measures(step, device))
     if oom:
         if not result["build_s"]:
             result["build_s"] = time.perf_counter() - start
@@ -162,14 +163,14 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, pr
     return result
 
 
-def _base_row(spec: TimingSpec, pass_name: str, warmup: int, params: int) -> dict:
+def _base_row(spec: TimingSpec, pass_name: str, warmup: int, facts: ModelFacts) -> dict:
     return {
         "size": spec.size, **spec.dims, "context_length": spec.context_length,
         "batch_size": spec.batch_size, "pass": pass_name, "precision": spec.precision,
         "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
-        "params": params,
-        "flops_per_step": spec.flops_per_step(pass_name),
-        "flops_counted_by": spec.flops_counted_by,
+        "params": facts.parameters,
+        "flops_per_step": facts.flops_per_step.get(pass_name),
+        "flops_counted_by": facts.counted_by,
         "model": spec.model.label,
     }
 
@@ -183,7 +184,7 @@ def _rounded_ms(seconds: list[float]) -> list[float]:
     return [round(t * 1e3, 4) for t in seconds]
 
 
-def rows_from_processes(spec: TimingSpec, results: list[dict], params: int) -> list[dict]:
+def rows_from_processes(spec: TimingSpec, results: list[dict], facts: ModelFacts) -> list[dict]:
     """The rows of one pass measured in `results` (one per fresh process, in order).
 
     Warm-up w's row takes from each process the window of timed steps after
@@ -197,10 +198,10 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], params: int) -> l
     env = first["env"]
     on_gpu = first["device"] == "cuda"
     peak_tflops = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if on_gpu else None
-    busy_ms = next((r["gpu_busy_ms"] for r in results if r.get("gpu_busy_ms") is not None), None)
+    gpu = gpu_columns(results)
     rows = []
     for warmup in sorted(spec.warmup_steps):
-        row = _base_row(spec, first["pass"], warmup, params)
+        row = _base_row(spec, first["pass"], warmup, facts)
         windows = [r["step_s"][warmup: warmup + spec.timed_steps] for r in results]
         complete = [w for w in windows if len(w) == spec.timed_steps]
         row.update(
@@ -233,7 +234,8 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], params: int) -> l
             row["tokens_per_s"] = spec.batch_size * spec.context_length / seconds
             row["achieved_tflops"] = row["flops_per_step"] / seconds / 1e12
             row["mfu"] = row["achieved_tflops"] / peak_tflops if peak_tflops else None
-            row["gpu_busy_ms"] = busy_ms
+            row.update(gpu)
+            busy_ms = gpu["gpu_busy_ms"]
             row["gpu_busy_share"] = min(1.0, busy_ms / row["median_ms"]) if busy_ms is not None else None
             clocks = [r["clocks"].get(str(warmup), {}) for r in results]
             row["sm_clock_mhz"] = _median([c.get("sm_clock_mhz") for c in clocks])
@@ -252,20 +254,20 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], params: int) -> l
 def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     """All rows of one job: each pass in fresh processes forked from this one, until they agree.
 
-    This process must not initialise CUDA: each child initialises it afresh.
+    This process neither initialises CUDA nor runs the user's model code
+    (each child does, afresh): the model's counts come from a counting child
+    (lmstudy.measure.model_facts), and every fork is checked first.
     """
-    if torch.cuda.is_initialized():
-        raise RuntimeError("run_job must start in a process that has not initialised CUDA: "
-                           "each pass's fresh process is forked from it and initialises CUDA itself")
+    mark_forking_parent()
     clock = clock or PhaseClock()
     with clock.timing("imports"):
         import_lazy_modules()  # once here, not in every fresh process's build
-    params = spec.parameter_count()
+    with clock.timing("build"):
+        model = model_facts(spec)
     facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
-    why = spec.not_applicable()
-    if why:  # an attention the model cannot switch to: a row that says so, nothing measured
-        return [{**_base_row(spec, pass_name, warmup, params), "status": "not applicable", "error": why,
-                 "processes": 0, **facts}
+    if model.not_applicable:  # an attention the model cannot switch to: a row that says so, nothing measured
+        return [{**_base_row(spec, pass_name, warmup, model), "status": "not applicable",
+                 "error": model.not_applicable, "processes": 0, **facts}
                 for pass_name in spec.passes for warmup in sorted(spec.warmup_steps)]
     steady = max(spec.warmup_steps)
 
@@ -275,7 +277,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
             what = (f"process {round_index + 1} of the {pass_name} pass of {spec.size} ctx "
                     f"{spec.context_length} {spec.precision} {spec.variant}")
             started = time.perf_counter()
-            result = run_forked(measure_pass, spec, pass_name, facts, round_index == 0, what=what)
+            result = run_forked(measure_pass, spec, pass_name, facts, True, what=what)
             result["process_s"] = time.perf_counter() - started
             _account(clock, spec, result)
             # Progress in the job's log: which fresh processes are done.
@@ -291,12 +293,16 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
         window = result["step_s"][steady: steady + spec.timed_steps]
         return window if len(window) == spec.timed_steps else None
 
+    def gpu_busy_s(result: dict) -> float | None:  # in the steady window's unit
+        return result["gpu_busy_ms"] / 1e3 if result.get("gpu_busy_ms") is not None else None
+
     by_pass = measure_until_stable(measure, list(spec.passes), steady_window, spec.noise,
-                                   progress=lambda line: print(line, flush=True), clock=clock)
+                                   progress=lambda line: print(line, flush=True), clock=clock,
+                                   gpu_busy_of=gpu_busy_s)
     rows = []
     for pass_name in spec.passes:
         results = by_pass[pass_name]
-        pass_rows = rows_from_processes(spec, results, params)
+        pass_rows = rows_from_processes(spec, results, model)
         for row in pass_rows:
             row["process_s"] = sum(r["process_s"] for r in results)
         rows += pass_rows
