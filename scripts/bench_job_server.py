@@ -1,5 +1,7 @@
 #!/usr/bin/env python
-"""What the CPU-side job server saves per job: one analysing job's wall time, with it and without.
+"""What the job server saves per job: one job's wall time, with it and without.
+
+An analysing job by default; with --gpu a measuring job, through the GPU lease.
 
 Each run is a fresh `python scripts/run_script.py SCRIPT ARGS...`, as the
 workflow's CPU rules run it, with LMSTUDY_JOB_SERVER on or off; the two
@@ -26,11 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lmstudy.cli import run_main  # noqa: E402
 
 RUN_SCRIPT = Path(__file__).resolve().parent / "run_script.py"
+GPU_LEASE = Path(__file__).resolve().parent / "gpu_lease.py"
 
 
-def timed_run(command: list[str], env: dict[str, str]) -> float:
+def timed_run(command: list[str], env: dict[str, str], gpu: bool = False) -> float:
+    """One job's wall time, started as the workflow starts it: a CPU rule's, or with `gpu` a GPU rule's
+    (the GPU lease's wrapper, whose job server imported torch)."""
+    wrapper = [str(GPU_LEASE), "--", sys.executable] if gpu else [str(RUN_SCRIPT)]
     start = time.perf_counter()
-    subprocess.run([sys.executable, str(RUN_SCRIPT), *command], env=env, check=True,
+    subprocess.run([sys.executable, *wrapper, *command], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
@@ -39,7 +45,9 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="CSV, one row per run")
     p.add_argument("--repeats", type=int, default=10, help="timed runs with the server, and as many without")
-    p.add_argument("command", nargs="+", help="the analysing script and its arguments, after --")
+    p.add_argument("--gpu", action="store_true",
+                   help="a measuring job, through the GPU lease's wrapper (its server imported torch)")
+    p.add_argument("command", nargs="+", help="the script and its arguments, after --")
     args = p.parse_args(argv)
     import pandas as pd
 
@@ -50,11 +58,11 @@ def main(argv=None) -> None:
         # A server of this benchmark's own, gone soon after it.
         base = {**os.environ, "LMSTUDY_JOB_SERVER_DIR": servers, "LMSTUDY_JOB_SERVER_IDLE_S": "20"}
         on, off = {**base, "LMSTUDY_JOB_SERVER": "1"}, {**base, "LMSTUDY_JOB_SERVER": "0"}
-        rows.append({"mode": "server start", "repeat": 0, "wall_s": timed_run(args.command, on)})
+        rows.append({"mode": "server start", "repeat": 0, "wall_s": timed_run(args.command, on, args.gpu)})
         for repeat in range(args.repeats):
             order = [("on", on), ("off", off)] if repeat % 2 == 0 else [("off", off), ("on", on)]
             for mode, env in order:
-                rows.append({"mode": mode, "repeat": repeat, "wall_s": timed_run(args.command, env)})
+                rows.append({"mode": mode, "repeat": repeat, "wall_s": timed_run(args.command, env, args.gpu)})
                 print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
     write_csv(args.out, table)

@@ -489,3 +489,17 @@ def test_the_attention_answer_says_how_memory_scales_and_what_removes_the_square
     grows = "From seq 1024 to 16384 (16× longer) naive's memory before the backward grows 81× (seq² would be"
     assert grows in answer.text
     assert "What removes it: PyTorch's fused SDPA holds 160.5 MiB there, 54× less" in answer.text
+
+
+def test_parameter_counts_keep_three_significant_digits_beside_larger_models():
+    import pandas as pd
+
+    from lmstudy.report.render import column_formatter
+    from lmstudy.report.sections.timing.answers import model_table
+
+    frame = pd.DataFrame([
+        {"size": s, "d_model": d, "d_ff": 4 * d, "num_layers": 2, "num_heads": 4, "vocab_size": 512,
+         "batch_size": 2, "params": p} for s, d, p in (("tiny", 64, 169_600), ("small", 768, 128_625_408))])
+    table = model_table(frame)
+    column = table["parameters (M)"]
+    assert [column_formatter(column)(v) for v in column] == ["129", "0.170"]

@@ -141,7 +141,7 @@ def run_job_in_processes(
     keys = [(mode, pass_name) for mode in MODES for pass_name in spec.passes]
     mark_forking_parent()
     # Asked of a counting child: this process forks the measuring ones and never runs the user's code.
-    why = model_facts(spec).not_applicable
+    why = model_facts(spec, count=False).not_applicable
     if why:  # an attention the model cannot switch to: a row that says so, nothing measured
         from lmstudy import environment
 

@@ -34,22 +34,30 @@ class ModelFacts:
         return self.flops_per_step[pass_name]
 
 
-def model_facts(spec: ModelSpec) -> ModelFacts:
-    """The parameters, FLOPs per pass and attention check of `spec`'s model (a child counts a user's)."""
+def model_facts(spec: ModelSpec, count: bool = True) -> ModelFacts:
+    """The parameters, FLOPs per pass and attention check of `spec`'s model (a child counts a user's);
+    without `count`, the attention check alone (parameters None, no FLOPs)."""
     if spec.model.builtin:
-        return ModelFacts(**_facts(spec))
+        return ModelFacts(**_facts(spec, count))
     what = f"the counting process of {spec.model.label} ({spec.size} ctx {spec.context_length})"
-    return ModelFacts(**run_forked(_facts, spec, what=what, with_fork_time=False))
+    return ModelFacts(**run_forked(_facts, spec, count, what=what, with_fork_time=False))
 
 
-def _facts(spec: ModelSpec) -> dict:
-    why = spec.not_applicable()
-    if why:  # nothing to count: the attention cannot be switched, so nothing is measured
-        return {"parameters": spec.parameter_count(), "flops_per_step": {}, "not_applicable": why,
-                "counted_by": spec.flops_counted_by}
-    return {
-        "parameters": spec.parameter_count(),
-        "flops_per_step": {p: spec.flops_per_step(p) for p in PASSES},
-        "not_applicable": None,
-        "counted_by": spec.flops_counted_by,
-    }
+def _facts(spec: ModelSpec, count: bool) -> dict:
+    from lmstudy.measure.devices import is_out_of_memory
+
+    facts = {"parameters": None, "flops_per_step": {}, "not_applicable": spec.not_applicable(),
+             "counted_by": spec.flops_counted_by}
+    if not count:
+        return facts
+    try:
+        facts["parameters"] = spec.parameter_count()
+        if not facts["not_applicable"]:  # nothing is measured otherwise: no FLOPs to count
+            facts["flops_per_step"] = {p: spec.flops_per_step(p) for p in PASSES}
+    except Exception as error:
+        # A model too large to count on the host (one that reads a value in its forward, so not on
+        # the meta device) is too large to measure too: its rows say OOM, with no count.
+        if not is_out_of_memory(error):
+            raise
+        facts["counted_by"] = f"not counted ({type(error).__name__}: the model does not fit the host)"
+    return facts

@@ -232,8 +232,9 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], facts: ModelFacts
             row["step_times_ms"] = json.dumps([_rounded_ms(w) for w in complete])
             seconds = row["median_ms"] / 1e3
             row["tokens_per_s"] = spec.batch_size * spec.context_length / seconds
-            row["achieved_tflops"] = row["flops_per_step"] / seconds / 1e12
-            row["mfu"] = row["achieved_tflops"] / peak_tflops if peak_tflops else None
+            flops = row["flops_per_step"]
+            row["achieved_tflops"] = flops / seconds / 1e12 if flops is not None else None
+            row["mfu"] = row["achieved_tflops"] / peak_tflops if peak_tflops and flops is not None else None
             row.update(gpu)
             busy_ms = gpu["gpu_busy_ms"]
             row["gpu_busy_share"] = min(1.0, busy_ms / row["median_ms"]) if busy_ms is not None else None

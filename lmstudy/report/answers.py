@@ -13,6 +13,7 @@ No torch, no matplotlib: the sections' answers modules build these from tables.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 
 @dataclasses.dataclass
@@ -72,3 +73,13 @@ def span(low: float, high: float, fmt: str = ".2f", unit: str = "") -> str:
 def count(n: int, word: str) -> str:
     """'1 configuration', '3 configurations': never '1 configuration(s)'."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def significant(number: float, digits: int = 3) -> str:
+    """`number` to `digits` significant digits, trailing zeros kept (0.170, 1.37, 129, 3,410): for a
+    count whose column spans sizes a column-wide precision would round to 0 (a 0.17 M model beside
+    a 129 M one)."""
+    if not number or not math.isfinite(number):
+        return f"{number:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(number))))
+    return f"{number:,.{decimals}f}"

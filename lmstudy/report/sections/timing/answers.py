@@ -15,7 +15,7 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows
-from lmstudy.report.answers import Answer, count, percent, span
+from lmstudy.report.answers import Answer, count, percent, significant, span
 from lmstudy.report.sections.labels import PASS_LABELS, in_size_order
 
 # The GPUs a student most often has, by the memory torch.cuda reports for them (total_memory): an
@@ -225,8 +225,10 @@ def model_table(frame: pd.DataFrame) -> pd.DataFrame:
             "heads": rows["num_heads"],
             "vocabulary": rows["vocab_size"],
             "batch": rows["batch_size"],
-            "parameters (M)": rows["params"] / 1e6,
-            "without embedding (M)": (rows["params"] - rows["vocab_size"] * rows["d_model"]) / 1e6,
+            # Three significant digits each: one precision for the column would show a tiny model as 0.
+            "parameters (M)": (rows["params"] / 1e6).map(significant),
+            "without embedding (M)": ((rows["params"] - rows["vocab_size"] * rows["d_model"]) / 1e6).map(
+                significant),
             **({"FLOPs counted by": rows["flops_counted_by"].astype(str)}
                if "flops_counted_by" in rows else {}),
         }
