@@ -23,7 +23,7 @@ from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.fresh_process import mark_forking_parent
 from lmstudy.measure.gpu_time import gpu_measures
-from lmstudy.measure.model_facts import model_facts
+from lmstudy.measure.model_facts import counted_here, model_facts
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import make_step, synchronize
@@ -80,6 +80,7 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
     with clock.timing("start"):
         device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
     peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
+    facts = counted_here(spec)  # a model too large to count gives no FLOPs, and OOM rows below
     rows = []
     for mode in MODES:
         torch._dynamo.reset()
@@ -103,7 +104,7 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                 "pass": pass_name,
                 "warmup_steps": spec.warmup_steps,
                 "timed_steps": spec.timed_steps,
-                "flops_per_step": spec.flops_per_step(pass_name),
+                "flops_per_step": facts.flops_per_step.get(pass_name),
                 "peak_tflops": peak,
                 "mfu_peak": hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
             }
@@ -122,8 +123,9 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                 clock.add("compile", min(compiling, spent))
                 clock.add("measure", spent - min(compiling, spent))
             if row["status"] == "ok":
-                row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
-                row["mfu"] = row["achieved_tflops"] / peak if peak else None
+                flops = row["flops_per_step"]
+                row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
+                row["mfu"] = row["achieved_tflops"] / peak if peak and flops else None
             row.update(env)
             rows.append(row)
         del work
@@ -168,7 +170,8 @@ def run_job_in_processes(
         row = combine_processes(by_key[key])
         if row["status"] == "ok":
             row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
-            row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
-            row["mfu"] = row["achieved_tflops"] / row["peak_tflops"] if row.get("peak_tflops") else None
+            flops = row["flops_per_step"]
+            row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
+            row["mfu"] = row["achieved_tflops"] / row["peak_tflops"] if row.get("peak_tflops") and flops else None
         rows.append(row)
     return rows

@@ -43,6 +43,12 @@ def model_facts(spec: ModelSpec, count: bool = True) -> ModelFacts:
     return ModelFacts(**run_forked(_facts, spec, count, what=what, with_fork_time=False))
 
 
+def counted_here(spec: ModelSpec) -> ModelFacts:
+    """model_facts counted in this process: for a measuring process, which may run the user's code
+    (and must not fork a counting child: its CUDA may be started)."""
+    return ModelFacts(**_facts(spec, True))
+
+
 def _facts(spec: ModelSpec, count: bool) -> dict:
     from lmstudy.measure.devices import is_out_of_memory
 
