@@ -172,6 +172,7 @@ def run_job_in_processes(
             row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
             flops = row["flops_per_step"]
             row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
-            row["mfu"] = row["achieved_tflops"] / row["peak_tflops"] if row.get("peak_tflops") and flops else None
+            peak = row.get("peak_tflops")
+            row["mfu"] = row["achieved_tflops"] / peak if peak and flops else None
         rows.append(row)
     return rows
