@@ -31,6 +31,7 @@ import pandas as pd
 from lmstudy.errors import UserError
 from lmstudy.phases import PHASES
 from lmstudy.plan import timing_passes
+from lmstudy.spreadsheet import restored_frame
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,6 +266,7 @@ def read_csv(path: str | Path, missing_ok: bool = False) -> pd.DataFrame:
         frame = pd.read_csv(io.StringIO(text))
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         raise damaged(path, f"not a readable CSV: {str(error).strip().splitlines()[-1]}") from None
+    frame = restored_frame(frame)  # the names as measured, not as neutralised for a spreadsheet
     product = product_of(path)
     if product is not None:
         check(frame, product, path)
