@@ -152,3 +152,18 @@ def test_every_csv_the_project_writes_goes_through_the_one_writer():
                *REPO.glob("workflow/**/*.smk"), REPO / "Snakefile"]
     found = [str(p.relative_to(REPO)) for p in sources if writers.search(p.read_text())]
     assert found == ["lmstudy/atomic.py"]
+
+
+# Issue 32, item 2: a damaged samples cell is named with its file, and nothing is shown from it.
+def test_a_step_samples_cell_that_is_not_json_is_named_as_damaged(tmp_path):
+    from lmstudy.errors import UserError
+    from lmstudy.report.compare import render_comparison
+
+    _timing_on_disk(tmp_path / "results", "a")
+    path = _timing_on_disk(tmp_path / "results", "b", step_times_ms="[[10.0, 10.1], [9.9")
+    out = tmp_path / "report"
+    with pytest.raises(UserError) as raised:
+        render_comparison(tmp_path / "results", "a", "b", REPO / "workflow/templates", out, MIN_EFFECT)
+    message = str(raised.value)
+    assert f"{path} is damaged" in message and "row 2 has '[[10.0, 10.1], [9.9' for step_times_ms" in message
+    assert "\n" not in message and not (out / "index.html").exists()
