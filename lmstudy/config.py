@@ -49,6 +49,40 @@ def check_size(config, max_values: int = MAX_VALUES, max_depth: int = MAX_DEPTH)
             stack.extend((v, depth + 1) for v in item)
 
 
+def check_unique_keys(path: str | Path) -> None:
+    """Raise ConfigError where the YAML file at `path` writes one key twice in a mapping.
+
+    YAML loaders keep the last of the two without a word, so a size written
+    twice measures one of them only. The file's node tree is walked as
+    composed, each node once (an alias is its anchor's node, not a copy).
+    """
+    try:
+        root = yaml.compose(Path(path).read_text(), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return  # Snakemake's own loader names a file it cannot read
+    seen, stack = set(), [(root, "the top level")]
+    while stack:
+        node, where = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first = {}
+            for key, value in node.value:
+                name = (key.tag, key.value) if isinstance(key, yaml.ScalarNode) else None
+                if name is not None and name in first:
+                    raise ConfigError(
+                        f"{path}: the key {key.value!r} is written twice under {where} (lines "
+                        f"{first[name].start_mark.line + 1} and {key.start_mark.line + 1}), and only the "
+                        "last would count: remove or rename one of them."
+                    )
+                if name is not None:
+                    first[name] = key
+                stack.append((value, repr(key.value) if isinstance(key, yaml.ScalarNode) else where))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, where) for item in node.value)
+
+
 def deep_merge(base: dict, override: dict) -> dict:
     """Return base updated by override; nested mappings merge, the rest replace."""
     merged = copy.deepcopy(base)

@@ -250,3 +250,29 @@ def test_run_names_and_step_counts_beyond_what_works_are_named(edit, named):
     with pytest.raises(ConfigError) as error:
         load(config, SCHEMA)
     assert named in str(error.value) and len(str(error.value)) < 400
+
+
+# Issue 32, item 4: a key written twice in a YAML config is refused, not silently the last one.
+def test_snakemake_refuses_a_key_written_twice_naming_it_and_both_lines(tmp_path: Path):
+    workdir = new_workdir(tmp_path / "w")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        "sizes:\n"
+        "  tiny: {d_model: 64, d_ff: 256, num_layers: 2, num_heads: 2}\n"
+        "  other: {d_model: 64, d_ff: 256, num_layers: 2, num_heads: 2}\n"
+        "  tiny: {d_model: 32, d_ff: 128, num_layers: 1, num_heads: 2}\n"
+    )
+    done = snakemake(workdir, "-n", "--configfile", str(mine), "--config", "preset=smoke", check=False)
+    assert done.returncode != 0
+    out = done.stderr + done.stdout
+    assert f"{mine}: the key 'tiny' is written twice under 'sizes' (lines 2 and 4)" in out
+    assert "Job stats" not in out
+
+
+def test_keys_repeated_only_through_an_alias_or_in_different_mappings_are_fine(tmp_path: Path):
+    from lmstudy.config import check_unique_keys
+
+    fine = tmp_path / "fine.yaml"
+    fine.write_text("a: &x {tiny: 1}\nb: *x\nc: {tiny: 2, <<: *x}\n")
+    check_unique_keys(fine)
+    check_unique_keys(REPO / "config.yaml")

@@ -26,6 +26,8 @@ from lmstudy.report.sections import NAMES as SECTION_NAMES  # noqa: E402
 CONFIGFILES = list(workflow.config_settings.configfiles)
 OWN_CONFIGFILE_READ = len(workflow.configfiles) > len(CONFIGFILES)
 try:
+    for configfile_path in workflow.configfiles:
+        study_config.check_unique_keys(configfile_path)
     config = study_config.load(
         config,
         Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
