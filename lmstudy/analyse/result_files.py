@@ -305,8 +305,8 @@ def check(frame: pd.DataFrame, product: Product, path: str | Path) -> None:
     for column in (c for c in product.samples if c in frame.columns):
         bad = frame[column].notna() & ~frame[column].map(_is_samples)
         if bad.any():
-            raise damaged(path, f"row {_row(bad)} has {shorten(str(frame[column][bad].iloc[0]))!r} for {column}, "
-                                "not a JSON list of step times")
+            cell = shorten(str(frame[column][bad].iloc[0]))
+            raise damaged(path, f"row {_row(bad)} has {cell!r} for {column}, not a JSON list of step times")
     if product.consistent is not None:
         inconsistent = product.consistent(frame)
         if inconsistent:
@@ -332,7 +332,7 @@ def _check_measured(frame: pd.DataFrame, product: Product, path) -> None:
 
 
 def _is_samples(cell) -> bool:
-    """Whether `cell` is what a producer writes for step samples: a JSON list of numbers, or of lists of them."""
+    """Whether `cell` is what a producer writes for step samples: a JSON list of numbers, or of lists."""
     try:
         value = json.loads(cell) if isinstance(cell, str) else None
     except ValueError:
