@@ -95,3 +95,19 @@ def test_a_wrong_spec_by_hand_is_named_in_one_line(spec, named, tmp_path):
     assert done.returncode == 2, done.stderr[-3000:]
     said = done.stderr.strip().splitlines()
     assert len(said) == 1 and named in said[0], done.stderr[-3000:]
+
+
+# Issue 32, item 9: a damaged backend record is named as damaged, as a damaged CSV is.
+@pytest.mark.parametrize("content", ['{"backend": "nsys", "requ', "[1, 2]\n", '{"backend": "nsys"}\n'],
+                         ids=["cut short", "not an object", "no requested"])
+def test_a_damaged_nsys_backend_record_is_named_in_one_sentence(tmp_path, content):
+    record = tmp_path / "results/r/nsys/backend.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(content)
+    spec = json.dumps({"size": "s", **TINY_SPEC, "precision": "fp32"})
+    done = run(REPO / "scripts/profile_job.py", "--spec", spec, "--preset", "smoke", "--out-dir", tmp_path / "o",
+               "--backend-record", record, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{record} is damaged" in lines[0] and "the nsys_backend job writes it" in lines[0]
+    assert not (tmp_path / "o").exists()

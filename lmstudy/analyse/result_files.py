@@ -190,7 +190,7 @@ PRODUCTS = (
         "memory/summary/*/kinds.csv", "memory_summary", required=("kind", "bytes"), numeric=("bytes",)
     ),
     Product("benchmarks/*/*/*.phases.json", "measuring", required=("phases",)),
-    Product("nsys/backend.json", "nsys_backend", required=("backend", "requested")),
+    Product("nsys/backend.json", "nsys_backend", required=("backend", "requested", "executable")),
     Product(
         "cost/jobs.csv",
         "study_cost",
