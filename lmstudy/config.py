@@ -203,7 +203,14 @@ def validate(config: dict, schema_path: str | Path) -> None:
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
-        raise ConfigError(f"config: {_where(first)}: {_shortened(first.message)}.")
+        message = first.message
+        quoted = repr(first.instance)
+        if len(quoted) > 80 and message.startswith(quoted):
+            # The reason follows the value, which may be long: the value is cut, never the reason.
+            message = f"{quoted[:40]}... ({len(str(first.instance))} characters){message[len(quoted):]}"
+        if first.validator in ("maxLength", "maxItems"):
+            message += f" (at most {first.validator_value})"
+        raise ConfigError(f"config: {_where(first)}: {_shortened(message)}.")
     _check_references(config)
 
 
@@ -211,7 +218,13 @@ def _check_references(config: dict) -> None:
     if config["run"].startswith("."):
         raise ConfigError(
             f"config: run: {config['run']!r} would put results outside results/ "
-            "(or hide them): name the run with a letter, digit, '-' or '_' first."
+            "(or hide them): name the run with a letter, digit or '_' first."
+        )
+    if config["run"].startswith("-"):
+        # The report's and comparison's scripts get the name as an argument (--run NAME).
+        raise ConfigError(
+            f"config: run: {config['run']!r} starts with '-', which a command line takes for an option: "
+            "name the run with a letter, digit or '_' first."
         )
     if "_vs_" in config["run"]:
         raise ConfigError(

@@ -276,3 +276,20 @@ def test_keys_repeated_only_through_an_alias_or_in_different_mappings_are_fine(t
     fine.write_text("a: &x {tiny: 1}\nb: *x\nc: {tiny: 2, <<: *x}\n")
     check_unique_keys(fine)
     check_unique_keys(REPO / "config.yaml")
+
+
+# Issue 32, item 10: a run name the report's command line would take for an option, or one too long.
+def test_a_run_name_starting_with_a_dash_is_refused_at_the_config_check():
+    config = study_config()
+    config["run"] = "-x"
+    with pytest.raises(ConfigError, match=r"^config: run: '-x' starts with '-', which a command line takes"):
+        load(config, SCHEMA)
+
+
+def test_a_very_long_run_name_is_refused_with_its_reason_not_cut_before_it():
+    config = study_config()
+    config["run"] = "r" * 300
+    with pytest.raises(ConfigError) as error:
+        load(config, SCHEMA)
+    message = str(error.value)
+    assert message.endswith("(300 characters) is too long (at most 100).") and len(message) < 200, message

@@ -105,9 +105,10 @@ def test_a_damaged_nsys_backend_record_is_named_in_one_sentence(tmp_path, conten
     record.parent.mkdir(parents=True)
     record.write_text(content)
     spec = json.dumps({"size": "s", **TINY_SPEC, "precision": "fp32"})
-    done = run(REPO / "scripts/profile_job.py", "--spec", spec, "--preset", "smoke", "--out-dir", tmp_path / "o",
-               "--backend-record", record, timeout=120)
+    done = run(REPO / "scripts/profile_job.py", "--spec", spec, "--preset", "smoke",
+               "--out-dir", tmp_path / "o", "--backend-record", record, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"{record} is damaged" in lines[0] and "the nsys_backend job writes it" in lines[0]
+    assert len(lines) == 1 and f"{record} is damaged" in lines[0]
+    assert "the nsys_backend job writes it" in lines[0]
     assert not (tmp_path / "o").exists()
