@@ -211,3 +211,27 @@ def test_an_sdpa_variant_of_a_model_without_an_attention_keyword_is_not_applicab
     check(pd.read_csv(path), product_of(path), path)
     naive = dataclasses.replace(spec, **({"variant": "naive"} if job == "timing" else {"attention": "naive"}))
     assert naive.not_applicable() is None
+
+
+# Issue 32, item 8: a factory's module or call that exits or raises KeyboardInterrupt is a clear error,
+# never a job that exits 0 without its outputs.
+@pytest.mark.parametrize(("body", "expected"), [
+    ("import sys\nsys.exit(0)\n", "it called sys.exit(0) (SystemExit) while its module was imported"),
+    ("raise KeyboardInterrupt\n", "it raised KeyboardInterrupt while its module was imported"),
+    ("def build(**kw):\n    raise SystemExit(3)\n", "it called sys.exit(3) (SystemExit) when called with"),
+])
+def test_a_factory_that_exits_stops_with_one_sentence_naming_it(tmp_path, body, expected):
+    reference = write_factory(tmp_path, body)
+    load_factory.cache_clear()
+    with pytest.raises(UserError) as error:
+        build_model(ModelChoice(factory=reference), DIMS, context_length=8)
+    assert expected in one_sentence(error, reference)
+
+
+# Issue 32, item 15: a factory may be set with --config or a --configfile, not only in config.yaml.
+def test_a_bad_factory_is_told_to_fix_it_where_it_was_set(tmp_path):
+    missing = f"{tmp_path}/nowhere.py:build"
+    with pytest.raises(UserError) as error:
+        load_factory(missing)
+    message = str(error.value)
+    assert "in config.yaml" not in message and "(config.yaml, a --configfile or --config)" in message

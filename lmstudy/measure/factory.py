@@ -21,7 +21,17 @@ import torch
 from torch import nn
 
 from lmstudy.errors import UserError
-from lmstudy.model_choice import ModelChoice, factory_file, is_file_reference, split_reference
+from lmstudy.model_choice import FIX_FACTORY, ModelChoice, factory_file, is_file_reference, split_reference
+
+# What a user's code may raise that is no Exception: left alone, the job would exit 0 without its
+# outputs (sys.exit(0)) or as if interrupted. Caught where the user's code runs, and named.
+STOPS = (SystemExit, KeyboardInterrupt)
+
+
+def _stopped(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"it called sys.exit({error.code!r}) (SystemExit)"
+    return "it raised KeyboardInterrupt"
 
 
 class NotApplicable(Exception):
@@ -37,7 +47,7 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
         if not path.is_file():
             raise UserError(
                 f"the model factory {reference!r}: the file {path} does not exist (a relative path is from "
-                "the project root): fix model.factory in config.yaml."
+                f"the project root): {FIX_FACTORY}."
             )
         # A module name of its own, so a user's model.py never shadows (or is shadowed by) another.
         name = "lmstudy_user_factory_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
@@ -49,6 +59,10 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
         loader = functools.partial(importlib.import_module, where)
     try:
         loaded = loader()
+    except STOPS as error:
+        raise UserError(f"the model factory {reference!r}: {_stopped(error)} while its module was imported: "
+                        "a module a job imports must not exit or stop (keep such code under "
+                        "`if __name__ == \"__main__\":`).") from None
     except Exception as error:  # noqa: BLE001 - whatever the user's module raises is theirs to fix
         raise UserError(f"the model factory {reference!r} could not be imported: "
                         f"{type(error).__name__}: {_one_line(error)}.") from error
@@ -58,7 +72,7 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
     factory = getattr(module, function, None)
     if not callable(factory):
         raise UserError(f"the model factory {reference!r}: {where} has no function {function!r}: "
-                        "fix model.factory in config.yaml.")
+                        f"{FIX_FACTORY}.")
     return factory
 
 
@@ -99,6 +113,9 @@ def build_model(choice: ModelChoice, dims: dict, context_length: int, attention:
         kwargs["attention"] = attention
     try:
         model = factory(**kwargs)
+    except STOPS as error:
+        raise UserError(f"the model factory {choice.factory!r}: {_stopped(error)} when called with "
+                        f"{_keywords(kwargs)}: a factory must return the model, not exit.") from None
     except Exception as error:  # noqa: BLE001 - the user's factory: its failure is theirs to fix
         from lmstudy.measure.devices import is_out_of_memory
 
