@@ -235,3 +235,66 @@ def test_a_bad_factory_is_told_to_fix_it_where_it_was_set(tmp_path):
         load_factory(missing)
     message = str(error.value)
     assert "in config.yaml" not in message and "(config.yaml, a --configfile or --config)" in message
+
+
+# Issue 32, item 6: a model that fails in its forward or has no backward is named in one sentence.
+LINEAR = "        self.head = nn.Linear(4, 64)\n"
+HEAD = "def forward(self, ids{}):\n        return self.head(torch.ones(*ids.shape, 4, device=ids.device)){}"
+BROKEN_MODELS = {
+    "extra forward argument": (
+        LINEAR, HEAD.format(", mask", ""),
+        "missing 1 required positional argument: 'mask'"),
+    "detached logits": (
+        LINEAR, HEAD.format("", ".detach()"),
+        "returned logits that do not require grad (detached"),
+    "integer logits": (
+        LINEAR, HEAD.format("", ".long()"),
+        "returned logits of dtype torch.int64"),
+    "no parameters": (
+        "", "def forward(self, ids):\n        return torch.nn.functional.one_hot(ids, 64).float() * 2.0",
+        "has no parameter that requires grad, so it has no backward to measure: measure its forward"),
+}
+
+
+def write_model(tmp_path: Path, init: str, forward: str) -> str:
+    return write_factory(tmp_path, (
+        "class Odd(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n" + init +
+        "    " + forward + "\n\n"
+        "def build(**kw):\n"
+        "    return Odd()\n"
+    ))
+
+
+def _workload(reference: str):
+    from lmstudy.measure.model import ModelConfig
+    from lmstudy.measure.steps import build_workload
+
+    config = ModelConfig(context_length=8, **DIMS)
+    return build_workload(config, 2, "fp32", torch.device("cpu"), choice=ModelChoice(factory=reference))
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_MODELS))
+def test_a_model_that_fails_in_its_forward_or_backward_is_named_in_one_sentence(tmp_path, case):
+    from lmstudy.measure.steps import make_step
+
+    init, forward, expected = BROKEN_MODELS[case]
+    reference = write_model(tmp_path, init, forward)
+    load_factory.cache_clear()
+    work = _workload(reference)
+    for pass_name in ("forward_backward", "train_step"):
+        with pytest.raises(UserError) as error:
+            make_step(work, pass_name)()
+        assert expected in one_sentence(error, reference)
+    if case == "no parameters":  # its forward pass is counted and measured
+        counted = count_on_meta(ModelChoice(factory=reference), DIMS, context_length=8, batch_size=2)
+        assert counted["parameters"] == 0 and counted["train_step"] is None
+        make_step(work, "forward")()
+    else:  # counting stops with the same sentence, or counts the forward and leaves the backward
+        try:
+            counted = count_on_meta(ModelChoice(factory=reference), DIMS, context_length=8, batch_size=2)
+        except UserError as raised:
+            assert expected in str(raised)
+        else:
+            assert counted["train_step"] is None

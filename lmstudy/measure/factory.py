@@ -129,6 +129,41 @@ def build_model(choice: ModelChoice, dims: dict, context_length: int, attention:
     return model
 
 
+def forward_logits(model: nn.Module, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
+    """The model's logits for `inputs`: its forward called on the token ids alone, its output checked
+    (logits_of). A forward that fails (an argument it requires, an error of its own) is the factory's
+    to fix, named in one sentence; out of memory stays a result."""
+    try:
+        output = model(inputs)
+    except UserError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the user's forward: its failure is theirs to fix
+        from lmstudy.measure.devices import is_out_of_memory
+
+        if is_out_of_memory(error):
+            raise
+        raise UserError(f"the model of factory {factory!r} failed in its forward, called with token ids "
+                        f"of shape {list(inputs.shape)} only: {type(error).__name__}: {_one_line(error)}."
+                        ) from error
+    return logits_of(output, inputs, vocab_size, factory)
+
+
+def check_differentiable(loss: torch.Tensor, model: nn.Module, factory: str) -> None:
+    """A UserError unless `loss` has a backward (free: no device synchronisation).
+
+    The backward passes need logits computed from parameters that require
+    grad; a model without any can still have its forward pass measured.
+    """
+    if loss.requires_grad:
+        return
+    if not any(p.requires_grad for p in model.parameters()):
+        raise UserError(f"the model of factory {factory!r} has no parameter that requires grad, so it has no "
+                        "backward to measure: measure its forward pass only (passes: [forward]).")
+    raise UserError(f"the model of factory {factory!r} returned logits that do not require grad (detached, "
+                    "or computed under torch.no_grad) although it has parameters that do: return logits "
+                    "computed from its parameters, so that the backward passes can be measured.")
+
+
 def logits_of(output, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
     """The logits in a model's output (a tensor, a tuple's first item, or `.logits`), checked for shape.
 
@@ -147,6 +182,9 @@ def logits_of(output, inputs: torch.Tensor, vocab_size: int, factory: str) -> to
         raise UserError(f"the model of factory {factory!r} returned logits of shape {list(output.shape)} for "
                         f"token ids of shape {list(inputs.shape)}; expected [batch, context, vocab] = "
                         f"{list(expected)}.")
+    if not output.is_floating_point():
+        raise UserError(f"the model of factory {factory!r} returned logits of dtype {output.dtype}; logits "
+                        "are floating-point scores over the vocabulary: return them unrounded.")
     return output
 
 
@@ -158,7 +196,7 @@ def count_on_meta(choice: ModelChoice, dims: dict, context_length: int, batch_si
     """
     try:
         return _count(choice, dims, context_length, batch_size, "meta")
-    except RuntimeError:
+    except (RuntimeError, UserError):  # (forward_logits names a forward's RuntimeError as the user's)
         # Some models read a value in their forward (Hugging Face's masks call .item()), which the
         # meta device cannot give: counted on the host, with one sequence (FLOPs scale with the batch).
         counted = _count(choice, dims, context_length, 1, "cpu")
@@ -173,16 +211,21 @@ def _count(choice: ModelChoice, dims: dict, context_length: int, batch_size: int
         inputs = torch.zeros(batch_size, context_length, dtype=torch.long)
     vocab_size = dims["vocab_size"]
     with torch.no_grad(), FlopCounterMode(display=False) as forward:
-        logits_of(model(inputs), inputs, vocab_size, choice.factory)
+        forward_logits(model, inputs, vocab_size, choice.factory)
     with FlopCounterMode(display=False) as training:
-        logits = logits_of(model(inputs), inputs, vocab_size, choice.factory)
-        nn.functional.cross_entropy(logits.reshape(-1, vocab_size).float(), inputs.reshape(-1)).backward()
+        logits = forward_logits(model, inputs, vocab_size, choice.factory)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab_size).float(), inputs.reshape(-1))
+        # A model without a backward (no parameters) has its forward counted and measured; its
+        # backward passes stop where they are measured (check_differentiable), naming why.
+        if loss.requires_grad:
+            loss.backward()
+    backward = training.get_total_flops() if loss.requires_grad else None
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "forward": forward.get_total_flops(),
         # The optimizer's arithmetic is not counted (the MFU convention, as lmstudy.flops).
-        "forward_backward": training.get_total_flops(),
-        "train_step": training.get_total_flops(),
+        "forward_backward": backward,
+        "train_step": backward,
     }
 
 
