@@ -298,3 +298,20 @@ def test_a_model_that_fails_in_its_forward_or_backward_is_named_in_one_sentence(
             assert expected in str(raised)
         else:
             assert counted["train_step"] is None
+
+
+# Issue 32, item 3: a model built in bf16 is refused where it is built, not timed and labelled fp32.
+@pytest.mark.parametrize("cast", [".to(torch.bfloat16)", ".half()"])
+def test_a_factory_that_returns_a_half_precision_model_is_refused_naming_the_dtype(tmp_path, cast):
+    reference = write_factory(tmp_path, f"""
+        import importlib
+        def build(**kw):
+            builtin = importlib.import_module("lmstudy.measure.model")
+            return builtin.build(**kw){cast}
+    """)
+    load_factory.cache_clear()
+    with pytest.raises(UserError) as error:
+        _workload(reference)
+    dtype = "torch.bfloat16" if "bfloat16" in cast else "torch.float16"
+    assert f"returned a model with {dtype} parameters" in one_sentence(error, reference)
+    assert "return the model in fp32" in str(error.value)

@@ -126,7 +126,25 @@ def build_model(choice: ModelChoice, dims: dict, context_length: int, attention:
     if not isinstance(model, nn.Module):
         raise UserError(f"the model factory {choice.factory!r} returned a {type(model).__name__}, "
                         "not a torch.nn.Module: return the model itself.")
+    check_fp32(model, choice.factory)
     return model
+
+
+def check_fp32(model: nn.Module, factory: str) -> None:
+    """A UserError where a floating-point parameter is not fp32.
+
+    Every precision of the study runs on fp32 weights (fp32 as it is, bf16
+    and fp16 by autocast), and rows, FLOPs and MFU are labelled so: a model
+    built in bf16 would be timed as bf16 and labelled fp32.
+    """
+    for name, parameter in model.named_parameters():
+        if parameter.is_floating_point() and parameter.dtype != torch.float32:
+            raise UserError(
+                f"the model factory {factory!r} returned a model with {parameter.dtype} parameters "
+                f"({name} among them), but every precision of the study runs on fp32 weights (bf16 and "
+                "fp16 by autocast) and is labelled so: return the model in fp32 (no .to(torch.bfloat16), "
+                ".half() or torch_dtype), and choose the precisions in the config instead."
+            )
 
 
 def forward_logits(model: nn.Module, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
