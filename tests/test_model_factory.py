@@ -315,3 +315,41 @@ def test_a_factory_that_returns_a_half_precision_model_is_refused_naming_the_dty
     dtype = "torch.bfloat16" if "bfloat16" in cast else "torch.float16"
     assert f"returned a model with {dtype} parameters" in one_sentence(error, reference)
     assert "return the model in fp32" in str(error.value)
+
+
+# Issue 32, item 5: the factory's own helper modules are followed for invalidation, without importing them.
+def _edited(path: Path, old: str, new: str) -> None:
+    path.write_text(path.read_text().replace(old, new))
+    code_version._code_digest.cache_clear()
+    code_version.modules_of.cache_clear()
+
+
+def test_the_factory_digest_follows_the_helper_modules_of_its_package(tmp_path, monkeypatch):
+    package = tmp_path / "mypkg"
+    (package / "parts").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "parts/__init__.py").write_text("")
+    (package / "model.py").write_text(
+        "import torch\nfrom .layers import width\nfrom mypkg.parts import head\n\n"
+        "def build(**kw):\n    return head.make(width())\n")
+    (package / "layers.py").write_text("def width():\n    return 4\n")
+    (package / "parts/head.py").write_text("import torch\n\ndef make(n):\n    return torch.nn.Linear(n, 1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reference = "mypkg.model:build"
+    before = code_version.factory_digest(reference)
+    _edited(package / "layers.py", "return 4", "return 4  # a comment")
+    assert code_version.factory_digest(reference) == before
+    _edited(package / "layers.py", "return 4", "return 8")
+    after_layers = code_version.factory_digest(reference)
+    assert after_layers != before
+    _edited(package / "parts/head.py", "(n, 1)", "(n, 2)")
+    assert code_version.factory_digest(reference) != after_layers
+
+
+def test_the_factory_digest_follows_a_factory_files_sibling_module(tmp_path):
+    (tmp_path / "helpers.py").write_text("SIZE = 4\n")
+    body = "import helpers\n\ndef build(**kw):\n    return nn.Linear(helpers.SIZE, 1)\n"
+    reference = write_factory(tmp_path, body)
+    before = code_version.factory_digest(reference)
+    _edited(tmp_path / "helpers.py", "4", "5")
+    assert code_version.factory_digest(reference) != before
