@@ -872,3 +872,58 @@ def test_the_kernel_comparisons_finding_carries_the_category_times_it_compared()
     assert f"went from {sums['ms_a'].sum():.3g} ms to {sums['ms_b'].sum():.3g} ms" in forward
     assert f"GEMM time fell {abs(sums.loc['GEMM', 'change']) * 100:.0f}%" in forward
     assert "GEMM time fell 50%, softmax time did not change (within 3%)." in forward
+
+
+# Issue 32, item 14: what a small run (one configuration, one process count) says reads as sentences.
+NOT_APPLICABLE = "own: switching the attention to sdpa needs a factory that takes an `attention` keyword"
+
+
+def _small_run() -> pd.DataFrame:
+    rows = []
+    for warmup in (0, 1, 2):
+        for pass_name, fp32, bf16 in (("forward", 1.0, 1.25), ("forward_backward", 3.0, 3.8)):
+            for precision, ms in (("fp32", fp32), ("bf16", bf16)):
+                rows.append(_timing_row("tiny", 64, pass_name, precision, warmup, ms,
+                                        ci_low_ms=ms * 0.5, ci_high_ms=ms * 1.5))
+    rows.append({**_timing_row("tiny", 64, "forward", "fp32", 2, float("nan")), "variant": "sdpa",
+                 "status": "not applicable", "processes": 0,
+                 "error": NOT_APPLICABLE})
+    frame = timing.order_sizes(pd.DataFrame(rows))
+    frame["pass"] = pd.Categorical(frame["pass"], categories=list(timing.PASS_LABELS), ordered=True)
+    return frame
+
+
+def test_a_small_runs_sentences_name_one_value_once_and_a_slowdown_as_one():
+    from lmstudy.report.answers import between, processes_text
+    from lmstudy.report.sections.precision.findings import _largest_speedup
+    from lmstudy.report.sections.timing.tables import speedup_frame
+
+    said = [str(s) for s in timing.findings(_small_run())]
+    text = " ".join(said)
+    assert "Steps 2 to 2" not in text
+    assert any(s.startswith("Step 2 (after 1 warm-up step) takes") for s in said)
+    assert " to 0.80× (tiny ctx 64)" not in text
+    assert ("speed-up over fp32 is 0.80× (tiny ctx 64) (below 1×: slower than fp32) in the one "
+            "configuration") in text
+    assert "2 to 2 fresh processes" not in text and "in 2 fresh processes" in text
+    assert processes_text([2, 2]) == "2 fresh processes" and processes_text([1]) == "1 fresh process"
+    assert processes_text([2, 4]) == "2 to 4 fresh processes" and between(3.0, 3.04, ".1f", " s") == "3.0 s"
+    (largest,) = _largest_speedup(speedup_frame(_small_run()))
+    assert "largest bf16 speed-up" not in largest and "slower than fp32 in every configuration" in largest
+
+
+def test_a_small_runs_tables_give_no_negative_time_and_say_why_a_row_was_not_measured():
+    from lmstudy.report.sections.timing.tables import backward_frame, backward_table, variants_table
+
+    interval = backward_table(backward_frame(_small_run()))["95% CI ms"].iloc[0]
+    assert not interval.startswith("-") and interval.startswith("0–"), interval
+    variants = variants_table(_small_run())
+    assert variants["why not measured"].tolist() == [NOT_APPLICABLE]
+
+
+def test_every_provenance_column_has_a_label_of_words():
+    from lmstudy.environment import ENVIRONMENT_COLUMNS
+    from lmstudy.report.sections.labels import ENVIRONMENT_LABELS, sentence_start
+
+    assert set(ENVIRONMENT_COLUMNS) <= set(ENVIRONMENT_LABELS)
+    assert sentence_start("CPU time") == "CPU time" and sentence_start("the profiler") == "The profiler"

@@ -496,6 +496,8 @@ def render(
         env.filters["table"] = table_html if fmt == "html" else table_markdown
         env.tests["table"] = lambda b: isinstance(b, Table)
         env.tests["figure"] = lambda b: isinstance(b, Figure)
+        # What the contents list: each table, and each figure that was drawn.
+        env.tests["listed"] = lambda b: isinstance(b, Table) or (isinstance(b, Figure) and bool(b.src))
         env.tests["text"] = lambda b: isinstance(b, Text)
         env.tests["findings"] = lambda b: isinstance(b, Findings)
         env.tests["finding"] = lambda b: isinstance(b, Finding)

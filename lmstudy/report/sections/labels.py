@@ -17,6 +17,8 @@ PASS_LABELS = {
 ENVIRONMENT_LABELS = {
     "model": "model",
     "gpu": "device",
+    "gpu_power_limit_w": "GPU power limit (W)",
+    "cpu": "CPU",
     "driver": "driver",
     "cuda": "CUDA",
     "torch": "PyTorch",
@@ -36,6 +38,12 @@ ENVIRONMENT_LABELS = {
 def environment_label(key: str) -> str:
     """How the header names a provenance column: words, not the CSV's key."""
     return ENVIRONMENT_LABELS.get(key, key.replace("_", " "))
+
+
+def sentence_start(text: str) -> str:
+    """`text` as a sentence's start: its first letter upper case, the rest as written ("CPU time",
+    not str.capitalize's "Cpu time")."""
+    return text[:1].upper() + text[1:]
 
 
 def faster(ratio: float) -> str:

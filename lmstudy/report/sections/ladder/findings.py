@@ -9,6 +9,7 @@ import pandas as pd
 
 from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.report.answers import between
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.labels import faster
 from lmstudy.report.sections.ladder.tables import (
@@ -190,8 +191,8 @@ def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
     if clock.notna().any():
         power = pd.to_numeric(found.get("power_w", pd.Series(dtype=float)), errors="coerce")
         text += (
-            f"; during the bursts the SM clock averaged {clock.min():.0f} to {clock.max():.0f} MHz and the "
-            f"power {power.min():.0f} to {power.max():.0f} W"
+            f"; during the bursts the SM clock averaged {between(clock.min(), clock.max(), '.0f', ' MHz')} "
+            f"and the power {between(power.min(), power.max(), '.0f', ' W')}"
         )
     return [Finding(text + ".", behind)]
 

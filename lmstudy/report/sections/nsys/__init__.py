@@ -12,7 +12,7 @@ from lmstudy.analyse.nsys.names import kernel_alias
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
-from lmstudy.report.sections.labels import in_size_order
+from lmstudy.report.sections.labels import in_size_order, sentence_start
 from lmstudy.report.sections.nsys import answers as nsys_answers
 from lmstudy.report.sections.nsys import compare as nsys_compare
 from lmstudy.report.sections.nsys.figures import SHARES_FIGURE, draw_figures
@@ -180,7 +180,7 @@ def build(results: Path, figures: Path) -> Section:
     if not modules.empty:
         section.add(
             Table(
-                f"{said['time'].capitalize()} per step by module (the model's module paths, each layer's "
+                f"{sentence_start(said['time'])} per step by module (the model's module paths, each layer's "
                 "module added up as *), with its share of the phase and its top kernel",
                 with_alias(modules),
                 name="nsys_modules",

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse.tables import steady_warmup
-from lmstudy.report.answers import Answers
+from lmstudy.report.answers import Answers, processes_text
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections import plots
@@ -70,10 +70,12 @@ def build(results: Path, figures: Path) -> Section:
     if frame.empty:
         return section.add(Text("No timing results: the section is switched off or produced no rows."))
     top = steady_warmup(frame)
-    processes = frame["processes"] if "processes" in frame else pd.Series([1])
+    # Rows that were measured: an OOM or not-applicable row's processes are those that tried.
+    measured = frame[frame["status"] == "ok"] if "status" in frame else frame
+    processes = measured["processes"] if "processes" in measured and not measured.empty else pd.Series([1])
     section.add(Text(
-        f"Each pass of each configuration ran in {int(processes.min())} to {int(processes.max())} fresh "
-        f"processes (at least two, more while their medians disagreed), each timing all its "
+        f"Each measured pass of each configuration ran in {processes_text(processes)} (the config's "
+        f"noise.min_processes, more while their medians disagreed), each timing all its "
         f"{top + int(frame['timed_steps'].iloc[0])} steps, synchronizing the device after each, with "
         f"batch {int(frame['batch_size'].iloc[0])}. Warm-up w's row is the window of "
         f"{int(frame['timed_steps'].iloc[0])} steps after the first w: what a fresh process with w "
