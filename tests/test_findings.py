@@ -927,3 +927,29 @@ def test_every_provenance_column_has_a_label_of_words():
 
     assert set(ENVIRONMENT_COLUMNS) <= set(ENVIRONMENT_LABELS)
     assert sentence_start("CPU time") == "CPU time" and sentence_start("the profiler") == "The profiler"
+
+
+# Issue 32, item 13: on a CPU the explanations are the CPU's, and a share above the ceiling is flagged.
+@pytest.mark.parametrize(("device", "said", "not_said"), [
+    ("cpu (x86_64)", "the first allocations of the model's activations", "CUDA"),
+    ("NVIDIA H100 80GB HBM3", "the CUDA context and kernel loading", "operator (their dispatch"),
+])
+def test_the_cold_start_is_explained_for_the_device_that_ran(device, said, not_said):
+    from lmstudy.report.sections.timing.answers import warmup_answer
+
+    frame = _small_run().assign(gpu=device)
+    frame["first_step_ms"] = frame["median_ms"] * 4
+    cold = next(str(s) for s in timing.findings(frame) if str(s).startswith("Without warm-up"))
+    answer = warmup_answer(frame).text
+    for text in (cold, answer):
+        assert said in text and not_said not in text, text
+
+
+def test_a_ladder_rung_above_the_measured_ceiling_is_flagged_on_a_cpu():
+    from lmstudy.report.sections import ladder
+
+    rows = _ladder_rows("tiny", ("fp32", "fp32", 10.0, 0.1), ("bf16", "bf16", 8.0, 120.2))
+    frame = ladder.ladder_frame(pd.DataFrame(rows).assign(gpu="cpu (x86_64)"))
+    best = next(str(s) for s in ladder.findings(frame) if str(s).startswith("tiny: the best rung"))
+    assert "= 120.2% of the dense bf16 matmul ceiling measured on its CPU (100 TFLOP/s) (above 100%: the " \
+           "measured ceiling is no ceiling here" in best, best

@@ -11,7 +11,7 @@ from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.report.answers import between
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
-from lmstudy.report.sections.labels import faster
+from lmstudy.report.sections.labels import faster, ran_on_cpu
 from lmstudy.report.sections.ladder.tables import (
     CATEGORY_COLUMNS,
     best_rungs,
@@ -57,10 +57,19 @@ def _best(ladder: pd.DataFrame) -> list[Finding]:
                 f"({best['peak_tflops']:.1f} TFLOP/s)"
             )
         if pd.notna(best["share_of_matmul"]):
+            device = "CPU" if ran_on_cpu(ladder[ladder["size"] == best["size"]]) else "GPU"
             text += (
                 f" = {best['share_of_matmul'] * 100:.1f}% of the dense bf16 matmul ceiling measured on its "
-                f"GPU ({best['matmul_tflops']:.4g} TFLOP/s)"
+                f"{device} ({best['matmul_tflops']:.4g} TFLOP/s)"
             )
+            if best["share_of_matmul"] > 1:
+                # A step cannot outrun the device's dense matmul rate: the ceiling was measured low.
+                text += (
+                    " (above 100%: the measured ceiling is no ceiling here: its bursts ran slower than "
+                    "the step's matmuls"
+                    + (", as a CPU's clocks and threads vary from one measurement to the next)"
+                       if device == "CPU" else "; measure it again on an idle GPU)")
+                )
         if pd.notna(best["speedup_vs_fp32"]) and best["rung_key"] != "fp32":
             text += f"; {faster(best['speedup_vs_fp32'])} than fp32"
         if best["tied_with"]:

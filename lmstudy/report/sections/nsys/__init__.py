@@ -110,12 +110,15 @@ def build(results: Path, figures: Path) -> Section:
             "outside the capture (the training step's first), then each pass's "
             f"{int(first['profiled_steps'])} profiled steps in one capture, split by pass, the forward's "
             f"with AdamW's state in memory; batch {int(first['batch_size'])}, {first['precision']}. "
-            "A kernel belongs to the innermost NVTX range around the CUDA call that "
-            "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
-            "backward range open on the main thread at that moment. Times are per step. "
             + (
-                "On a CPU the operators stand in for kernels, and their time is CPU time."
-                if said["kernel"] == "operator" else ""
+                "A kernel belongs to the innermost NVTX range around the CUDA call that "
+                "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
+                "backward range open on the main thread at that moment. Times are per step."
+                if said["kernel"] == "kernel" else
+                "On a CPU the operators stand in for kernels, and their time is CPU time: an operator "
+                "belongs to the innermost range open around it, and those autograd's thread runs during "
+                "loss.backward() to the backward range open on the main thread at that moment. Times are "
+                "per step."
             )
         )
     )

@@ -11,7 +11,7 @@ from lmstudy.report.answers import Answers, processes_text
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections import plots
-from lmstudy.report.sections.labels import PASS_LABELS, mfu_note, order_sizes
+from lmstudy.report.sections.labels import PASS_LABELS, mfu_note, order_sizes, ran_on_cpu
 from lmstudy.report.sections.timing import answers as timing_answers
 from lmstudy.report.sections.timing import compare as timing_compare
 from lmstudy.report.sections.timing.figures import draw_figures
@@ -79,8 +79,10 @@ def build(results: Path, figures: Path) -> Section:
         f"{top + int(frame['timed_steps'].iloc[0])} steps, synchronizing the device after each, with "
         f"batch {int(frame['batch_size'].iloc[0])}. Warm-up w's row is the window of "
         f"{int(frame['timed_steps'].iloc[0])} steps after the first w: what a fresh process with w "
-        f"warm-up steps times. Warm-up 0 is the cold start (CUDA initialisation, model build, first "
-        f"steps; not the interpreter's start or the imports). Steady-state numbers use {top} warm-up "
+        f"warm-up steps times. Warm-up 0 is the cold start ("
+        + ("" if ran_on_cpu(frame) else "CUDA initialisation, ")
+        + f"model build, first steps; not the interpreter's start or the imports). Steady-state numbers "
+        f"use {top} warm-up "
         "steps. A median is the median over processes of each one's median; its 95% interval comes from "
         "the variation between processes (a hierarchical bootstrap over processes, then steps, at least "
         "as wide as Student's t interval over the processes' medians). MFU counts "

@@ -18,7 +18,7 @@ from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
 from lmstudy.report.answers import processes_text
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
-from lmstudy.report.sections.labels import PASS_LABELS, peak_words
+from lmstudy.report.sections.labels import PASS_LABELS, cold_start_costs, peak_words
 from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
 
 
@@ -139,8 +139,8 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
                    "cv_warm", "timed_steps_cold"]].assign(first_over_steady=ratio, mean_inflation=inflation)
     return [Finding(
         f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
-        f"(median over {len(both)} configurations, up to {ratio.max():.0f}×): CUDA's context and cuBLAS "
-        f"handles, the allocator's first blocks and lazily loaded kernels are paid there. It inflates the "
+        f"(median over {len(both)} configurations, up to {ratio.max():.0f}×): "
+        f"{cold_start_costs(ok)} are paid there. It inflates the "
         f"mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by {inflation.median() * 100:.0f}% "
         f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}.", behind)]
 
