@@ -953,3 +953,16 @@ def test_a_ladder_rung_above_the_measured_ceiling_is_flagged_on_a_cpu():
     best = next(str(s) for s in ladder.findings(frame) if str(s).startswith("tiny: the best rung"))
     assert "= 120.2% of the dense bf16 matmul ceiling measured on its CPU (100 TFLOP/s) (above 100%: the " \
            "measured ceiling is no ceiling here" in best, best
+
+
+# Issue 32, item 12: the normalisation experiment names whose activations it ran on.
+def test_the_normalisation_experiment_names_the_built_in_model_as_whose_activations_it_used():
+    from lmstudy.model_choice import BUILTIN_NAME
+    from lmstudy.report.sections.precision import norm_activations
+
+    norms = pd.DataFrame({"size": ["tiny"]})
+    own = pd.DataFrame({"model": ["encoder-lm"]})
+    whose, note = norm_activations(norms, own)
+    assert whose == f"the {BUILTIN_NAME}'s own activations (size tiny, random weights)"
+    assert note.startswith(" These are not the activations of the model this study measures (encoder-lm)")
+    assert norm_activations(norms, pd.DataFrame({"model": [BUILTIN_NAME]}))[1] == ""
