@@ -285,6 +285,22 @@ def load(config: dict, schema_path: str | Path, overrides: list[dict] = ()) -> d
     return merged
 
 
+def check_run_to_report(run: str, records: list[str], results: Path = Path("results")) -> None:
+    """Raise ConfigError where `snakemake --report` would report jobs of run `run` that did not run
+    here: `records`, the benchmark file of every job of the config, are not all there, so the
+    config (preset, run) is not the one the run was made with."""
+    missing = [r for r in records if not Path(r).exists()]
+    if not missing:
+        return
+    runs = sorted(p.name for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
+    here = f"the runs here are {', '.join(runs)}" if runs else "no run has results here yet"
+    raise ConfigError(
+        f"snakemake --report: {len(missing)} of the {len(records)} jobs of run {run!r} with this config "
+        f"have not run here ({missing[0]} does not exist; {here}): give --report the same --config as "
+        f"the run it reports (--config preset=<its preset> run={runs[0] if runs else '<its name>'})."
+    )
+
+
 # This checkout's study: what a script run by hand takes for a value it is not given.
 STUDY_CONFIG = Path(__file__).resolve().parent.parent / "config.yaml"
 STUDY_SCHEMA = STUDY_CONFIG.parent / "workflow/schemas/config.schema.yaml"

@@ -293,3 +293,15 @@ def test_a_very_long_run_name_is_refused_with_its_reason_not_cut_before_it():
         load(config, SCHEMA)
     message = str(error.value)
     assert message.endswith("(300 characters) is too long (at most 100).") and len(message) < 200, message
+
+
+# Issue 32, item 15: `snakemake --report` as Snakemake's docs write it, where that config's run is not here.
+def test_a_report_of_a_run_that_did_not_run_here_names_the_config_to_pass(tmp_path: Path):
+    workdir = new_workdir(tmp_path / "w")
+    (workdir / "results/mine").mkdir(parents=True)
+    done = snakemake(workdir, "--report", "report.html", check=False)
+    out = done.stderr + done.stdout
+    assert done.returncode != 0 and not (workdir / "report.html").exists()
+    assert "snakemake --report: " in out and "jobs of run 'default' with this config have not run here" in out
+    assert "the same --config as the run it reports (--config preset=<its preset> run=mine)" in out
+    assert out.count("Warning") == 0, out[-2000:]
