@@ -59,6 +59,7 @@ from lmstudy.job_process import (
 )
 from lmstudy.launch import job_server
 from lmstudy.launch.cpu_placement import cores_for, cores_text, pinning_wanted
+from lmstudy.launch.watch import exec_watched
 
 LEASE_DIR_ENV = "LMSTUDY_GPU_LEASE_DIR"
 GPUS_ENV = "LMSTUDY_GPUS"
@@ -472,4 +473,4 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
             sys.exit(job_server.run(command, env, started_at, fds, log=log))
         except job_server.ServerUnavailable as error:
             print(f"job server: {error}; the job runs as a process of its own", file=log, flush=True)
-    os.execvpe(command[0], command, env)
+    exec_watched(command, env, job_fds=(int(env[FD_ENV]),) if FD_ENV in env else ())
