@@ -149,16 +149,16 @@ def check_fp32(model: nn.Module, factory: str) -> None:
 
 def forward_logits(model: nn.Module, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
     """The model's logits for `inputs`: its forward called on the token ids alone, its output checked
-    (logits_of). A forward that fails (an argument it requires, an error of its own) is the factory's
-    to fix, named in one sentence; out of memory stays a result."""
+    (logits_of). A forward that cannot take that call (an argument it requires: a TypeError) or fails
+    in Python (ValueError, AttributeError, ...) is the factory's to fix, named in one sentence.
+    torch's own errors (RuntimeError: out of memory, a backend's refusal, the meta device's limits)
+    pass unchanged: the callers make results of them."""
     try:
         output = model(inputs)
     except UserError:
         raise
     except Exception as error:  # noqa: BLE001 - the user's forward: its failure is theirs to fix
-        from lmstudy.measure.devices import is_out_of_memory
-
-        if is_out_of_memory(error):
+        if isinstance(error, RuntimeError) or type(error).__module__.startswith("torch"):
             raise
         raise UserError(f"the model of factory {factory!r} failed in its forward, called with token ids "
                         f"of shape {list(inputs.shape)} only: {type(error).__name__}: {_one_line(error)}."
@@ -214,7 +214,7 @@ def count_on_meta(choice: ModelChoice, dims: dict, context_length: int, batch_si
     """
     try:
         return _count(choice, dims, context_length, batch_size, "meta")
-    except (RuntimeError, UserError):  # (forward_logits names a forward's RuntimeError as the user's)
+    except RuntimeError:
         # Some models read a value in their forward (Hugging Face's masks call .item()), which the
         # meta device cannot give: counted on the host, with one sequence (FLOPs scale with the batch).
         counted = _count(choice, dims, context_length, 1, "cpu")

@@ -40,7 +40,7 @@ def environment_label(key: str) -> str:
     return ENVIRONMENT_LABELS.get(key, key.replace("_", " "))
 
 
-def ran_on_cpu(rows: pd.DataFrame) -> bool:
+def on_cpu(rows: pd.DataFrame) -> bool:
     """Whether `rows` were measured on the CPU (their device, column gpu, reads "cpu (...)"): then a
     method text or explanation speaks of the CPU, not of CUDA, kernels or a GPU."""
     devices = rows["gpu"].dropna().astype(str) if "gpu" in rows else pd.Series(dtype=str)
@@ -51,13 +51,13 @@ def ran_on_cpu(rows: pd.DataFrame) -> bool:
 COLD_START = {
     "cuda": "the CUDA context and kernel loading, cuBLAS's handle and algorithm choice, the caching "
             "allocator's first cudaMallocs",
-    "cpu": "the first allocations of the model's activations and gradients, and the first calls of "
-           "each operator (their dispatch and kernel choice, caches filled)",
+    "cpu": "the first allocations of the model's activations and gradients, and each operator's first "
+           "call, which picks its kernel and fills its caches",
 }
 
 
 def cold_start_costs(rows: pd.DataFrame) -> str:
-    return COLD_START["cpu" if ran_on_cpu(rows) else "cuda"]
+    return COLD_START["cpu" if on_cpu(rows) else "cuda"]
 
 
 def sentence_start(text: str) -> str:

@@ -11,7 +11,7 @@ from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.report.answers import between
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
-from lmstudy.report.sections.labels import faster, ran_on_cpu
+from lmstudy.report.sections.labels import faster
 from lmstudy.report.sections.ladder.tables import (
     CATEGORY_COLUMNS,
     best_rungs,
@@ -57,7 +57,7 @@ def _best(ladder: pd.DataFrame) -> list[Finding]:
                 f"({best['peak_tflops']:.1f} TFLOP/s)"
             )
         if pd.notna(best["share_of_matmul"]):
-            device = "CPU" if ran_on_cpu(ladder[ladder["size"] == best["size"]]) else "GPU"
+            device = "CPU" if on_cpu(ladder[ladder["size"] == best["size"]]) else "GPU"
             text += (
                 f" = {best['share_of_matmul'] * 100:.1f}% of the dense bf16 matmul ceiling measured on its "
                 f"{device} ({best['matmul_tflops']:.4g} TFLOP/s)"
