@@ -61,8 +61,8 @@ PYTHON = (
 # exclusive lease on one GPU of the machine for its whole life, shared by
 # every run on it (lmstudy.launch.gpu_lease; on SLURM the scheduler's GPU as it is).
 # (Braces doubled: Snakemake formats the prefix like a command.)
-# The job's wrapper stops it when this Snakemake process dies, and at its time limit where the
-# rule passes one (LMSTUDY_RUNTIME_MIN={resources.runtime}): lmstudy.launch.watch.
+# The job's wrapper stops it when this Snakemake process dies, and at its time limit, which
+# each GPU rule's command passes as LMSTUDY_RUNTIME_MIN (lmstudy.launch.watch).
 shell.prefix(
     "set -euo pipefail; export LMSTUDY_WORKFLOW_PID=$PPID; "
     'lmstudy() {{ %(py)s %(scripts)s/run_script.py %(scripts)s/"$1".py "${{@:2}}"; }}; '
