@@ -966,3 +966,12 @@ def test_the_normalisation_experiment_names_the_built_in_model_as_whose_activati
     assert whose == f"the {BUILTIN_NAME}'s own activations (size tiny, random weights)"
     assert note.startswith(" These are not the activations of the model this study measures (encoder-lm)")
     assert norm_activations(norms, pd.DataFrame({"model": [BUILTIN_NAME]}))[1] == ""
+
+
+def test_the_cost_sections_phases_are_named_for_a_cpu_run_without_cuda():
+    from lmstudy.report.sections.cost import _phase_label
+
+    cpu = pd.DataFrame({"measuring": [True], "gpu_chosen_by": ["none"]})
+    gpu = pd.DataFrame({"measuring": [True], "gpu_chosen_by": ["LMSTUDY_GPUS"]})
+    assert _phase_label(cpu, "start_s") == "starting fresh processes"
+    assert "CUDA" in _phase_label(gpu, "start_s")
