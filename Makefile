@@ -69,7 +69,7 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null; }
 
 test: install-test
-	$(PY) -m pytest -q --durations=20 tests
+	$(PY) -m pytest -q -rs --durations=20 tests
 
 # Outside CI (CI set), `make test` skips the real-SLURM test; this runs it.
 test-slurm: install-test

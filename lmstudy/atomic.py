@@ -95,5 +95,11 @@ def csv_text(frame) -> str:
 
 
 def write_csv(path: str | os.PathLike, frame) -> None:
-    """Write a pandas DataFrame as CSV, atomically."""
-    write_text(path, csv_text(frame))
+    """Write a pandas DataFrame as CSV, atomically, with no cell a spreadsheet would run as a formula.
+
+    The one CSV writer of the project (study and comparison, results and
+    report): lmstudy.spreadsheet says why, and how the reader undoes it.
+    """
+    from lmstudy.spreadsheet import safe_frame
+
+    write_text(path, csv_text(safe_frame(frame)))

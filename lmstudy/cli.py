@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import faulthandler
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
-from lmstudy.job_process import own_torch_scratch
+from lmstudy.job_process import DUMP_SIGNAL, own_torch_scratch
 from lmstudy.model_choice import ModelChoice
 
 # The model's dimensions, as argparse names them (dest), in ModelSpec's order.
@@ -64,6 +65,10 @@ def run_main(main) -> None:
     """Run a script's `main`: a user's mistake or a full disk in one line (exit 2), and torch's
     scratch files in a folder removed at exit, also when the job is cancelled (SIGTERM)."""
     own_torch_scratch()
+    # Where the job is when its wrapper stops it at its time limit (lmstudy.launch.watch): every
+    # thread's stack, to the log. A signal handler of C, no thread: nothing runs until it comes.
+    with contextlib.suppress(ValueError, AttributeError):  # not the main thread; not POSIX
+        faulthandler.register(DUMP_SIGNAL, all_threads=True)
     # Python's default SIGTERM ends the process without exit handlers: the folder would stay.
     with contextlib.suppress(ValueError):  # not the main thread
         signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -140,7 +140,86 @@ def factory_digest(reference: str) -> str:
     path = factory_file(reference)
     if path is None or not path.is_file():
         return "missing"
+    path = path.resolve()
     total = hashlib.sha256(reference.encode())
-    for module in modules_of(path.resolve()):
-        total.update(f"{module.name}\0{_code_digest(module)}\0".encode())
+    own = _own_modules(path, _own_folder(reference, path))
+    for module in sorted({m for source in own for m in modules_of(source)}):
+        label = module.relative_to(path.parent) if module.is_relative_to(path.parent) else module.name
+        total.update(f"{label}\0{_code_digest(module)}\0".encode())
     return total.hexdigest()[:16]
+
+
+def _own_folder(reference: str, path: Path) -> Path | None:
+    """The folder whose modules are the factory's own: its top package's (mypkg.model:build), or the
+    folder of a factory file or a lone module. None where that folder holds installed packages or
+    the standard library, whose modules are not the user's to edit (nor to read, for their size)."""
+    from lmstudy.model_choice import is_file_reference, split_reference
+
+    where, _ = split_reference(reference)
+    folder = path.parent
+    if not is_file_reference(where):
+        depth = where.count(".") + (path.name == "__init__.py")
+        folder = path.parents[depth] / where.split(".")[0] if depth else folder
+    installed = {"site-packages", "dist-packages"} & set(folder.parts)
+    standard = any(folder == Path(p) for p in _standard_library())
+    return None if installed or standard or not folder.is_dir() else folder
+
+
+def _standard_library() -> list[str]:
+    import sysconfig
+
+    return [sysconfig.get_path(name) for name in ("stdlib", "platstdlib")]
+
+
+def _own_modules(path: Path, folder: Path | None) -> set[Path]:
+    """The factory's source and every module of `folder` it imports, directly or not (read with ast,
+    never imported), so that editing a helper module of the user's model reruns what measured it."""
+    import ast
+
+    found, todo = set(), [path]
+    while todo:
+        source = todo.pop()
+        if source in found:
+            continue
+        found.add(source)
+        if folder is None:
+            continue
+        try:
+            tree = ast.parse(source.read_bytes(), str(source))
+        except (SyntaxError, ValueError):
+            continue  # the job names a factory that cannot be imported
+        for name in _imported_names(tree, source):
+            todo.extend(m for m in _candidates(name, source, folder) if m not in found)
+    return found
+
+
+def _imported_names(tree, source: Path) -> set[str]:
+    """Each module name an import statement in `tree` may mean (relative ones as dotted paths from
+    the source's folder, written '.'-first), `from a import b` as both a and a.b."""
+    import ast
+
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            names.add(base)
+            names |= {f"{base}.{alias.name}" if node.module else base + alias.name for alias in node.names}
+    return names
+
+
+def _candidates(name: str, source: Path, folder: Path) -> list[Path]:
+    """The files inside `folder` that module `name`, imported from `source`, may be."""
+    level = len(name) - len(name.lstrip("."))
+    parts = [p for p in name.lstrip(".").split(".") if p]
+    if level > len(source.parents):
+        return []
+    bases = [source.parents[level - 1]] if level else [source.parent, folder.parent, folder]
+    files = []
+    for base in bases:
+        target = base.joinpath(*parts)
+        for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+            if candidate.is_file() and candidate.resolve().is_relative_to(folder):
+                files.append(candidate.resolve())
+    return files

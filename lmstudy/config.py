@@ -49,6 +49,40 @@ def check_size(config, max_values: int = MAX_VALUES, max_depth: int = MAX_DEPTH)
             stack.extend((v, depth + 1) for v in item)
 
 
+def check_unique_keys(path: str | Path) -> None:
+    """Raise ConfigError where the YAML file at `path` writes one key twice in a mapping.
+
+    YAML loaders keep the last of the two without a word, so a size written
+    twice measures one of them only. The file's node tree is walked as
+    composed, each node once (an alias is its anchor's node, not a copy).
+    """
+    try:
+        root = yaml.compose(Path(path).read_text(), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return  # Snakemake's own loader names a file it cannot read
+    seen, stack = set(), [(root, "the top level")]
+    while stack:
+        node, where = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first = {}
+            for key, value in node.value:
+                name = (key.tag, key.value) if isinstance(key, yaml.ScalarNode) else None
+                if name is not None and name in first:
+                    raise ConfigError(
+                        f"{path}: the key {key.value!r} is written twice under {where} (lines "
+                        f"{first[name].start_mark.line + 1} and {key.start_mark.line + 1}), and only the "
+                        "last would count: remove or rename one of them."
+                    )
+                if name is not None:
+                    first[name] = key
+                stack.append((value, repr(key.value) if isinstance(key, yaml.ScalarNode) else where))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, where) for item in node.value)
+
+
 def deep_merge(base: dict, override: dict) -> dict:
     """Return base updated by override; nested mappings merge, the rest replace."""
     merged = copy.deepcopy(base)
@@ -169,7 +203,14 @@ def validate(config: dict, schema_path: str | Path) -> None:
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
-        raise ConfigError(f"config: {_where(first)}: {_shortened(first.message)}.")
+        message = first.message
+        quoted = repr(first.instance)
+        if len(quoted) > 80 and message.startswith(quoted):
+            # The reason follows the value, which may be long: the value is cut, never the reason.
+            message = f"{quoted[:40]}... ({len(str(first.instance))} characters){message[len(quoted):]}"
+        if first.validator in ("maxLength", "maxItems"):
+            message += f" (at most {first.validator_value})"
+        raise ConfigError(f"config: {_where(first)}: {_shortened(message)}.")
     _check_references(config)
 
 
@@ -177,7 +218,13 @@ def _check_references(config: dict) -> None:
     if config["run"].startswith("."):
         raise ConfigError(
             f"config: run: {config['run']!r} would put results outside results/ "
-            "(or hide them): name the run with a letter, digit, '-' or '_' first."
+            "(or hide them): name the run with a letter, digit or '_' first."
+        )
+    if config["run"].startswith("-"):
+        # The report's and comparison's scripts get the name as an argument (--run NAME).
+        raise ConfigError(
+            f"config: run: {config['run']!r} starts with '-', which a command line takes for an option: "
+            "name the run with a letter, digit or '_' first."
         )
     if "_vs_" in config["run"]:
         raise ConfigError(
@@ -236,6 +283,22 @@ def load(config: dict, schema_path: str | Path, overrides: list[dict] = ()) -> d
     merged = apply_preset(config, overrides)
     validate(merged, schema_path)
     return merged
+
+
+def check_run_to_report(run: str, records: list[str], results: Path = Path("results")) -> None:
+    """Raise ConfigError where `snakemake --report` would report jobs of run `run` that did not run
+    here: `records`, the benchmark file of every job of the config, are not all there, so the
+    config (preset, run) is not the one the run was made with."""
+    missing = [r for r in records if not Path(r).exists()]
+    if not missing:
+        return
+    runs = sorted(p.name for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
+    here = f"the runs here are {', '.join(runs)}" if runs else "no run has results here yet"
+    raise ConfigError(
+        f"snakemake --report: {len(missing)} of the {len(records)} jobs of run {run!r} with this config "
+        f"have not run here ({missing[0]} does not exist; {here}): give --report the same --config as "
+        f"the run it reports (--config preset=<its preset> run={runs[0] if runs else '<its name>'})."
+    )
 
 
 # This checkout's study: what a script run by hand takes for a value it is not given.

@@ -35,6 +35,13 @@ WAITED_ENV = "LMSTUDY_GPU_WAITED_S"
 LEASED_AT_ENV = "LMSTUDY_GPU_LEASED_AT"
 FOREIGN_ENV = "LMSTUDY_GPU_FOREIGN"
 CORES_ENV = "LMSTUDY_CPU_CORES"
+# Set by the shell prefix of workflow/rules/common.smk and read by lmstudy.launch.watch: the Snakemake
+# process that started the job's shell, and the job's time limit (its runtime resource, minutes).
+WORKFLOW_PID_ENV = "LMSTUDY_WORKFLOW_PID"
+RUNTIME_ENV = "LMSTUDY_RUNTIME_MIN"
+# What makes a job print every thread's stack to its log (faulthandler, registered by
+# lmstudy.cli.run_main): its wrapper sends it before stopping a job at its time limit.
+DUMP_SIGNAL = signal.SIGUSR2
 
 
 def lease_facts(environ=os.environ) -> dict[str, str]:

@@ -88,13 +88,17 @@ def _range_depth(depth: int | None, factory: str) -> int:
     return 0 if factory == BUILTIN_FACTORY else 4
 
 
+# Where a factory is set: config.yaml, a --configfile or --config model={factory: ...} alike.
+FIX_FACTORY = "fix model.factory where you set it (config.yaml, a --configfile or --config)"
+
+
 def split_reference(reference: str) -> tuple[str, str]:
     """(module or file, function) of a factory reference, or a UserError naming the form."""
     where, sep, function = reference.rpartition(":")
     if not sep or not where or not function.isidentifier():
         raise UserError(
             f"model.factory {reference!r} must be 'path/to/file.py:function' or "
-            "'package.module:function': fix it in config.yaml."
+            f"'package.module:function': {FIX_FACTORY}."
         )
     return where, function
 

@@ -18,7 +18,6 @@ from config.yaml, as the workflow's jobs):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -51,7 +50,9 @@ def main(argv=None) -> None:
 
     clock = PhaseClock()
     if args.backend_record:
-        answer = json.loads(args.backend_record.read_text())
+        from lmstudy.analyse.result_files import read_json
+
+        answer = read_json(args.backend_record)
         args.backend = answer["backend"]
         args.nsys = answer["executable"] or args.nsys
         print(describe(answer), flush=True)

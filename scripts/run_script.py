@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lmstudy.launch import job_server  # noqa: E402
+from lmstudy.launch.watch import exec_watched  # noqa: E402
 
 
 def parse(argv: list[str]) -> list[str]:
@@ -41,4 +42,4 @@ if __name__ == "__main__":
             sys.exit(job_server.run(command, dict(os.environ), time.time(), kind="cpu"))
         except job_server.ServerUnavailable as error:
             print(f"job server: {error}; the script runs as a process of its own", file=sys.stderr)
-    os.execv(sys.executable, command)
+    exec_watched(command, dict(os.environ))

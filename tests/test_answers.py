@@ -141,7 +141,7 @@ def test_the_model_table_counts_parameters_with_and_without_the_input_embedding(
     )
     table = timing_answers.model_table(frame)
     assert len(table) == 1
-    assert round(table["parameters (M)"].iloc[0], 1) == 128.6
+    assert table["parameters (M)"].iloc[0] == "129"  # three significant digits
     assert round(table["without embedding (M)"].iloc[0], 1) == 120.9
 
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +15,8 @@ from lmstudy.analyse.compare import runs as R
 from lmstudy.report.sections import compared_products
 from lmstudy.report.sections.ladder.compare import ladder_rows
 from lmstudy.report.sections.timing.compare import timing
+
+from .conftest import REPO
 
 MIN_EFFECT = 0.03  # the band these tests' verdicts are worked out for (config.yaml ships the same)
 
@@ -108,3 +111,59 @@ def test_profiles_without_a_kernel_table_are_not_in_this_run_not_a_division_by_z
     missing = [side for side, has in (("A", a_has), ("B", b_has)) if not has]
     assert "not in this run for " + " and ".join(f"{s} ({s.lower()})" for s in missing) in text
     assert "nsys/kernels.csv" in text
+
+
+def _timing_on_disk(results: Path, name: str, **cells) -> Path:
+    """results/<name>/timing/timing.csv with one measured row, written raw as a copied run may be."""
+    steps = [10.0, 10.1, 9.9, 10.0, 10.05]
+    row = {
+        "size": "tiny", "context_length": 64, "pass": "train_step", "precision": "fp32", "variant": "naive",
+        "warmup_steps": 2, "timed_steps": 5, "batch_size": 2, "params": 100, "status": "ok",
+        "mean_ms": 10.0, "median_ms": 10.0, "min_ms": 9.9, "max_ms": 10.1, "tokens_per_s": 2 * 64 / 0.010,
+        "step_times_ms": json.dumps([steps, steps]), "gpu": "cpu", **cells,
+    }
+    path = results / name / "timing" / "timing.csv"
+    path.parent.mkdir(parents=True)
+    pd.DataFrame([row]).to_csv(path, index=False)
+    return path
+
+
+# Issue 32, item 1: the comparison's own CSVs go through the one writer, which neutralises formulas.
+def test_a_formula_in_a_copied_runs_environment_reaches_no_comparison_csv(tmp_path):
+    from lmstudy.report.compare import render_comparison
+
+    formula = '=HYPERLINK("http://evil/","x")'
+    _timing_on_disk(tmp_path / "results", "a")
+    _timing_on_disk(tmp_path / "results", "b", gpu=formula)
+    out = tmp_path / "report"
+    render_comparison(tmp_path / "results", "a", "b", REPO / "workflow/templates", out, MIN_EFFECT)
+    cells = pd.read_csv(out / "tables/environments.csv", dtype=str).to_numpy().ravel().tolist()
+    assert "'" + formula in cells and formula not in cells
+    for table in out.glob("tables/*.csv"):
+        text = pd.read_csv(table, dtype=str, keep_default_na=False).to_numpy().ravel().tolist()
+        assert not any(str(c).startswith(("=", "+", "@")) for c in text), table
+
+
+def test_every_csv_the_project_writes_goes_through_the_one_writer():
+    import re
+
+    writers = re.compile(r"\.to_csv\(|csv\.writer\(|csv\.DictWriter\(")
+    sources = [*REPO.glob("lmstudy/**/*.py"), *REPO.glob("scripts/*.py"), *REPO.glob("tools/*.py"),
+               *REPO.glob("workflow/**/*.smk"), REPO / "Snakefile"]
+    found = [str(p.relative_to(REPO)) for p in sources if writers.search(p.read_text())]
+    assert found == ["lmstudy/atomic.py"]
+
+
+# Issue 32, item 2: a damaged samples cell is named with its file, and nothing is shown from it.
+def test_a_step_samples_cell_that_is_not_json_is_named_as_damaged(tmp_path):
+    from lmstudy.errors import UserError
+    from lmstudy.report.compare import render_comparison
+
+    _timing_on_disk(tmp_path / "results", "a")
+    path = _timing_on_disk(tmp_path / "results", "b", step_times_ms="[[10.0, 10.1], [9.9")
+    out = tmp_path / "report"
+    with pytest.raises(UserError) as raised:
+        render_comparison(tmp_path / "results", "a", "b", REPO / "workflow/templates", out, MIN_EFFECT)
+    message = str(raised.value)
+    assert f"{path} is damaged" in message and "row 2 has '[[10.0, 10.1], [9.9' for step_times_ms" in message
+    assert "\n" not in message and not (out / "index.html").exists()

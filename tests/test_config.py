@@ -250,3 +250,58 @@ def test_run_names_and_step_counts_beyond_what_works_are_named(edit, named):
     with pytest.raises(ConfigError) as error:
         load(config, SCHEMA)
     assert named in str(error.value) and len(str(error.value)) < 400
+
+
+# Issue 32, item 4: a key written twice in a YAML config is refused, not silently the last one.
+def test_snakemake_refuses_a_key_written_twice_naming_it_and_both_lines(tmp_path: Path):
+    workdir = new_workdir(tmp_path / "w")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        "sizes:\n"
+        "  tiny: {d_model: 64, d_ff: 256, num_layers: 2, num_heads: 2}\n"
+        "  other: {d_model: 64, d_ff: 256, num_layers: 2, num_heads: 2}\n"
+        "  tiny: {d_model: 32, d_ff: 128, num_layers: 1, num_heads: 2}\n"
+    )
+    done = snakemake(workdir, "-n", "--configfile", str(mine), "--config", "preset=smoke", check=False)
+    assert done.returncode != 0
+    out = done.stderr + done.stdout
+    assert f"{mine}: the key 'tiny' is written twice under 'sizes' (lines 2 and 4)" in out
+    assert "Job stats" not in out
+
+
+def test_keys_repeated_only_through_an_alias_or_in_different_mappings_are_fine(tmp_path: Path):
+    from lmstudy.config import check_unique_keys
+
+    fine = tmp_path / "fine.yaml"
+    fine.write_text("a: &x {tiny: 1}\nb: *x\nc: {tiny: 2, <<: *x}\n")
+    check_unique_keys(fine)
+    check_unique_keys(REPO / "config.yaml")
+
+
+# Issue 32, item 10: a run name the report's command line would take for an option, or one too long.
+def test_a_run_name_starting_with_a_dash_is_refused_at_the_config_check():
+    config = study_config()
+    config["run"] = "-x"
+    with pytest.raises(ConfigError, match=r"^config: run: '-x' starts with '-', which a command line takes"):
+        load(config, SCHEMA)
+
+
+def test_a_very_long_run_name_is_refused_with_its_reason_not_cut_before_it():
+    config = study_config()
+    config["run"] = "r" * 300
+    with pytest.raises(ConfigError) as error:
+        load(config, SCHEMA)
+    message = str(error.value)
+    assert message.endswith("(300 characters) is too long (at most 100).") and len(message) < 200, message
+
+
+# Issue 32, item 15: `snakemake --report` as Snakemake's docs write it, where that config's run is not here.
+def test_a_report_of_a_run_that_did_not_run_here_names_the_config_to_pass(tmp_path: Path):
+    workdir = new_workdir(tmp_path / "w")
+    (workdir / "results/mine").mkdir(parents=True)
+    done = snakemake(workdir, "--report", "report.html", check=False)
+    out = done.stderr + done.stdout
+    assert done.returncode != 0 and not (workdir / "report.html").exists()
+    assert "snakemake --report: " in out and "jobs of run 'default' with this config have not run here" in out
+    assert "the same --config as the run it reports (--config preset=<its preset> run=mine)" in out
+    assert out.count("Warning") == 0, out[-2000:]

@@ -872,3 +872,106 @@ def test_the_kernel_comparisons_finding_carries_the_category_times_it_compared()
     assert f"went from {sums['ms_a'].sum():.3g} ms to {sums['ms_b'].sum():.3g} ms" in forward
     assert f"GEMM time fell {abs(sums.loc['GEMM', 'change']) * 100:.0f}%" in forward
     assert "GEMM time fell 50%, softmax time did not change (within 3%)." in forward
+
+
+# Issue 32, item 14: what a small run (one configuration, one process count) says reads as sentences.
+NOT_APPLICABLE = "own: switching the attention to sdpa needs a factory that takes an `attention` keyword"
+
+
+def _small_run() -> pd.DataFrame:
+    rows = []
+    for warmup in (0, 1, 2):
+        for pass_name, fp32, bf16 in (("forward", 1.0, 1.25), ("forward_backward", 3.0, 3.8)):
+            for precision, ms in (("fp32", fp32), ("bf16", bf16)):
+                rows.append(_timing_row("tiny", 64, pass_name, precision, warmup, ms,
+                                        ci_low_ms=ms * 0.5, ci_high_ms=ms * 1.5))
+    rows.append({**_timing_row("tiny", 64, "forward", "fp32", 2, float("nan")), "variant": "sdpa",
+                 "status": "not applicable", "processes": 0,
+                 "error": NOT_APPLICABLE})
+    frame = timing.order_sizes(pd.DataFrame(rows))
+    frame["pass"] = pd.Categorical(frame["pass"], categories=list(timing.PASS_LABELS), ordered=True)
+    return frame
+
+
+def test_a_small_runs_sentences_name_one_value_once_and_a_slowdown_as_one():
+    from lmstudy.report.answers import between, processes_text
+    from lmstudy.report.sections.precision.findings import _largest_speedup
+    from lmstudy.report.sections.timing.tables import speedup_frame
+
+    said = [str(s) for s in timing.findings(_small_run())]
+    text = " ".join(said)
+    assert "Steps 2 to 2" not in text
+    assert any(s.startswith("Step 2 (after 1 warm-up step) takes") for s in said)
+    assert " to 0.80× (tiny ctx 64)" not in text
+    assert ("speed-up over fp32 is 0.80× (tiny ctx 64) (below 1×: slower than fp32) in the one "
+            "configuration") in text
+    assert "2 to 2 fresh processes" not in text and "in 2 fresh processes" in text
+    assert processes_text([2, 2]) == "2 fresh processes" and processes_text([1]) == "1 fresh process"
+    assert processes_text([2, 4]) == "2 to 4 fresh processes" and between(3.0, 3.04, ".1f", " s") == "3.0 s"
+    (largest,) = _largest_speedup(speedup_frame(_small_run()))
+    assert "largest bf16 speed-up" not in largest and "slower than fp32 in every configuration" in largest
+
+
+def test_a_small_runs_tables_give_no_negative_time_and_say_why_a_row_was_not_measured():
+    from lmstudy.report.sections.timing.tables import backward_frame, backward_table, variants_table
+
+    interval = backward_table(backward_frame(_small_run()))["95% CI ms"].iloc[0]
+    assert not interval.startswith("-") and interval.startswith("0–"), interval
+    variants = variants_table(_small_run())
+    assert variants["why not measured"].tolist() == [NOT_APPLICABLE]
+
+
+def test_every_provenance_column_has_a_label_of_words():
+    from lmstudy.environment import ENVIRONMENT_COLUMNS
+    from lmstudy.report.sections.labels import ENVIRONMENT_LABELS, sentence_start
+
+    assert set(ENVIRONMENT_COLUMNS) <= set(ENVIRONMENT_LABELS)
+    assert sentence_start("CPU time") == "CPU time" and sentence_start("the profiler") == "The profiler"
+
+
+# Issue 32, item 13: on a CPU the explanations are the CPU's, and a share above the ceiling is flagged.
+@pytest.mark.parametrize(("device", "said", "not_said"), [
+    ("cpu (x86_64)", "the first allocations of the model's activations", "CUDA"),
+    ("NVIDIA H100 80GB HBM3", "the CUDA context and kernel loading", "operator (their dispatch"),
+])
+def test_the_cold_start_is_explained_for_the_device_that_ran(device, said, not_said):
+    from lmstudy.report.sections.timing.answers import warmup_answer
+
+    frame = _small_run().assign(gpu=device)
+    frame["first_step_ms"] = frame["median_ms"] * 4
+    cold = next(str(s) for s in timing.findings(frame) if str(s).startswith("Without warm-up"))
+    answer = warmup_answer(frame).text
+    for text in (cold, answer):
+        assert said in text and not_said not in text, text
+
+
+def test_a_ladder_rung_above_the_measured_ceiling_is_flagged_on_a_cpu():
+    from lmstudy.report.sections import ladder
+
+    rows = _ladder_rows("tiny", ("fp32", "fp32", 10.0, 0.1), ("bf16", "bf16", 8.0, 120.2))
+    frame = ladder.ladder_frame(pd.DataFrame(rows).assign(gpu="cpu (x86_64)"))
+    best = next(str(s) for s in ladder.findings(frame) if str(s).startswith("tiny: the best rung"))
+    assert "= 120.2% of the dense bf16 matmul ceiling measured on its CPU (100 TFLOP/s) (above 100%: the " \
+           "measured ceiling is no ceiling here" in best, best
+
+
+# Issue 32, item 12: the normalisation experiment names whose activations it ran on.
+def test_the_normalisation_experiment_names_the_built_in_model_as_whose_activations_it_used():
+    from lmstudy.model_choice import BUILTIN_NAME
+    from lmstudy.report.sections.precision import norm_activations
+
+    norms = pd.DataFrame({"size": ["tiny"]})
+    own = pd.DataFrame({"model": ["encoder-lm"]})
+    whose, note = norm_activations(norms, own)
+    assert whose == f"the {BUILTIN_NAME}'s own activations (size tiny, random weights)"
+    assert note.startswith(" These are not the activations of the model this study measures (encoder-lm)")
+    assert norm_activations(norms, pd.DataFrame({"model": [BUILTIN_NAME]}))[1] == ""
+
+
+def test_the_cost_sections_phases_are_named_for_a_cpu_run_without_cuda():
+    from lmstudy.report.sections.cost import _phase_label
+
+    cpu = pd.DataFrame({"measuring": [True], "gpu_chosen_by": ["none"]})
+    gpu = pd.DataFrame({"measuring": [True], "gpu_chosen_by": ["LMSTUDY_GPUS"]})
+    assert _phase_label(cpu, "start_s") == "starting fresh processes"
+    assert "CUDA" in _phase_label(gpu, "start_s")

@@ -449,3 +449,16 @@ def test_a_lease_folder_this_user_cannot_write_is_one_sentence(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"the GPU lease folder {folder} is not writable by this user" in lines[0]
+
+
+# Issue 32, item 10: a link planted as a lock file is named as a link.
+def test_a_lock_file_that_is_a_symbolic_link_is_named_as_one(tmp_path):
+    folder = tmp_path / "leases"
+    folder.mkdir(mode=0o700)
+    precious = tmp_path / "precious"
+    precious.write_text("keep me")
+    (folder / "gpu-0.lock").symlink_to(precious)
+    with pytest.raises(gpu_lease.LeaseError) as raised:
+        gpu_lease.acquire([gpu_lease.Gpu("0")], folder, "test")
+    assert f"gpu-0.lock is a symbolic link to {precious}" in str(raised.value)
+    assert "remove the link" in str(raised.value) and precious.read_text() == "keep me"

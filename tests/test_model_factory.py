@@ -211,3 +211,145 @@ def test_an_sdpa_variant_of_a_model_without_an_attention_keyword_is_not_applicab
     check(pd.read_csv(path), product_of(path), path)
     naive = dataclasses.replace(spec, **({"variant": "naive"} if job == "timing" else {"attention": "naive"}))
     assert naive.not_applicable() is None
+
+
+# Issue 32, item 8: a factory's module or call that exits or raises KeyboardInterrupt is a clear error,
+# never a job that exits 0 without its outputs.
+@pytest.mark.parametrize(("body", "expected"), [
+    ("import sys\nsys.exit(0)\n", "it called sys.exit(0) (SystemExit) while its module was imported"),
+    ("raise KeyboardInterrupt\n", "it raised KeyboardInterrupt while its module was imported"),
+    ("def build(**kw):\n    raise SystemExit(3)\n", "it called sys.exit(3) (SystemExit) when called with"),
+])
+def test_a_factory_that_exits_stops_with_one_sentence_naming_it(tmp_path, body, expected):
+    reference = write_factory(tmp_path, body)
+    load_factory.cache_clear()
+    with pytest.raises(UserError) as error:
+        build_model(ModelChoice(factory=reference), DIMS, context_length=8)
+    assert expected in one_sentence(error, reference)
+
+
+# Issue 32, item 15: a factory may be set with --config or a --configfile, not only in config.yaml.
+def test_a_bad_factory_is_told_to_fix_it_where_it_was_set(tmp_path):
+    missing = f"{tmp_path}/nowhere.py:build"
+    with pytest.raises(UserError) as error:
+        load_factory(missing)
+    message = str(error.value)
+    assert "in config.yaml" not in message and "(config.yaml, a --configfile or --config)" in message
+
+
+# Issue 32, item 6: a model that fails in its forward or has no backward is named in one sentence.
+LINEAR = "        self.head = nn.Linear(4, 64)\n"
+HEAD = "def forward(self, ids{}):\n        return self.head(torch.ones(*ids.shape, 4, device=ids.device)){}"
+BROKEN_MODELS = {
+    "extra forward argument": (
+        LINEAR, HEAD.format(", mask", ""),
+        "failed in its forward, called with token ids of shape [2, 8] only: TypeError: "),
+    "detached logits": (
+        LINEAR, HEAD.format("", ".detach()"),
+        "returned logits that do not require grad (detached"),
+    "integer logits": (
+        LINEAR, HEAD.format("", ".long()"),
+        "returned logits of dtype torch.int64"),
+    "no parameters": (
+        "", "def forward(self, ids):\n        return torch.nn.functional.one_hot(ids, 64).float() * 2.0",
+        "has no parameter that requires grad, so it has no backward to measure: measure its forward"),
+}
+
+
+def write_model(tmp_path: Path, init: str, forward: str) -> str:
+    return write_factory(tmp_path, (
+        "class Odd(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n" + init +
+        "    " + forward + "\n\n"
+        "def build(**kw):\n"
+        "    return Odd()\n"
+    ))
+
+
+def _workload(reference: str):
+    from lmstudy.measure.model import ModelConfig
+    from lmstudy.measure.steps import build_workload
+
+    config = ModelConfig(context_length=8, **DIMS)
+    return build_workload(config, 2, "fp32", torch.device("cpu"), choice=ModelChoice(factory=reference))
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_MODELS))
+def test_a_model_that_fails_in_its_forward_or_backward_is_named_in_one_sentence(tmp_path, case):
+    from lmstudy.measure.steps import make_step
+
+    init, forward, expected = BROKEN_MODELS[case]
+    reference = write_model(tmp_path, init, forward)
+    load_factory.cache_clear()
+    work = _workload(reference)
+    for pass_name in ("forward_backward", "train_step"):
+        with pytest.raises(UserError) as error:
+            make_step(work, pass_name)()
+        assert expected in one_sentence(error, reference)
+    if case == "no parameters":  # its forward pass is counted and measured
+        counted = count_on_meta(ModelChoice(factory=reference), DIMS, context_length=8, batch_size=2)
+        assert counted["parameters"] == 0 and counted["train_step"] is None
+        make_step(work, "forward")()
+    else:  # counting stops with the same sentence, or counts the forward and leaves the backward
+        try:
+            counted = count_on_meta(ModelChoice(factory=reference), DIMS, context_length=8, batch_size=2)
+        except UserError as raised:
+            assert expected in str(raised)
+        else:
+            assert counted["train_step"] is None
+
+
+# Issue 32, item 3: a model built in bf16 is refused where it is built, not timed and labelled fp32.
+@pytest.mark.parametrize("cast", [".to(torch.bfloat16)", ".half()"])
+def test_a_factory_that_returns_a_half_precision_model_is_refused_naming_the_dtype(tmp_path, cast):
+    reference = write_factory(tmp_path, f"""
+        import importlib
+        def build(**kw):
+            builtin = importlib.import_module("lmstudy.measure.model")
+            return builtin.build(**kw){cast}
+    """)
+    load_factory.cache_clear()
+    with pytest.raises(UserError) as error:
+        _workload(reference)
+    dtype = "torch.bfloat16" if "bfloat16" in cast else "torch.float16"
+    assert f"returned a model with {dtype} parameters" in one_sentence(error, reference)
+    assert "return the model in fp32" in str(error.value)
+
+
+# Issue 32, item 5: the factory's own helper modules are followed for invalidation, without importing them.
+def _edited(path: Path, old: str, new: str) -> None:
+    path.write_text(path.read_text().replace(old, new))
+    code_version._code_digest.cache_clear()
+    code_version.modules_of.cache_clear()
+
+
+def test_the_factory_digest_follows_the_helper_modules_of_its_package(tmp_path, monkeypatch):
+    package = tmp_path / "mypkg"
+    (package / "parts").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "parts/__init__.py").write_text("")
+    (package / "model.py").write_text(
+        "import torch\nfrom .layers import width\nfrom mypkg.parts import head\n\n"
+        "def build(**kw):\n    return head.make(width())\n")
+    (package / "layers.py").write_text("def width():\n    return 4\n")
+    (package / "parts/head.py").write_text("import torch\n\ndef make(n):\n    return torch.nn.Linear(n, 1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reference = "mypkg.model:build"
+    before = code_version.factory_digest(reference)
+    _edited(package / "layers.py", "return 4", "return 4  # a comment")
+    assert code_version.factory_digest(reference) == before
+    _edited(package / "layers.py", "return 4", "return 8")
+    after_layers = code_version.factory_digest(reference)
+    assert after_layers != before
+    _edited(package / "parts/head.py", "(n, 1)", "(n, 2)")
+    assert code_version.factory_digest(reference) != after_layers
+
+
+def test_the_factory_digest_follows_a_factory_files_sibling_module(tmp_path):
+    (tmp_path / "helpers.py").write_text("SIZE = 4\n")
+    body = "import helpers\n\ndef build(**kw):\n    return nn.Linear(helpers.SIZE, 1)\n"
+    reference = write_factory(tmp_path, body)
+    before = code_version.factory_digest(reference)
+    _edited(tmp_path / "helpers.py", "4", "5")
+    assert code_version.factory_digest(reference) != before

@@ -81,6 +81,10 @@ def test_the_report_names_the_model_counts_all_its_parameters_and_shows_kernels_
     assert "output of encoder.layers.* (TransformerEncoderLayer)" in dtypes.index
     head = dtypes.loc["output of head (Linear)"]
     assert [head["fp16 autocast"], head["bf16 autocast"]] == ["float16", "bfloat16"]
+    # Issue 32, item 12: the normalisation experiment says whose activations it ran on.
+    assert "run on the lmstudy built-in Transformer LM's own activations (size tiny" in report
+    assert f"These are not the activations of the model this study measures ({NAME})" in report
+    assert "the study model's own activations" not in report
 
 
 def assert_every_measurement_reruns(jobs, run: Path) -> None:

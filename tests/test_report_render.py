@@ -285,3 +285,19 @@ def test_links_inside_the_run_are_kept_and_a_linked_output_folder_is_refused(tmp
     (report / "figures").symlink_to("/etc")
     with pytest.raises(UserError, match="figures is a symbolic link to /etc"):
         check_writable_folder(report)
+
+
+# Issue 32, item 14: the long page opens with contents that reach each table.
+def test_the_page_has_contents_linking_each_section_and_table(tmp_path: Path):
+    import re
+
+    frame = pd.DataFrame({"a": [1]})
+    sections = [Section("k", "1. Kernels", [Table("top kernels", frame), Text("t")]),
+                Section("m", "2. Memory", [Table("peaks", frame)])]
+    render(sections, {"gpu": "X"}, REPO / "workflow/templates", tmp_path, "T", "r")
+    page = (tmp_path / "index.html").read_text()
+    contents = re.search(r'<nav id="contents">(.*?)</nav>', page, re.S).group(1)
+    assert "<h2>Contents</h2>" in contents
+    for target in re.findall(r'href="#([^"]+)"', contents):
+        assert f'id="{target}"' in page, target
+    assert ">top kernels</a>" in contents and ">peaks</a>" in contents and 'href="#m"' in contents

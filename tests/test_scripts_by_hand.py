@@ -95,3 +95,38 @@ def test_a_wrong_spec_by_hand_is_named_in_one_line(spec, named, tmp_path):
     assert done.returncode == 2, done.stderr[-3000:]
     said = done.stderr.strip().splitlines()
     assert len(said) == 1 and named in said[0], done.stderr[-3000:]
+
+
+# Issue 32, item 9: a damaged backend record is named as damaged, as a damaged CSV is.
+@pytest.mark.parametrize("content", ['{"backend": "nsys", "requ', "[1, 2]\n", '{"backend": "nsys"}\n'],
+                         ids=["cut short", "not an object", "no requested"])
+def test_a_damaged_nsys_backend_record_is_named_in_one_sentence(tmp_path, content):
+    record = tmp_path / "results/r/nsys/backend.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(content)
+    spec = json.dumps({"size": "s", **TINY_SPEC, "precision": "fp32"})
+    done = run(REPO / "scripts/profile_job.py", "--spec", spec, "--preset", "smoke",
+               "--out-dir", tmp_path / "o", "--backend-record", record, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{record} is damaged" in lines[0]
+    assert "the nsys_backend job writes it" in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+# Issue 32, item 15: the browser check on a machine without Chromium says so in one line.
+def test_the_browser_check_without_chromium_says_so_in_one_line(tmp_path):
+    page = tmp_path / "index.html"
+    page.write_text("<html></html>")
+    done = run(REPO / "tools/report_browser.py", page, env={"PATH": str(tmp_path)}, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no Chromium found") and "make browser" in lines[0]
+
+
+# Issue 32, item 15: `make test` says why it skipped each skipped test.
+def test_make_test_reports_the_reason_of_each_skipped_test():
+    done = subprocess.run(["make", "-n", "test", "VENV=/nonexistent-venv"], capture_output=True, text=True,
+                          cwd=REPO)
+    pytest_line = next(line for line in done.stdout.splitlines() if "-m pytest" in line and " tests" in line)
+    assert " -rs " in f" {pytest_line} ", pytest_line

@@ -221,6 +221,10 @@ def main(argv=None) -> None:
     p.add_argument("--width", type=int, default=1280)
     p.add_argument("--screenshot", type=Path, help="write the whole page as PNG here")
     args = p.parse_args(argv)
+    if find_browser() is None:
+        print(f"error: no Chromium found (looked for {', '.join(BROWSERS)} on PATH): install it with "
+              "`make browser` as root (apt-get install --no-install-recommends chromium).", file=sys.stderr)
+        sys.exit(2)
     found = inspect(args.page, args.width, screenshot=args.screenshot)
     listed = problems(found)
     print(f"{args.page}: {found['tables']} tables, {found['figures']} figures at {found['width']} px")

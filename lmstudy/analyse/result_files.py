@@ -31,6 +31,7 @@ import pandas as pd
 from lmstudy.errors import UserError
 from lmstudy.phases import PHASES
 from lmstudy.plan import timing_passes
+from lmstudy.spreadsheet import restored_frame
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +49,8 @@ class Product:
     job_grid: Callable[[dict, set], set] | None = None
     # Numbers a row of status "ok" always holds, finite and not negative: the measurement itself.
     measured: tuple[str, ...] = ()
+    # Columns of per-process step samples: a JSON list of numbers, or of lists of them, where present.
+    samples: tuple[str, ...] = ()
     # What the producer's rows satisfy between their columns: a sentence naming a row that does not, or None.
     consistent: Callable[[pd.DataFrame], str | None] | None = None
 
@@ -85,6 +88,7 @@ _TIMING = dict(
     job_grid=_timing_job_grid,
     measured=("mean_ms", "median_ms", "min_ms", "max_ms", "tokens_per_s"),
     consistent=_timing_consistent,
+    samples=("step_times_ms",),
 )
 _ATTENTION = dict(
     required=("implementation", "precision", "head_dim", "seq_len", "status"),
@@ -97,11 +101,13 @@ _COMPILE = dict(
     numeric=("context_length", "batch_size", "d_model", *_MS, "first_step_ms", "first_step_excess_s"),
     job=("size", "context_length", "precision", "attention"),
     grid=("mode", "pass"),
+    samples=("step_times_ms",),
 )
 _RUNG = dict(
     required=("size", "rung_key", "rung", "context_length", "batch_size", "status"),
     numeric=("context_length", "batch_size", "d_model", "flops_per_step", *_MS, "first_step_s",
              "achieved_tflops", "gpu_busy_ms"),
+    samples=("step_times_ms",),
 )
 _LADDER = dict(
     required=(*_RUNG["required"], "matmul_tflops"),
@@ -184,7 +190,7 @@ PRODUCTS = (
         "memory/summary/*/kinds.csv", "memory_summary", required=("kind", "bytes"), numeric=("bytes",)
     ),
     Product("benchmarks/*/*/*.phases.json", "measuring", required=("phases",)),
-    Product("nsys/backend.json", "nsys_backend", required=("backend", "requested")),
+    Product("nsys/backend.json", "nsys_backend", required=("backend", "requested", "executable")),
     Product(
         "cost/jobs.csv",
         "study_cost",
@@ -265,6 +271,7 @@ def read_csv(path: str | Path, missing_ok: bool = False) -> pd.DataFrame:
         frame = pd.read_csv(io.StringIO(text))
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
         raise damaged(path, f"not a readable CSV: {str(error).strip().splitlines()[-1]}") from None
+    frame = restored_frame(frame)  # the names as measured, not as neutralised for a spreadsheet
     product = product_of(path)
     if product is not None:
         check(frame, product, path)
@@ -295,6 +302,11 @@ def check(frame: pd.DataFrame, product: Product, path: str | Path) -> None:
         if infinite.any():
             raise damaged(path, f"row {_row(infinite)} has {float(numbers[infinite].iloc[0])!r} for {column}")
     _check_measured(frame, product, path)
+    for column in (c for c in product.samples if c in frame.columns):
+        bad = frame[column].notna() & ~frame[column].map(_is_samples)
+        if bad.any():
+            cell = shorten(str(frame[column][bad].iloc[0]))
+            raise damaged(path, f"row {_row(bad)} has {cell!r} for {column}, not a JSON list of step times")
     if product.consistent is not None:
         inconsistent = product.consistent(frame)
         if inconsistent:
@@ -317,6 +329,23 @@ def _check_measured(frame: pd.DataFrame, product: Product, path) -> None:
         bad = ok & ~(numbers >= 0)  # NaN (a blank or "nan") and negatives alike
         if bad.any():
             raise damaged(path, f"row {_row(bad)} is ok but has {float(numbers[bad].iloc[0])!r} for {column}")
+
+
+def _is_samples(cell) -> bool:
+    """Whether `cell` is what a producer writes for step samples: a JSON list of numbers, or of lists."""
+    try:
+        value = json.loads(cell) if isinstance(cell, str) else None
+    except ValueError:
+        return False
+    if not isinstance(value, list):
+        return False
+    flat = [x for part in value for x in part] if all(isinstance(x, list) for x in value) else value
+    return all(isinstance(x, int | float) and not isinstance(x, bool) for x in flat)
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """`text`, cut to `limit` characters with an ellipsis: a damaged cell may be long."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _row(mask: pd.Series) -> int:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import fcntl
 import io
 import json
@@ -58,6 +59,7 @@ from lmstudy.job_process import (
 )
 from lmstudy.launch import job_server
 from lmstudy.launch.cpu_placement import cores_for, cores_text, pinning_wanted
+from lmstudy.launch.watch import exec_watched
 
 LEASE_DIR_ENV = "LMSTUDY_GPU_LEASE_DIR"
 GPUS_ENV = "LMSTUDY_GPUS"
@@ -220,6 +222,12 @@ def _open_lock(lease_dir: Path, gpu: Gpu) -> int:
                     continue  # another job created it just now: open theirs
                 os.fchmod(fd, _lock_mode(os.stat(lease_dir).st_mode))
         except OSError as error:
+            if error.errno == errno.ELOOP:  # what O_NOFOLLOW answers for a link
+                raise LeaseError(
+                    f"the GPU lease file {path} is a symbolic link{_target(path)}, which a lock file must "
+                    f"never be (whoever made it could point the lock at any file): remove the link "
+                    f"(rm '{path}'), or name another folder in {LEASE_DIR_ENV}"
+                ) from None
             raise LeaseError(
                 f"cannot open the GPU lease file {path} ({error.strerror}); name a folder you can write "
                 f"in {LEASE_DIR_ENV}"
@@ -233,6 +241,13 @@ def _open_lock(lease_dir: Path, gpu: Gpu) -> int:
                 f"name another folder in {LEASE_DIR_ENV}"
             )
         return fd
+
+
+def _target(link: Path) -> str:
+    try:
+        return f" to {os.readlink(link)}"
+    except OSError:
+        return ""
 
 
 def _holder(lease_dir: Path, gpu: Gpu) -> str:
@@ -458,4 +473,4 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
             sys.exit(job_server.run(command, env, started_at, fds, log=log))
         except job_server.ServerUnavailable as error:
             print(f"job server: {error}; the job runs as a process of its own", file=log, flush=True)
-    os.execvpe(command[0], command, env)
+    exec_watched(command, env, job_fds=(int(env[FD_ENV]),) if FD_ENV in env else ())

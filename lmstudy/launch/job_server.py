@@ -51,6 +51,7 @@ import traceback
 from pathlib import Path
 
 from lmstudy import job_process
+from lmstudy.launch.watch import RUNTIME_ENV, STOPPED, WORKFLOW_PID_ENV, Watch, wait_readable
 
 ENABLE_ENV = "LMSTUDY_JOB_SERVER"
 IDLE_ENV = "LMSTUDY_JOB_SERVER_IDLE_S"
@@ -59,7 +60,8 @@ DEFAULT_IDLE_S = 120.0
 # Variables that differ from job to job and are set in the child: they must
 # not give each job a server of its own. The device's are read at CUDA
 # initialisation, which happens in the child; the shell's by nothing we import.
-PER_JOB_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "_", "PWD", "OLDPWD", "SHLVL")
+PER_JOB_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "_", "PWD", "OLDPWD", "SHLVL",
+                     WORKFLOW_PID_ENV, RUNTIME_ENV)
 PER_JOB_PREFIXES = ("LMSTUDY_GPU_", "LMSTUDY_CPU_CORES")
 ROOT = Path(__file__).resolve().parents[2]
 # How long a server may take to import torch before the job gives up on it.
@@ -199,8 +201,15 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
         raise ServerUnavailable(f"the job server did not take the job ({error})") from None
     if reply is None or "pid" not in reply:
         raise ServerUnavailable("the job server closed the connection before starting the job")
-    # From here the job runs, for as long as it takes: our death kills it (the server sees the socket close).
+    # From here the job runs, for as long as it takes: our death kills it (the server sees the socket
+    # close), and so do the workflow's death and the job's time limit (lmstudy.launch.watch).
     sock.settimeout(None)
+    watch = Watch(env)
+    reason = wait_readable(sock.fileno(), watch)
+    if reason:
+        watch.stop(int(reply["pid"]), reason, log=log, group=True)
+        sock.close()
+        return STOPPED
     try:
         done, _ = _receive_message(sock)
     except (OSError, ValueError):

@@ -21,7 +21,17 @@ import torch
 from torch import nn
 
 from lmstudy.errors import UserError
-from lmstudy.model_choice import ModelChoice, factory_file, is_file_reference, split_reference
+from lmstudy.model_choice import FIX_FACTORY, ModelChoice, factory_file, is_file_reference, split_reference
+
+# What a user's code may raise that is no Exception: left alone, the job would exit 0 without its
+# outputs (sys.exit(0)) or as if interrupted. Caught where the user's code runs, and named.
+STOPS = (SystemExit, KeyboardInterrupt)
+
+
+def _stopped(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"it called sys.exit({error.code!r}) (SystemExit)"
+    return "it raised KeyboardInterrupt"
 
 
 class NotApplicable(Exception):
@@ -47,7 +57,7 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
         if not path.is_file():
             raise UserError(
                 f"the model factory {reference!r}: the file {path} does not exist (a relative path is from "
-                "the project root): fix model.factory in config.yaml."
+                f"the project root): {FIX_FACTORY}."
             )
         # A module name of its own, so a user's model.py never shadows (or is shadowed by) another.
         name = "lmstudy_user_factory_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
@@ -59,6 +69,10 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
         loader = functools.partial(importlib.import_module, where)
     try:
         loaded = loader()
+    except STOPS as error:
+        raise UserError(f"the model factory {reference!r}: {_stopped(error)} while its module was imported: "
+                        "a module a job imports must not exit or stop (keep such code under "
+                        "`if __name__ == \"__main__\":`).") from None
     except Exception as error:  # noqa: BLE001 - whatever the user's module raises is theirs to fix
         raise UserError(f"the model factory {reference!r} could not be imported: "
                         f"{type(error).__name__}: {_one_line(error)}.") from error
@@ -68,7 +82,7 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
     factory = getattr(module, function, None)
     if not callable(factory):
         raise UserError(f"the model factory {reference!r}: {where} has no function {function!r}: "
-                        "fix model.factory in config.yaml.")
+                        f"{FIX_FACTORY}.")
     return factory
 
 
@@ -109,6 +123,9 @@ def build_model(choice: ModelChoice, dims: dict, context_length: int, attention:
         kwargs["attention"] = attention
     try:
         model = factory(**kwargs)
+    except STOPS as error:
+        raise UserError(f"the model factory {choice.factory!r}: {_stopped(error)} when called with "
+                        f"{_keywords(kwargs)}: a factory must return the model, not exit.") from None
     except Exception as error:  # noqa: BLE001 - the user's factory: its failure is theirs to fix
         from lmstudy.measure.devices import is_out_of_memory
 
@@ -119,7 +136,60 @@ def build_model(choice: ModelChoice, dims: dict, context_length: int, attention:
     if not isinstance(model, nn.Module):
         raise UserError(f"the model factory {choice.factory!r} returned a {type(model).__name__}, "
                         "not a torch.nn.Module: return the model itself.")
+    check_fp32(model, choice.factory)
     return model
+
+
+def check_fp32(model: nn.Module, factory: str) -> None:
+    """A UserError where a floating-point parameter is not fp32.
+
+    Every precision of the study runs on fp32 weights (fp32 as it is, bf16
+    and fp16 by autocast), and rows, FLOPs and MFU are labelled so: a model
+    built in bf16 would be timed as bf16 and labelled fp32.
+    """
+    for name, parameter in model.named_parameters():
+        if parameter.is_floating_point() and parameter.dtype != torch.float32:
+            raise UserError(
+                f"the model factory {factory!r} returned a model with {parameter.dtype} parameters "
+                f"({name} among them), but every precision of the study runs on fp32 weights (bf16 and "
+                "fp16 by autocast) and is labelled so: return the model in fp32 (no .to(torch.bfloat16), "
+                ".half() or torch_dtype), and choose the precisions in the config instead."
+            )
+
+
+def forward_logits(model: nn.Module, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
+    """The model's logits for `inputs`: its forward called on the token ids alone, its output checked
+    (logits_of). A forward that cannot take that call (an argument it requires: a TypeError) or fails
+    in Python (ValueError, AttributeError, ...) is the factory's to fix, named in one sentence.
+    torch's own errors (RuntimeError: out of memory, a backend's refusal, the meta device's limits)
+    pass unchanged: the callers make results of them."""
+    try:
+        output = model(inputs)
+    except UserError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the user's forward: its failure is theirs to fix
+        if isinstance(error, RuntimeError) or type(error).__module__.startswith("torch"):
+            raise
+        raise UserError(f"the model of factory {factory!r} failed in its forward, called with token ids "
+                        f"of shape {list(inputs.shape)} only: {type(error).__name__}: {_one_line(error)}."
+                        ) from error
+    return logits_of(output, inputs, vocab_size, factory)
+
+
+def check_differentiable(loss: torch.Tensor, model: nn.Module, factory: str) -> None:
+    """A UserError unless `loss` has a backward (free: no device synchronisation).
+
+    The backward passes need logits computed from parameters that require
+    grad; a model without any can still have its forward pass measured.
+    """
+    if loss.requires_grad:
+        return
+    if not any(p.requires_grad for p in model.parameters()):
+        raise UserError(f"the model of factory {factory!r} has no parameter that requires grad, so it has no "
+                        "backward to measure: measure its forward pass only (passes: [forward]).")
+    raise UserError(f"the model of factory {factory!r} returned logits that do not require grad (detached, "
+                    "or computed under torch.no_grad) although it has parameters that do: return logits "
+                    "computed from its parameters, so that the backward passes can be measured.")
 
 
 def logits_of(output, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
@@ -140,6 +210,9 @@ def logits_of(output, inputs: torch.Tensor, vocab_size: int, factory: str) -> to
         raise UserError(f"the model of factory {factory!r} returned logits of shape {list(output.shape)} for "
                         f"token ids of shape {list(inputs.shape)}; expected [batch, context, vocab] = "
                         f"{list(expected)}.")
+    if not output.is_floating_point():
+        raise UserError(f"the model of factory {factory!r} returned logits of dtype {output.dtype}; logits "
+                        "are floating-point scores over the vocabulary: return them unrounded.")
     return output
 
 
@@ -166,16 +239,21 @@ def _count(choice: ModelChoice, dims: dict, context_length: int, batch_size: int
         inputs = torch.zeros(batch_size, context_length, dtype=torch.long)
     vocab_size = dims["vocab_size"]
     with torch.no_grad(), FlopCounterMode(display=False) as forward:
-        logits_of(model(inputs), inputs, vocab_size, choice.factory)
+        forward_logits(model, inputs, vocab_size, choice.factory)
     with FlopCounterMode(display=False) as training:
-        logits = logits_of(model(inputs), inputs, vocab_size, choice.factory)
-        nn.functional.cross_entropy(logits.reshape(-1, vocab_size).float(), inputs.reshape(-1)).backward()
+        logits = forward_logits(model, inputs, vocab_size, choice.factory)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, vocab_size).float(), inputs.reshape(-1))
+        # A model without a backward (no parameters) has its forward counted and measured; its
+        # backward passes stop where they are measured (check_differentiable), naming why.
+        if loss.requires_grad:
+            loss.backward()
+    backward = training.get_total_flops() if loss.requires_grad else None
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "forward": forward.get_total_flops(),
         # The optimizer's arithmetic is not counted (the MFU convention, as lmstudy.flops).
-        "forward_backward": training.get_total_flops(),
-        "train_step": training.get_total_flops(),
+        "forward_backward": backward,
+        "train_step": backward,
     }
 
 

@@ -80,7 +80,9 @@ class ModelSpec:
 
         if self.model.builtin:
             return flops_per_step(pass_name, self.batch_size, self.context_length, **self.dims)
-        return float(self.counted()[pass_name])
+        counted = self.counted()[pass_name]
+        # None: a model without a backward, whose backward passes stop when measured.
+        return float(counted) if counted is not None else float("nan")
 
     def counted(self) -> dict:
         """Parameters and FLOPs per pass of the model, by lmstudy.measure.factory.count_on_meta."""

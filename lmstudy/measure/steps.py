@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lmstudy.measure.factory import build_model, logits_of
+from lmstudy.measure.factory import build_model, check_differentiable, forward_logits
 from lmstudy.measure.markers import annotate
 from lmstudy.measure.model import ModelConfig, cross_entropy, make_optimizer
 from lmstudy.model_choice import ModelChoice
@@ -60,7 +60,7 @@ class Workload:
 
     def logits(self) -> torch.Tensor:
         """The model's logits for the batch, whatever form its forward returns them in (checked)."""
-        return logits_of(self.model(self.inputs), self.inputs, self.vocab_size, self.choice.factory)
+        return forward_logits(self.model, self.inputs, self.vocab_size, self.choice.factory)
 
     @property
     def device(self) -> torch.device:
@@ -96,7 +96,10 @@ def build_workload(
     shape = (batch_size, config.context_length)
     inputs = torch.randint(config.vocab_size, shape, generator=generator, device="cpu").to(device)
     targets = torch.randint(config.vocab_size, shape, generator=generator, device="cpu").to(device)
-    optimizer = make_optimizer(model) if with_optimizer else None
+    # A model without trainable parameters has no optimizer (AdamW refuses an empty list); its forward
+    # pass is measured, and its backward passes stop naming why (factory.check_differentiable).
+    trainable = any(p.requires_grad for p in model.parameters())
+    optimizer = make_optimizer(model) if with_optimizer and trainable else None
     return Workload(model, optimizer, inputs, targets, precision, config.vocab_size, choice)
 
 
@@ -117,6 +120,7 @@ def make_step(work: Workload, pass_name: str) -> Callable[[], torch.Tensor | Non
             model.zero_grad(set_to_none=True)
             with annotate("forward"), autocast_context(work.precision, work.device):
                 loss = cross_entropy(work.logits(), work.targets)
+            check_differentiable(loss, model, work.choice.factory)
             with annotate("backward"):
                 loss.backward()
             if update:
@@ -129,7 +133,7 @@ def make_step(work: Workload, pass_name: str) -> Callable[[], torch.Tensor | Non
     if pass_name == "forward_backward":
         return forward_backward
     if pass_name == "train_step":
-        if optimizer is None:
+        if optimizer is None and any(p.requires_grad for p in model.parameters()):
             raise ValueError("train_step needs a workload built with an optimizer")
         return lambda: forward_backward(update=True)
     raise ValueError(f"pass must be one of {PASSES}, not {pass_name!r}")

@@ -70,6 +70,21 @@ def span(low: float, high: float, fmt: str = ".2f", unit: str = "") -> str:
     return f"{a}{unit}" if a == b else f"{a}–{b}{unit}"
 
 
+def between(low: float, high: float, fmt: str = ".2f", unit: str = "") -> str:
+    """'1.8 to 2.1 ms' in a sentence, or '2.1 ms' when both ends print the same (never '2 to 2'); a
+    unit written onto the number ('×') goes on both ends: '1.00× to 1.20×'."""
+    a, b = f"{low:{fmt}}", f"{high:{fmt}}"
+    if a == b:
+        return f"{a}{unit}"
+    return f"{a} to {b}{unit}" if unit.startswith(" ") or not unit else f"{a}{unit} to {b}{unit}"
+
+
+def processes_text(processes) -> str:
+    """How many fresh processes measured each row: '2 fresh processes', '2 to 4 fresh processes'."""
+    low, high = int(min(processes)), int(max(processes))
+    return f"{between(low, high, 'd')} fresh process{'' if low == high == 1 else 'es'}"
+
+
 def count(n: int, word: str) -> str:
     """'1 configuration', '3 configurations': never '1 configuration(s)'."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"

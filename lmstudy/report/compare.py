@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from lmstudy.analyse.compare import runs as R
-from lmstudy.atomic import write_text
+from lmstudy.atomic import write_csv
 from lmstudy.report.compare_cells import verdict_rule
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.render import Section, render
@@ -52,5 +52,5 @@ def render_comparison(results: Path, a_name: str, b_name: str, templates: Path, 
     shutil.rmtree(work, ignore_errors=True)
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
-    write_text(tables_dir / "environments.csv", header["environment_table"].to_csv(index=False))
+    write_csv(tables_dir / "environments.csv", header["environment_table"])
     # Each table's own CSV (tables/<section>_<caption>.csv) is written by render(), which names it.

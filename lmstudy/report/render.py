@@ -16,9 +16,8 @@ from pandas.io.formats.style import Styler
 
 from lmstudy.analyse import result_files
 from lmstudy.analyse.links import check_links_inside, check_writable_folder
-from lmstudy.atomic import csv_text, write_bytes, write_text
+from lmstudy.atomic import write_bytes, write_csv, write_text
 from lmstudy.report.finding import Finding
-from lmstudy.report.spreadsheet import safe_frame
 
 MISSING = "n/a"
 
@@ -469,11 +468,11 @@ def render(
     for section in sections:
         for block in section.blocks:
             if isinstance(block, Table):
-                write_text(out_dir / block.csv, csv_text(safe_frame(display_frame(block.frame))))
+                write_csv(out_dir / block.csv, display_frame(block.frame))
             elif isinstance(block, Findings):
                 for item in block.items:
                     if isinstance(item, Finding):
-                        write_text(out_dir / item.csv, csv_text(safe_frame(display_frame(item.data))))
+                        write_csv(out_dir / item.csv, display_frame(item.data))
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:
@@ -497,6 +496,8 @@ def render(
         env.filters["table"] = table_html if fmt == "html" else table_markdown
         env.tests["table"] = lambda b: isinstance(b, Table)
         env.tests["figure"] = lambda b: isinstance(b, Figure)
+        # What the contents list: each table, and each figure that was drawn.
+        env.tests["listed"] = lambda b: isinstance(b, Table) or (isinstance(b, Figure) and bool(b.src))
         env.tests["text"] = lambda b: isinstance(b, Text)
         env.tests["findings"] = lambda b: isinstance(b, Findings)
         env.tests["finding"] = lambda b: isinstance(b, Finding)

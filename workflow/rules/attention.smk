@@ -36,7 +36,7 @@ rule attention_sweep:
         code=code_version("attention_sweep"),
         spec=lambda w: job_spec("attention", w),
     shell:
-        "lmstudy_gpu attention_sweep --spec {params.spec:q} --out {output.rows}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu attention_sweep --spec {params.spec:q} --out {output.rows}"
         " --phases {output.phases} > {log} 2>&1"
 
 

@@ -26,6 +26,8 @@ from lmstudy.report.sections import NAMES as SECTION_NAMES  # noqa: E402
 CONFIGFILES = list(workflow.config_settings.configfiles)
 OWN_CONFIGFILE_READ = len(workflow.configfiles) > len(CONFIGFILES)
 try:
+    for configfile_path in workflow.configfiles:
+        study_config.check_unique_keys(configfile_path)
     config = study_config.load(
         config,
         Path(workflow.basedir) / "workflow/schemas/config.schema.yaml",
@@ -59,8 +61,10 @@ PYTHON = (
 # exclusive lease on one GPU of the machine for its whole life, shared by
 # every run on it (lmstudy.launch.gpu_lease; on SLURM the scheduler's GPU as it is).
 # (Braces doubled: Snakemake formats the prefix like a command.)
+# The job's wrapper stops it when this Snakemake process dies, and at its time limit, which
+# each GPU rule's command passes as LMSTUDY_RUNTIME_MIN (lmstudy.launch.watch).
 shell.prefix(
-    "set -euo pipefail; "
+    "set -euo pipefail; export LMSTUDY_WORKFLOW_PID=$PPID; "
     'lmstudy() {{ %(py)s %(scripts)s/run_script.py %(scripts)s/"$1".py "${{@:2}}"; }}; '
     "lmstudy_gpu() {{ LMSTUDY_DEVICE=%(device)s %(py)s %(scripts)s/gpu_lease.py"
     ' -- %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '

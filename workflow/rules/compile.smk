@@ -37,7 +37,7 @@ rule compile_model:
         code=model_code_version("compile_model"),
         spec=lambda w: job_spec("compile", w),
     shell:
-        "lmstudy_gpu compile_model --spec {params.spec:q} --out {output.rows}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu compile_model --spec {params.spec:q} --out {output.rows}"
         " --phases {output.phases} > {log} 2>&1"
 
 

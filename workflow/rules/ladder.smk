@@ -43,7 +43,7 @@ rule ladder_rung:
         code=model_code_version("ladder_rung"),
         spec=lambda w: job_spec("ladder", w),
     shell:
-        "lmstudy_gpu ladder_rung --spec {params.spec:q} --out {output.rows}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu ladder_rung --spec {params.spec:q} --out {output.rows}"
         " --matmul-out {output.matmul} --phases {output.phases} > {log} 2>&1"
 
 

@@ -62,7 +62,7 @@ rule memory_snapshot:
         code=model_code_version("memory_snapshot"),
         spec=lambda w: job_spec("memory", w),
     shell:
-        "lmstudy_gpu memory_snapshot --spec {params.spec:q} --out {output.snapshot}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu memory_snapshot --spec {params.spec:q} --out {output.snapshot}"
         " --meta {output.meta} --phases {output.phases} > {log} 2>&1"
 
 

@@ -55,7 +55,7 @@ rule nsys_backend:
         code=code_version("nsys_backend"),
         spec=job_spec("nsys_backend"),
     shell:
-        "lmstudy_gpu nsys_backend --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu nsys_backend --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule profile_model:
@@ -81,7 +81,7 @@ rule profile_model:
         out_dir=lambda w, output: str(Path(output.profile).parent),
         spec=lambda w: job_spec("nsys", w),
     shell:
-        "lmstudy_gpu profile_job --spec {params.spec:q} --out-dir {params.out_dir}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu profile_job --spec {params.spec:q} --out-dir {params.out_dir}"
         " --phases {output.phases} --backend-record {input.backend} > {log} 2>&1"
 
 

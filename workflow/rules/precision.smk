@@ -38,7 +38,7 @@ rule precision_experiments:
         code=model_code_version("precision_experiments"),
         spec=job_spec("precision"),
     shell:
-        "lmstudy_gpu precision_experiments --spec {params.spec:q}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu precision_experiments --spec {params.spec:q}"
         " --accumulation {output.accumulation} --dtypes {output.dtypes}"
         " --model-dtypes {output.model_dtypes}"
         " --phases {output.phases} > {log} 2>&1"
@@ -73,7 +73,7 @@ rule precision_norms:
         code=code_version("norm_errors"),
         spec=lambda w: job_spec("norms", w),
     shell:
-        "lmstudy_gpu norm_errors --spec {params.spec:q} --out {output.errors}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu norm_errors --spec {params.spec:q} --out {output.errors}"
         " --phases {output.phases} > {log} 2>&1"
 
 

@@ -31,7 +31,7 @@ rule time_model:
         code=model_code_version("time_model"),
         spec=lambda w: job_spec("timing", w),
     shell:
-        "lmstudy_gpu time_model --spec {params.spec:q} --out {output.rows}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu time_model --spec {params.spec:q} --out {output.rows}"
         " --phases {output.phases} > {log} 2>&1"
 
 

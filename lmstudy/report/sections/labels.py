@@ -17,6 +17,8 @@ PASS_LABELS = {
 ENVIRONMENT_LABELS = {
     "model": "model",
     "gpu": "device",
+    "gpu_power_limit_w": "GPU power limit (W)",
+    "cpu": "CPU",
     "driver": "driver",
     "cuda": "CUDA",
     "torch": "PyTorch",
@@ -36,6 +38,32 @@ ENVIRONMENT_LABELS = {
 def environment_label(key: str) -> str:
     """How the header names a provenance column: words, not the CSV's key."""
     return ENVIRONMENT_LABELS.get(key, key.replace("_", " "))
+
+
+def on_cpu(rows: pd.DataFrame) -> bool:
+    """Whether `rows` were measured on the CPU (their device, column gpu, reads "cpu (...)"): then a
+    method text or explanation speaks of the CPU, not of CUDA, kernels or a GPU."""
+    devices = rows["gpu"].dropna().astype(str) if "gpu" in rows else pd.Series(dtype=str)
+    return not devices.empty and devices.str.startswith("cpu").all()
+
+
+# What the first step of a fresh process pays once, on each device.
+COLD_START = {
+    "cuda": "the CUDA context and kernel loading, cuBLAS's handle and algorithm choice, the caching "
+            "allocator's first cudaMallocs",
+    "cpu": "the first allocations of the model's activations and gradients, and each operator's first "
+           "call, which picks its kernel and fills its caches",
+}
+
+
+def cold_start_costs(rows: pd.DataFrame) -> str:
+    return COLD_START["cpu" if on_cpu(rows) else "cuda"]
+
+
+def sentence_start(text: str) -> str:
+    """`text` as a sentence's start: its first letter upper case, the rest as written ("CPU time",
+    not str.capitalize's "Cpu time")."""
+    return text[:1].upper() + text[1:]
 
 
 def faster(ratio: float) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.report.answers import between
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.attention.tables import (
     GIB,
@@ -100,7 +101,7 @@ def _compile_time(frame: pd.DataFrame) -> list[Finding]:
         return []
     return [Finding(
         f"Compiling naive attention costs {compiled['compile s'].median():.1f} s per shape "
-        f"(median; {compiled['compile s'].min():.1f} to {compiled['compile s'].max():.1f} s), "
+        f"(median; {between(compiled['compile s'].min(), compiled['compile s'].max(), '.1f', ' s')}), "
         "paid on the first call.",
         compiled.dropna(subset=["compile s"])[["precision", "d", "seq", "compile s"]])]
 

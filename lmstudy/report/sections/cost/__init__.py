@@ -63,8 +63,11 @@ def make_figures(results: Path, out_dir: Path) -> None:
 
 
 def _phase_label(frame: pd.DataFrame, column: str) -> str:
-    if column == "wait_s" and phase_names(frame) is not SHORT:
+    no_lease = phase_names(frame) is not SHORT  # a CPU run: no GPU, no CUDA
+    if column == "wait_s" and no_lease:
         return "starting the job's wrapper (a CPU run leases no device)"
+    if column == "start_s" and no_lease:
+        return "starting fresh processes"
     return PHASE_LABELS[column]
 
 
@@ -78,8 +81,10 @@ def build(results: Path, figures: Path) -> Section:
         "Every job's wall time is Snakemake's benchmark record of it (results/<run>/benchmarks/). "
         "Jobs that measure on the device also record their phases: "
         + "; ".join(f"{names[c]} = {_phase_label(frame, c)}" for c in [*PHASE_COLUMNS, "other_s"])
-        + ". Seconds are added up over jobs (job-seconds: with one GPU job at a time, the GPU's time); "
-        "where several GPU jobs ran at once, the findings say how many. Not counted: the jobs "
+        + ". Seconds are added up over jobs ("
+        + ("job-seconds" if phase_names(frame) is not SHORT
+           else "job-seconds: with one GPU job at a time, the GPU's time")
+        + "); where several measuring jobs ran at once, the findings say how many. Not counted: the jobs "
         "that make this section (study_cost, its figure) and render this report."
     ))
     section.add(Findings(findings(frame) + repetition_findings(frame) + concurrency_findings(frame)))

@@ -101,13 +101,17 @@ def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
     if not matmul.empty:
         found = ceilings(matmul)
         text += (
-            " MFU divides each rung's rate by the datasheet dense peak of the precision it ran in (the "
-            "table names it per rung). Separately, each rung's share is of the dense bf16 matmul ceiling "
-            "its own job measured on the same GPU right after the rung: for each n "
-            f"({', '.join(str(int(n)) for n in sorted(matmul['n'].unique()))}), a warm-up of products for "
-            f"steady clocks, then {int(found['bursts'].max())} bursts of {int(found['products'].max())} "
-            "back-to-back products, each timed as a whole; the highest burst is the ceiling, the SM clock "
-            "and power sampled during the bursts. A difference between two rungs within the larger of "
+            (" MFU is n/a on a CPU, which has no datasheet peak here." if on_cpu(ladder)
+             else " MFU divides each rung's rate by the datasheet dense peak of the precision it ran in "
+             "(the table names it per rung).")
+            + " Separately, each rung's share is of the dense bf16 matmul ceiling "
+            f"its own job measured on the same {'CPU' if on_cpu(ladder) else 'GPU'} right after the rung: "
+            f"for each n ({', '.join(str(int(n)) for n in sorted(matmul['n'].unique()))}), a warm-up of "
+            f"products for steady clocks, then {int(found['bursts'].max())} bursts of "
+            f"{int(found['products'].max())} back-to-back products, each timed as a whole; the highest "
+            "burst is the ceiling"
+            + ("" if on_cpu(ladder) else ", the SM clock and power sampled during the bursts")
+            + ". A difference between two rungs within the larger of "
             "their noises (the interval where the row has one, else the steps' CV) is not ranked."
         )
     text += (

@@ -9,6 +9,7 @@ import pandas as pd
 
 from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.report.answers import between
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.labels import faster
 from lmstudy.report.sections.ladder.tables import (
@@ -56,10 +57,19 @@ def _best(ladder: pd.DataFrame) -> list[Finding]:
                 f"({best['peak_tflops']:.1f} TFLOP/s)"
             )
         if pd.notna(best["share_of_matmul"]):
+            device = "CPU" if on_cpu(ladder[ladder["size"] == best["size"]]) else "GPU"
             text += (
                 f" = {best['share_of_matmul'] * 100:.1f}% of the dense bf16 matmul ceiling measured on its "
-                f"GPU ({best['matmul_tflops']:.4g} TFLOP/s)"
+                f"{device} ({best['matmul_tflops']:.4g} TFLOP/s)"
             )
+            if best["share_of_matmul"] > 1:
+                # A step cannot outrun the device's dense matmul rate: the ceiling was measured low.
+                text += (
+                    " (above 100%: the measured ceiling is no ceiling here: its bursts ran slower than "
+                    "the step's matmuls"
+                    + (", as a CPU's clocks and threads vary from one measurement to the next)"
+                       if device == "CPU" else "; measure it again on an idle GPU)")
+                )
         if pd.notna(best["speedup_vs_fp32"]) and best["rung_key"] != "fp32":
             text += f"; {faster(best['speedup_vs_fp32'])} than fp32"
         if best["tied_with"]:
@@ -190,8 +200,8 @@ def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
     if clock.notna().any():
         power = pd.to_numeric(found.get("power_w", pd.Series(dtype=float)), errors="coerce")
         text += (
-            f"; during the bursts the SM clock averaged {clock.min():.0f} to {clock.max():.0f} MHz and the "
-            f"power {power.min():.0f} to {power.max():.0f} W"
+            f"; during the bursts the SM clock averaged {between(clock.min(), clock.max(), '.0f', ' MHz')} "
+            f"and the power {between(power.min(), power.max(), '.0f', ' W')}"
         )
     return [Finding(text + ".", behind)]
 

@@ -12,15 +12,9 @@ from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.analyse.nsys.categories import CATEGORIES
 from lmstudy.report.sections import plots
-from lmstudy.report.sections.labels import mfu_units, order_sizes
+from lmstudy.report.sections.labels import mfu_units, on_cpu, order_sizes
 
 CATEGORY_COLUMNS = {f"gpu_ms_{category}": category for category in CATEGORIES}
-
-
-def on_cpu(frame: pd.DataFrame) -> bool:
-    """Whether the run measured on a CPU (its gpu column says cpu (...)): kernels are operators there."""
-    gpus = frame.get("gpu", pd.Series(dtype=object)).dropna().astype(str)
-    return bool(len(gpus)) and gpus.str.startswith("cpu").all()
 
 
 def time_words(frame: pd.DataFrame) -> str:

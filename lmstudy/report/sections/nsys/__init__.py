@@ -12,7 +12,7 @@ from lmstudy.analyse.nsys.names import kernel_alias
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
-from lmstudy.report.sections.labels import in_size_order
+from lmstudy.report.sections.labels import in_size_order, sentence_start
 from lmstudy.report.sections.nsys import answers as nsys_answers
 from lmstudy.report.sections.nsys import compare as nsys_compare
 from lmstudy.report.sections.nsys.figures import SHARES_FIGURE, draw_figures
@@ -110,12 +110,15 @@ def build(results: Path, figures: Path) -> Section:
             "outside the capture (the training step's first), then each pass's "
             f"{int(first['profiled_steps'])} profiled steps in one capture, split by pass, the forward's "
             f"with AdamW's state in memory; batch {int(first['batch_size'])}, {first['precision']}. "
-            "A kernel belongs to the innermost NVTX range around the CUDA call that "
-            "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
-            "backward range open on the main thread at that moment. Times are per step. "
             + (
-                "On a CPU the operators stand in for kernels, and their time is CPU time."
-                if said["kernel"] == "operator" else ""
+                "A kernel belongs to the innermost NVTX range around the CUDA call that "
+                "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
+                "backward range open on the main thread at that moment. Times are per step."
+                if said["kernel"] == "kernel" else
+                "On a CPU the operators stand in for kernels, and their time is CPU time: an operator "
+                "belongs to the innermost range open around it, and those autograd's thread runs during "
+                "loss.backward() to the backward range open on the main thread at that moment. Times are "
+                "per step."
             )
         )
     )
@@ -180,7 +183,7 @@ def build(results: Path, figures: Path) -> Section:
     if not modules.empty:
         section.add(
             Table(
-                f"{said['time'].capitalize()} per step by module (the model's module paths, each layer's "
+                f"{sentence_start(said['time'])} per step by module (the model's module paths, each layer's "
                 "module added up as *), with its share of the phase and its top kernel",
                 with_alias(modules),
                 name="nsys_modules",

@@ -9,7 +9,9 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.nsys import tables as T
+from lmstudy.report.answers import between
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
+from lmstudy.report.sections.labels import sentence_start
 from lmstudy.report.sections.nsys.tables import words
 
 
@@ -46,10 +48,11 @@ def _step_span(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.DataFrame) -
     ratio = a["nsys step / timer"].dropna()
     worst = a.loc[(ratio - 1).abs().idxmax()]
     inside = worst.get("capture timer ms")
+    spread = between(ratio.min(), ratio.max(), ".2f", "×")
     text = (
-        f"{said['short'].capitalize()}'s per-step span (from a step's first {said['kernel']} "
-        f"starting to its last ending, idle gaps included) is {ratio.min():.2f}× to "
-        f"{ratio.max():.2f}× the timing section's "
+        f"{sentence_start(said['short'])}'s per-step span (from a step's first {said['kernel']} "
+        f"starting to its last ending, idle gaps included) is {spread} "
+        "the timing section's "
         f"median over {len(ratio)} configurations; the largest gap is {worst['size']} ctx "
         f"{worst['context_length']} {worst['pass']} ({worst['nsys step ms']:.3g} ms vs "
         f"{worst['timer step ms']:.3g} ms"
@@ -61,8 +64,8 @@ def _step_span(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.DataFrame) -
             else "). Far from 1, the profiler's tracing of every operator slows the CPU that runs them."
         )
         if (ratio - 1).abs().max() > 0.10
-        else f"{said['short'].capitalize()}'s per-step span is {ratio.min():.2f}× to "
-        f"{ratio.max():.2f}× the timing section's median over {len(ratio)} configurations."
+        else f"{sentence_start(said['short'])}'s per-step span is {spread} "
+        f"the timing section's median over {len(ratio)} configurations."
     )
     behind = rows_behind(a.loc[ratio.index], "nsys step ms", "timer step ms", "capture timer ms",
                          "nsys step / timer")

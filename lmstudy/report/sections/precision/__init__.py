@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse import result_files
+from lmstudy.model_choice import BUILTIN_NAME
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import SectionContract
 from lmstudy.report.render import Findings, Section, Table, Text
@@ -56,6 +57,20 @@ def load_norms(results: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def norm_activations(norms: pd.DataFrame, *measured: pd.DataFrame) -> tuple[str, str]:
+    """Whose activations the normalisation experiment ran on, and a sentence where that is not the
+    model the study measures: the experiment always builds the built-in model (at the timing
+    section's first size) and runs its own norms on its activations, whatever model: names."""
+    size = norms["size"].iloc[0] if "size" in norms else "its first size"
+    whose = f"the {BUILTIN_NAME}'s own activations (size {size}, random weights)"
+    labels = {str(m) for frame in measured if "model" in frame for m in frame["model"].dropna()}
+    others = sorted(labels - {BUILTIN_NAME})
+    if not others:
+        return whose, ""
+    return whose, (f" These are not the activations of the model this study measures ({', '.join(others)}): "
+                   "the experiment does not run that model's norm layers, and model: does not change it.")
+
+
 def build(results: Path, figures: Path) -> Section:
     section = SECTION.start()
     accumulation, dtypes = load(results)
@@ -99,13 +114,15 @@ def build(results: Path, figures: Path) -> Section:
     for block in model_dtypes_part(model_dtypes):
         section.add(block)
     if not norms.empty:
+        whose, not_the_study_model = norm_activations(norms, timing, model_dtypes)
         section.add(
             Text(
                 "(b) The normalisation layer, measured: RMSNorm and LayerNorm written out as their inner "
-                "operations, run on the study model's own activations with every operation in fp16 or bf16, "
+                f"operations, run on {whose} with every operation in fp16 or bf16, "
                 "with one operation at a time, and as the model computes RMSNorm (fp32 inside); the error "
                 "is ||y − y_fp32|| / ||y_fp32|| per token, its mean over tokens. The ×100 columns scale the "
                 "activations up 100×: large residual values, where fp16's range matters."
+                + not_the_study_model
             )
         )
         section.add(

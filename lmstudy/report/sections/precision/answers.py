@@ -157,7 +157,7 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
     singles = base[~base["low_precision_op"].isin([ALL, AS_MODEL, "input"])]
     worst = singles.loc[singles.groupby("precision")["error_mean"].idxmax()].set_index("precision")
     sentences = [
-        f"On the residual stream entering {first['size']}'s final norm (RMS "
+        f"On the residual stream entering the built-in model's final norm (size {first['size']}, RMS "
         f"{first['input_rms']:.2g}), computed "
         f"wholly in {' / '.join(precisions)} the norm is off from fp32 by {wholly} (mean relative error); "
         f"rounding the input alone gives {rounding}, and the worst single operation adds "
@@ -169,7 +169,7 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
     ratios = [rows[key][ALL] / rows[key][AS_MODEL] for key in rows]
     low, high = min(ratios), max(ratios)
     sentences.append(
-        f"Computing inside in fp32 and casting back, as the study model's RMSNorm does, changes that "
+        f"Computing inside in fp32 and casting back, as the built-in model's RMSNorm does, changes that "
         f"{span(low, high, '.1f', '×')}: "
         + (
             "at this scale the error is the rounding of the input and output, not the inside operations."

@@ -135,8 +135,11 @@ def _largest_speedup(speedups: pd.DataFrame) -> list[Finding]:
             "fp32 or bf16 (their wall time measures the host's launches, not the GPU).",
             rows_behind(speedups, *_SPEEDUP_COLUMNS))]
     best = sure.loc[sure["speedup"].idxmax()]
+    # Below 1× no configuration sped up: the best is then the smallest slowdown, and called so.
+    named = ("The largest bf16 speed-up is" if best["speedup"] >= 1
+             else "bf16 autocast is slower than fp32 in every configuration; the least slowdown is")
     return [Finding(
-        f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "
+        f"{named} {best['speedup']:.2f}× ({best['size']} ctx "
         f"{best['context_length']}, {labels[best['pass']]})"
         + (f", among the {len(sure)} configurations neither host-bound nor noisy ({left_out} left out)"
            if left_out else "") + ".",

@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse.tables import steady_warmup
-from lmstudy.report.answers import Answers
+from lmstudy.report.answers import Answers, processes_text
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections import plots
-from lmstudy.report.sections.labels import PASS_LABELS, mfu_note, order_sizes
+from lmstudy.report.sections.labels import PASS_LABELS, mfu_note, on_cpu, order_sizes
 from lmstudy.report.sections.timing import answers as timing_answers
 from lmstudy.report.sections.timing import compare as timing_compare
 from lmstudy.report.sections.timing.figures import draw_figures
@@ -70,22 +70,28 @@ def build(results: Path, figures: Path) -> Section:
     if frame.empty:
         return section.add(Text("No timing results: the section is switched off or produced no rows."))
     top = steady_warmup(frame)
-    processes = frame["processes"] if "processes" in frame else pd.Series([1])
+    # Rows that were measured: an OOM or not-applicable row's processes are those that tried.
+    measured = frame[frame["status"] == "ok"] if "status" in frame else frame
+    processes = measured["processes"] if "processes" in measured and not measured.empty else pd.Series([1])
     section.add(Text(
-        f"Each pass of each configuration ran in {int(processes.min())} to {int(processes.max())} fresh "
-        f"processes (at least two, more while their medians disagreed), each timing all its "
+        f"Each measured pass of each configuration ran in {processes_text(processes)} (the config's "
+        f"noise.min_processes, more while their medians disagreed), each timing all its "
         f"{top + int(frame['timed_steps'].iloc[0])} steps, synchronizing the device after each, with "
         f"batch {int(frame['batch_size'].iloc[0])}. Warm-up w's row is the window of "
         f"{int(frame['timed_steps'].iloc[0])} steps after the first w: what a fresh process with w "
-        f"warm-up steps times. Warm-up 0 is the cold start (CUDA initialisation, model build, first "
-        f"steps; not the interpreter's start or the imports). Steady-state numbers use {top} warm-up "
+        f"warm-up steps times. Warm-up 0 is the cold start ("
+        + ("" if on_cpu(frame) else "CUDA initialisation, ")
+        + f"model build, first steps; not the interpreter's start or the imports). Steady-state numbers "
+        f"use {top} warm-up "
         "steps. A median is the median over processes of each one's median; its 95% interval comes from "
         "the variation between processes (a hierarchical bootstrap over processes, then steps, at least "
-        "as wide as Student's t interval over the processes' medians). MFU counts "
-        "6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward pass) "
-        "over the GPU's datasheet dense peak for the precision the step ran in (fp32 without TF32: the "
-        "CUDA-core peak; with TF32: the TF32 tensor-core peak; bf16: the bf16 tensor-core peak), each "
-        "table naming its peak; it is n/a for unknown GPUs and CPUs."
+        "as wide as Student's t interval over the processes' medians). "
+        + ("TFLOP/s counts 6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward "
+           "pass); MFU is n/a on a CPU, which has no datasheet peak here." if on_cpu(frame) else
+           "MFU counts 6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward pass) "
+           "over the GPU's datasheet dense peak for the precision the step ran in (fp32 without TF32: the "
+           "CUDA-core peak; with TF32: the TF32 tensor-core peak; bf16: the bf16 tensor-core peak), each "
+           "table naming its peak; it is n/a for unknown GPUs.")
     ))
     section.add(Text(
         "Marks: † host-bound: the GPU worked for less than the config's noise.min_gpu_busy share of the "

@@ -16,7 +16,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows
 from lmstudy.report.answers import Answer, count, percent, significant, span
-from lmstudy.report.sections.labels import PASS_LABELS, in_size_order
+from lmstudy.report.sections.labels import PASS_LABELS, cold_start_costs, in_size_order
 
 # The GPUs a student most often has, by the memory torch.cuda reports for them (total_memory): an
 # H100 80GB HBM3 about 79.2 GiB, an A100 40GB about 39.6 GiB.
@@ -181,8 +181,7 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
         f"Without warm-up the first step takes {ratios.median():.1f}× the steady median (median over "
         f"{count(len(ratios), 'configuration')}; up to {ratios.max():.1f}× for {worst['size']} ctx "
         f"{int(worst['context_length'])} {PASS_LABELS.get(str(worst['pass']), worst['pass'])} "
-        f"{worst['precision']}): it pays one-time costs (the CUDA context and kernel loading, cuBLAS's "
-        f"handle and algorithm choice, the caching allocator's first cudaMallocs). The second step is "
+        f"{worst['precision']}): it pays one-time costs ({cold_start_costs(rows)}). The second step is "
         f"already within {percent(after.median())} of the steady median (median; at most "
         f"{percent(after.max())})"
         + (

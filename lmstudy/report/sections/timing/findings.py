@@ -16,8 +16,9 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
+from lmstudy.report.answers import processes_text
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
-from lmstudy.report.sections.labels import PASS_LABELS, peak_words
+from lmstudy.report.sections.labels import PASS_LABELS, cold_start_costs, peak_words
 from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
 
 
@@ -57,8 +58,7 @@ def _flags(stable: pd.DataFrame) -> list[Finding]:
     host, noisy = stable["host_bound"].astype(bool), stable["noisy"].astype(bool)
     text = (
         f"Of {len(stable)} steady-state rows, {int(host.sum())} are host-bound (†) and {int(noisy.sum())} "
-        f"noisy (‡) (each configuration measured in {int(stable['processes'].min())} to "
-        f"{int(stable['processes'].max())} fresh processes)"
+        f"noisy (‡) (each configuration measured in {processes_text(stable['processes'])})"
     )
     if host.any():
         worst = stable.loc[stable["gpu_busy_share"].idxmin()]
@@ -106,11 +106,15 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
                 "configurations are host-bound or noisy in fp32 or bf16.", part))
             continue
         lo, hi = kept.loc[kept["speedup"].idxmin()], kept.loc[kept["speedup"].idxmax()]
+        low = f"{lo['speedup']:.2f}× ({lo['size']} ctx {lo['context_length']})"
+        high = f"{hi['speedup']:.2f}× ({hi['size']} ctx {hi['context_length']})"
+        where = ("in the one configuration" if len(kept) == 1 else "in the configurations") + \
+            " neither host-bound nor noisy"
         text = (
             f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast's speed-up over fp32 is "
-            f"{lo['speedup']:.2f}× ({lo['size']} ctx {lo['context_length']}) to {hi['speedup']:.2f}× "
-            f"({hi['size']} ctx {hi['context_length']}) in the configurations neither host-bound nor noisy"
-            + _left_out(len(part), len(kept))
+            f"{low if low == high else f'{low} to {high}'}"
+            + (" (below 1×: slower than fp32)" if lo["speedup"] < 1 else "")
+            + f" {where}" + _left_out(len(part), len(kept))
         )
         if "speedup_high" in kept:
             slower = kept[kept["speedup_high"] < 1]
@@ -135,8 +139,8 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
                    "cv_warm", "timed_steps_cold"]].assign(first_over_steady=ratio, mean_inflation=inflation)
     return [Finding(
         f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
-        f"(median over {len(both)} configurations, up to {ratio.max():.0f}×): CUDA's context and cuBLAS "
-        f"handles, the allocator's first blocks and lazily loaded kernels are paid there. It inflates the "
+        f"(median over {len(both)} configurations, up to {ratio.max():.0f}×): "
+        f"{cold_start_costs(ok)} are paid there. It inflates the "
         f"mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by {inflation.median() * 100:.0f}% "
         f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}.", behind)]
 
@@ -176,7 +180,8 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
         median = statistics.median(ratios)
         verdict = "enough" if abs(median - 1) <= max_spread else "not enough"
         items.append(Finding(
-            f"Steps {w + 1} to {top} (after {w} warm-up step{'s' if w > 1 else ''}) take a median "
+            (f"Step {top}" if w + 1 == top else f"Steps {w + 1} to {top}")
+            + f" (after {w} warm-up step{'s' if w > 1 else ''}) take{'s' if w + 1 == top else ''} a median "
             f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {max(ratios):.2f}×) over "
             f"{len(ratios)} configurations neither host-bound nor noisy"
             + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "

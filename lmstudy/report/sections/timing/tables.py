@@ -42,9 +42,20 @@ def variants_table(frame: pd.DataFrame) -> pd.DataFrame:
             "median ms": _ms_or_status(others, "median_ms"),
             "naive median ms": naive_ms,
             "speed-up vs naive ×": naive_ms / median.to_numpy(),
+            "why not measured": _why_not_measured(others),
         }
     )
-    return table.reset_index(drop=True)
+    return _without_empty_reasons(table).reset_index(drop=True)
+
+
+def _why_not_measured(rows: pd.DataFrame) -> pd.Series:
+    """A not-applicable row's reason (its job's `error`: what the model does not allow); else ''."""
+    reason = _column(rows, "error").astype(object).where(rows["status"] == "not applicable", "")
+    return reason.fillna("").astype(str)
+
+
+def _without_empty_reasons(table: pd.DataFrame) -> pd.DataFrame:
+    return table.drop(columns="why not measured") if (table["why not measured"] == "").all() else table
 
 
 def _ms_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -90,8 +101,10 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
         "MFU %": rows["mfu"] * 100,
         "peak GiB": rows["peak_allocated_bytes"] / 2**30,
         "flags": _flags(rows),
+        "why not measured": _why_not_measured(rows),
     })
-    # A column with nothing in it (MFU, GPU busy and peak memory on a CPU) is left out, not shown as n/a.
+    # A column with nothing in it (MFU, GPU busy and peak memory on a CPU; no reason where every row
+    # was measured) is left out, not shown as n/a.
     keep = [c for c in table.columns if c in ("size", "context", "pass", "precision", "median ms", "flags")
             or table[c].replace("", pd.NA).notna().any()]
     return table[keep].reset_index(drop=True)
@@ -112,7 +125,9 @@ def backward_frame(frame: pd.DataFrame) -> pd.DataFrame:
     out["forward_ms"] = both["median_ms_f"]
     out["backward_ms"] = both["median_ms_fb"] - both["median_ms_f"]
     if "ci_low_ms_f" in both:
-        out["backward_low_ms"] = both["ci_low_ms_fb"] - both["ci_high_ms_f"]
+        # A time is not negative: where the forward's interval reaches past the forward+backward's
+        # low end (a noisy or host-bound pair), the interval starts at 0.
+        out["backward_low_ms"] = (both["ci_low_ms_fb"] - both["ci_high_ms_f"]).clip(lower=0)
         out["backward_high_ms"] = both["ci_high_ms_fb"] - both["ci_low_ms_f"]
     out["backward_over_forward"] = out["backward_ms"] / out["forward_ms"]
     for flag in ("host_bound", "noisy"):
