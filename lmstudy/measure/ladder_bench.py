@@ -88,8 +88,20 @@ class BenchSpec:
     def dims(self) -> dict[str, int]:
         return model_dims(self)
 
-    def flops_per_step(self) -> float:
-        """A training step's FLOPs: by formula for the built-in model, else by FlopCounterMode."""
+    def flops_per_step(self) -> float | None:
+        """A training step's FLOPs: by formula for the built-in model, else by FlopCounterMode; None for a
+        model too large to count on the host (it reads a value in its forward, so not on the meta
+        device), which is too large to measure too: its row says OOM."""
+        from lmstudy.measure.devices import is_out_of_memory
+
+        try:
+            return self._counted_flops()
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            return None
+
+    def _counted_flops(self) -> float:
         if self.model.builtin:
             return flops.flops_per_step("train_step", self.batch_size, self.context_length, **self.dims)
         from lmstudy.measure.spec import _counted
@@ -235,7 +247,8 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
     row.update(status="ok", **summarize_ms(times), **breakdown)
     # Every timed step, as the timing rows keep them: a comparison of two runs tests the samples.
     row["step_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
-    row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
+    flops = row["flops_per_step"]
+    row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
     if device.type == "cuda":
         row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
     return row
@@ -266,7 +279,8 @@ def measure_rung_in_processes(spec: BenchSpec, policy: NoisePolicy, clock: Phase
     row = combine_processes(rows)
     if row["status"] != "ok":
         return row
-    row["achieved_tflops"] = row["flops_per_step"] / (row["median_ms"] / 1e3) / 1e12
+    flops = row["flops_per_step"]
+    row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
     return row
 
 
