@@ -118,9 +118,9 @@ def test_the_speed_up_answer_names_the_host_bound_cells_it_quotes():
     frame["size"] = pd.Categorical(frame["size"], categories=["small", "2.7B"], ordered=True)
     answer = precision_answers.speedup_answer(frame)
     assert "bf16 autocast runs the training step 2.37× as fast as fp32 for 2.7B at context 256" in answer.text
-    assert answer.text.endswith("Host-bound or noisy there (†‡ in the tables: the step time is set by the "
-                                "host's launches, so the ratio tells the host's overhead more than the GPU's "
-                                "arithmetic): small (fp32, bf16); 2.7B (bf16).")
+    assert answer.text.endswith("Host-bound or noisy there (†‡): small, 2.7B; the wall-time ratio tells the "
+                                "host's overhead more than the GPU's arithmetic, and this run recorded no "
+                                "GPU busy time to tell it.")
 
 
 def test_the_model_table_counts_parameters_with_and_without_the_input_embedding():
@@ -248,14 +248,15 @@ def test_fp16_stands_beside_bf16_in_the_speed_answer():
     answer = precision_answers.speedup_answer(pd.DataFrame(rows))
     assert "bf16 autocast runs the training step 3.00× as fast as fp32 for big at context 256" in answer.text
     assert "fp16 autocast runs the training step 2.50× as fast" in answer.text
-    assert answer.headline.startswith("bf16 autocast makes big's training step at context 256 3.00× as fast")
+    assert answer.headline.startswith(
+        "bf16 autocast makes big's training step at context 256 3.00× in wall time")
     table = precision_answers.low_precision_speedup_table(pd.DataFrame(rows))
     assert table[["fp16 speed-up ×", "bf16 speed-up ×"]].iloc[0].tolist() == [2.5, 3.0]
     assert answer.trust == "one process each: step-to-step CV 2.0% (fp32), 2.0% (bf16)"
     # A host-bound cell says so where the timing table marks it.
     marked = pd.DataFrame(rows).assign(host_bound=[False, True, False])
     assert precision_answers.speedup_answer(marked).trust.endswith(
-        "host-bound or noisy: wall time is launch overhead"
+        "host-bound or noisy: the host sets the wall time"
     )
 
 

@@ -43,9 +43,9 @@ def test_timing_findings_on_a_table_with_known_answers():
     frame = timing.order_sizes(pd.DataFrame(rows))
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(timing.PASS_LABELS), ordered=True)
     said = timing.findings(frame)
-    assert "big ran out of memory in 1 configuration(s): context 128; training step; fp32." in said
-    speedup = ("Training step: bf16 autocast's speed-up over fp32 is 2.00× (small ctx 128) to 4.00× "
-               "(small ctx 256) in the configurations neither host-bound nor noisy; 1 of 3 left out")
+    assert "big ran out of memory in 1 configuration: context 128; training step; fp32." in said
+    speedup = ("Training step: bf16 autocast's wall-time speed-up over fp32 is 2.00× (small ctx 128) to "
+               "4.00× (small ctx 256) in the configurations neither host-bound nor noisy; 1 of 3 left out")
     assert any(s.startswith(speedup) for s in said), said
     # Its data: every configuration considered, `used` marking the 2 it ranked, not the noisy one.
     stated = next(s for s in said if s.startswith(speedup)).data
@@ -806,7 +806,8 @@ def test_a_precision_findings_data_holds_the_numbers_its_sentence_states():
     used = largest.data[largest.data["used"]]
     assert len(largest.data) == 5 and len(used) == 4 and not used["noisy"].any()
     best = used.loc[used["speedup"].idxmax()]
-    assert largest.startswith(f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "
+    assert largest.startswith(f"The largest wall-time bf16 speed-up is {best['speedup']:.2f}× "
+                              f"({best['size']} ctx "
                               f"{best['context_length']}, training step), among the {len(used)} ")
     assert largest.endswith(f"({len(largest.data) - len(used)} left out).")
     assert slower == (f"bf16 is slower than fp32 beyond the intervals in "
@@ -814,7 +815,8 @@ def test_a_precision_findings_data_holds_the_numbers_its_sentence_states():
                       f"the worst {slower.data['speedup'].min():.2f}×.")
     medians = by_size.data.drop_duplicates("size").set_index("size")["median_of_size"].sort_index()
     stated = ", ".join(f"{size} {median:.2f}×" for size, median in medians.items())
-    assert by_size == f"Median speed-up by size: {stated}."
+    assert by_size == ("Median wall-time speed-up by size (configurations neither host-bound nor noisy): "
+                       f"{stated}.")
     assert dict(medians) == {"small": 1.0, "big": 2.75}
 
 
@@ -849,7 +851,7 @@ def test_a_comparisons_findings_carry_the_pairs_of_a_and_b_they_compared():
     medians = by_precision.data.drop_duplicates("precision").set_index("precision")["median_of_precision"]
     assert by_precision == ("By precision, the median ratio B/A is "
                             + ", ".join(f"{p} {medians[p]:.3f}" for p in sorted(medians.index)) + ".")
-    assert in_b.startswith("1 configuration(s) measured only in B: big ctx 512")
+    assert in_b.startswith("1 configuration measured only in B: big ctx 512")
     assert list(in_b.data["verdict"]) == ["only in B"] and in_b.data["status_a"].isna().all()
     assert f"band {rule.data['band_low'].iloc[0]:.3f}–{rule.data['band_high'].iloc[0]:.3f}" in rule
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
+from lmstudy.report.answers import count, span
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.sections.labels import PASS_LABELS, peak_words
 from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
@@ -45,7 +46,7 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
         passes = ", ".join(PASS_LABELS[p] for p in part["pass"].unique())
         precisions = ", ".join(sorted(part["precision"].unique()))
         items.append(Finding(
-            f"{size} ran out of memory in {len(part)} configuration(s): context {contexts}; "
+            f"{size} ran out of memory in {count(len(part), 'configuration')}: context {contexts}; "
             f"{passes}; {precisions}.", rows_behind(part, "status")))
     return items
 
@@ -100,14 +101,21 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
     sure = trusted(speedups)
     for pass_name, part in speedups.groupby("pass", observed=True):
         kept = sure[sure["pass"] == pass_name]
+        # What the GPU gains, beside the wall time: the busy time does not depend on the host.
+        gpu = part["gpu_speedup"].dropna() if "gpu_speedup" in part else pd.Series(dtype=float)
+        on_gpu = (f"; on the GPU (busy time) bf16 is {span(gpu.min(), gpu.max())}× as fast as fp32 in "
+                  f"{'the' if len(gpu) == 1 else 'all'} {count(len(gpu), 'configuration')}"
+                  ) if len(gpu) else ""
         if kept.empty:
             items.append(Finding(
-                f"{PASS_LABELS[pass_name].capitalize()}: no bf16 speed-up is stated: all {len(part)} "
-                "configurations are host-bound or noisy in fp32 or bf16.", part))
+                f"{PASS_LABELS[pass_name].capitalize()}: no wall-time bf16 speed-up is ranked: "
+                + (f"the {count(len(part), 'configuration')} is" if len(part) == 1 else
+                   f"all {len(part)} configurations are")
+                + f" host-bound or noisy in fp32 or bf16{on_gpu}.", part))
             continue
         lo, hi = kept.loc[kept["speedup"].idxmin()], kept.loc[kept["speedup"].idxmax()]
         text = (
-            f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast's speed-up over fp32 is "
+            f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast's wall-time speed-up over fp32 is "
             f"{lo['speedup']:.2f}× ({lo['size']} ctx {lo['context_length']}) to {hi['speedup']:.2f}× "
             f"({hi['size']} ctx {hi['context_length']}) in the configurations neither host-bound nor noisy"
             + _left_out(len(part), len(kept))
@@ -116,7 +124,7 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
             slower = kept[kept["speedup_high"] < 1]
             if len(slower):
                 text += f"; bf16 is slower beyond the intervals in {len(slower)} of them"
-        items.append(Finding(text + ".", with_used(part, kept)))
+        items.append(Finding(text + on_gpu + ".", with_used(part, kept)))
     return items
 
 
@@ -223,8 +231,6 @@ def _backward(frame: pd.DataFrame) -> list[Finding]:
     if kept.empty:
         return [Finding(f"The backward pass is not compared with the forward: all {len(backward)} "
                         "configurations are host-bound or noisy.", backward)]
-    from lmstudy.report.answers import count, span
-
     ratio = kept["backward_over_forward"]
     spread = span(ratio.min(), ratio.max())
     return [Finding(
@@ -246,7 +252,8 @@ def _physics(stable: pd.DataFrame) -> list[Finding]:
     beyond = violations[violations["beyond_intervals"]]
     example = violations.iloc[0]
     text = (
-        f"Noise, not physics: in {len(violations)} cell(s) a pass measured faster than a pass it contains "
+        f"Noise, not physics: in {count(len(violations), 'cell')} a pass measured faster than a pass it "
+        "contains "
         f"(e.g. {example['size']} ctx {example['context_length']} {example['precision']}: "
         f"{PASS_LABELS[example['pass']]} {example['median_ms']:.3g} ms against "
         f"{PASS_LABELS[example['contains']]} {example['contained_median_ms']:.3g} ms)"

@@ -6,8 +6,8 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows
-from lmstudy.analyse.trust import marks
-from lmstudy.report.sections.labels import PASS_LABELS, peak_words
+from lmstudy.analyse.trust import gpu_ratio, marks
+from lmstudy.report.sections.labels import PASS_LABELS, order_sizes, peak_words
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
@@ -177,7 +177,32 @@ def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for flag in ("host_bound", "noisy"):
         if flag in wide:
             out[flag] = wide[flag][["fp32", "bf16"]].fillna(False).astype(bool).any(axis=1)
-    return out.reset_index()
+    out = out.reset_index()
+    gpu = gpu_speedups(rows, index, "fp32", "bf16")
+    return out.merge(gpu, on=index, how="left") if not gpu.empty else out
+
+
+def gpu_speedups(rows: pd.DataFrame, index: list[str], slow: str, fast: str) -> pd.DataFrame:
+    """`slow` precision's GPU busy time over `fast`'s per configuration (index), with the range its
+    processes allow: what the GPU gains, which a host-bound step's wall time hides.
+    Empty where the rows have no GPU busy time (CPU runs, runs before it was recorded)."""
+    if "gpu_busy_ms" not in rows:
+        return pd.DataFrame()
+    by = {p: part.set_index(index) for p, part in rows.groupby("precision", observed=True)}
+    if slow not in by or fast not in by:
+        return pd.DataFrame()
+    records = []
+    for key in by[slow].index.intersection(by[fast].index):
+        a, b = by[slow].loc[key], by[fast].loc[key]
+        if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
+            continue  # the same configuration twice: not one cell
+        ratio, low, high = gpu_ratio(a, b)
+        if ratio == ratio:
+            records.append({**dict(zip(index, key, strict=True)), f"gpu_{slow}_ms": a["gpu_busy_ms"],
+                            f"gpu_{fast}_ms": b["gpu_busy_ms"], "gpu_speedup": ratio,
+                            "gpu_speedup_low": low, "gpu_speedup_high": high})
+    frame = pd.DataFrame(records)
+    return order_sizes(frame) if "size" in frame else frame
 
 
 @computes_table
@@ -186,11 +211,17 @@ def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
         "size": speedups["size"].astype(str),
         "context": speedups["context_length"],
         "pass": speedups["pass"].astype(str).map(PASS_LABELS),
-        "speed-up ×": speedups["speedup"],
+        "wall-time speed-up ×": speedups["speedup"],
         "95% CI ×": _interval(_column(speedups, "speedup_low"), _column(speedups, "speedup_high")),
+        # What the GPU gains, from its busy time per step: stable where the wall time is the host's.
+        "GPU-time speed-up ×": _column(speedups, "gpu_speedup"),
+        "GPU-time range ×": _interval(_column(speedups, "gpu_speedup_low"),
+                                      _column(speedups, "gpu_speedup_high")),
         "flags": _flags(speedups),
     })
-    return table.reset_index(drop=True)
+    keep = [c for c in table.columns
+            if not c.startswith("GPU-time") or table[c].replace("", pd.NA).notna().any()]
+    return table[keep].reset_index(drop=True)
 
 
 @computes_table

@@ -1,0 +1,55 @@
+"""Issue 31: every answer from the measure that answers it, and one story per configuration across
+sections, on rows shaped like the quick preset's on an H200 (tests/quick_run.py)."""
+
+from __future__ import annotations
+
+import re
+
+from lmstudy.report.sections.labels import use_size_order
+from lmstudy.report.sections.precision import answers as precision_answers
+from lmstudy.report.sections.precision.findings import speedup_findings
+from lmstudy.report.sections.timing.findings import findings as timing_findings
+from lmstudy.report.sections.timing.tables import speedup_frame, speedup_table
+
+from . import quick_run
+
+
+def setup_module():
+    use_size_order(["small", "medium", "large", "xl", "2.7B"])
+
+
+def test_the_bf16_answer_states_the_gpu_time_speed_up_and_which_sizes_the_host_hides():
+    timing = quick_run.timing()
+    answer = precision_answers.speedup_answer(timing)
+    # fp32's GPU busy time over bf16's: 564.8 / 147.8 and 28.52 / 10.74, computed from the rows.
+    assert "On the GPU (its busy time per step), bf16 autocast is faster than fp32 by" in answer.text
+    assert "2.7B: forward 6.41×, forward+backward 6.51×, training step 3.82× at context 256" in answer.text
+    assert "small: forward 3.06×, forward+backward 3.25×, training step 2.66× at context 256" in answer.text
+    assert "The host hides the GPU's gain in small, 2.7B" in answer.text
+    # The optimizer's GPU time, the same in both precisions, is why the training step gains less.
+    assert "71.8 ms in fp32 and 72.1 ms in bf16" in answer.text
+    # The summary never states the flagged wall-time ratio without its GPU-time counterpart.
+    assert answer.headline.startswith("bf16 autocast makes 2.7B's training step at context 256 3.82× as fast "
+                                      "as fp32 on the GPU, 2.64× in wall time (host-bound or noisy")
+    assert "GPU busy time within" in answer.trust
+
+
+def test_the_bf16_findings_agree_with_the_answer_on_the_gpu_and_rank_no_flagged_wall_time():
+    speedups = speedup_frame(quick_run.timing())
+    said = [str(f) for f in speedup_findings(speedups)]
+    assert said[0].startswith("On the GPU (fp32's busy time per step over bf16's), bf16 autocast is faster "
+                              "in every one of the 9 configurations: small 1.95× to 3.25×; 2.7B 3.82× to "
+                              "6.51×")
+    assert not any("No bf16 speed-up is stated" in s for s in said)
+    table = speedup_table(speedups)
+    assert {"wall-time speed-up ×", "GPU-time speed-up ×", "GPU-time range ×"} <= set(table.columns)
+    timing_said = " ".join(timing_findings(quick_run.timing()))
+    assert re.search(r"Training step: no wall-time bf16 speed-up is ranked: .* on the GPU \(busy time\) "
+                     r"bf16 is 1\.95–3\.82× as fast as fp32", timing_said)
+
+
+def test_without_gpu_busy_time_the_bf16_answer_says_the_host_sets_the_wall_time():
+    timing = quick_run.timing().drop(columns=["gpu_busy_ms", "gpu_busy_ms_processes", "gpu_busy_share"])
+    answer = precision_answers.speedup_answer(timing)
+    assert "On the GPU" not in answer.text
+    assert "recorded no GPU busy time" in answer.text
