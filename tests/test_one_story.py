@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from lmstudy.report.sections.labels import use_size_order
 from lmstudy.report.sections.precision import answers as precision_answers
 from lmstudy.report.sections.precision.findings import speedup_findings
+from lmstudy.report.sections.timing import answers as timing_answers
 from lmstudy.report.sections.timing.findings import findings as timing_findings
-from lmstudy.report.sections.timing.tables import speedup_frame, speedup_table
+from lmstudy.report.sections.timing.tables import speedup_frame, speedup_table, warmup_table
 
 from . import quick_run
 
@@ -53,3 +56,24 @@ def test_without_gpu_busy_time_the_bf16_answer_says_the_host_sets_the_wall_time(
     answer = precision_answers.speedup_answer(timing)
     assert "On the GPU" not in answer.text
     assert "recorded no GPU busy time" in answer.text
+
+
+def test_the_warm_up_answer_decides_from_the_gpu_bound_cells_as_its_finding_does():
+    timing = quick_run.timing()
+    answer = timing_answers.warmup_answer(timing)
+    # Host-bound cells start 5.1% off (more than max_spread), GPU-bound ones 0.2%: the GPU-bound decide.
+    assert ("After one warm-up step, steps 2 to 5 take 1.002× the steady window's median (steps 6 on) in "
+            "the 3 configurations neither host-bound nor noisy") in answer.text
+    assert "one warm-up step is enough (within 5.0%)." in answer.text
+    assert "not enough" not in answer.text
+    finding = next(f for f in timing_findings(timing) if f.startswith("Steps 2 to 5"))
+    assert "1 warm-up step is enough" in finding and "median 1.002×" in finding
+
+
+def test_the_warm_up_table_compares_windows_that_share_no_step():
+    table = warmup_table(quick_run.timing())
+    assert list(table.columns[4:]) == ["step 1 ms", "step 2 ms", "steps 3–5 ms", "steps 6–15 (steady) ms",
+                                       "step 2 / steady ×", "steps 3–5 / steady ×", "flags"]
+    row = table[(table["size"] == "2.7B") & (table["pass"] == "training step")
+                & (table["precision"] == "fp32")]
+    assert row["step 2 / steady ×"].iloc[0] == pytest.approx(1.001)

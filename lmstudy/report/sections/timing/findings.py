@@ -9,7 +9,6 @@ noise, never as a finding.
 
 from __future__ import annotations
 
-import json
 import statistics
 
 import pandas as pd
@@ -19,7 +18,12 @@ from lmstudy.analyse.trust import physics_violations, trusted
 from lmstudy.report.answers import count, span
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.sections.labels import PASS_LABELS, peak_words
-from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
+from lmstudy.report.sections.timing.tables import (
+    KEY,
+    backward_frame,
+    early_over_steady,
+    speedup_frame,
+)
 
 
 def _label(row) -> str:
@@ -149,18 +153,10 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
         f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}.", behind)]
 
 
-def _processes_of(cell) -> list[list[float]]:
-    value = json.loads(cell) if isinstance(cell, str) else []
-    return value if value and isinstance(value[0], list) else ([value] if value else [])
-
-
 @finds
 def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) -> list[Finding]:
-    """Steps right after w warm-ups against the steady window, from windows that do not overlap.
-
-    The steady window is steps top..top+timed-1 of each process; the steps
-    after w warm-ups that come before it (w..top-1) share none of them.
-    """
+    """Steps right after w warm-ups against the steady window, from windows that do not overlap
+    (timing.tables.early_over_steady), over the cells neither host-bound nor noisy."""
     warmups = sorted(ok["warmup_steps"].unique())
     if len(warmups) < 3:
         return []
@@ -168,28 +164,22 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
     items = []
     rows = trusted(stable)
     for w in warmups[1:-1]:
-        ratios, behind = [], []
-        for _, row in rows.iterrows():
-            per_process = []
-            for steps in _processes_of(row.get("trajectory_ms")):
-                early, late = steps[w:top], steps[top: top + int(row["timed_steps"])]
-                if early and late:
-                    per_process.append(statistics.median(early) / statistics.median(late))
-            if per_process:
-                ratios.append(statistics.median(per_process))
-                behind.append({**{c: row[c] for c in KEY if c in row}, "used": True,
-                               "processes": len(per_process), "early_over_steady": ratios[-1]})
-        if not ratios:
+        early = early_over_steady(rows, w) if len(rows) else pd.DataFrame()
+        if early.empty:
             continue
+        ratios = early["early_over_steady"]
         median = statistics.median(ratios)
         verdict = "enough" if abs(median - 1) <= max_spread else "not enough"
+        behind = rows.loc[early.index, [c for c in KEY if c in rows]].assign(
+            used=True, processes=early["processes"], early_over_steady=ratios)
         items.append(Finding(
-            f"Steps {w + 1} to {top} (after {w} warm-up step{'s' if w > 1 else ''}) take a median "
-            f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {max(ratios):.2f}×) over "
-            f"{len(ratios)} configurations neither host-bound nor noisy"
+            (f"Step {top}" if w + 1 == top else f"Steps {w + 1} to {top}")
+            + f" (after {w} warm-up step{'s' if w > 1 else ''}) take{'s' if w + 1 == top else ''} a median "
+            f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {ratios.max():.2f}×) "
+            f"over {count(len(ratios), 'configuration')} neither host-bound nor noisy"
             + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "
             f"{verdict} (within {max_spread:.0%} of steady).",
-            pd.concat([pd.DataFrame(behind), _left_out_rows(stable, rows)], ignore_index=True).assign(
+            pd.concat([behind, _left_out_rows(stable, rows)], ignore_index=True).assign(
                 warmup_steps=w, steady_from_step=top + 1)))
     return items
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import statistics
+
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
@@ -136,8 +139,71 @@ def backward_table(backward: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def processes_steps(cell) -> list[list[float]]:
+    """Each process's step times from a trajectory_ms cell (one list per process; one flat list in older
+    runs); [] where the cell holds none."""
+    try:
+        value = json.loads(cell) if isinstance(cell, str) else []
+    except ValueError:
+        return []
+    processes = value if value and isinstance(value[0], list) else ([value] if value else [])
+    return [[float(t) for t in steps] for steps in processes if steps]
+
+
+def early_over_steady(stable: pd.DataFrame, warmup: int) -> pd.DataFrame:
+    """Per steady row, the steps after `warmup` warm-ups that come before the steady window (steps
+    warmup+1 to top) over the steady window (steps top+1 on): the median over processes of each
+    one's median ratio. The two windows share no step, so a ratio of 1 means warm, not overlap."""
+    top = int(stable["warmup_steps"].max())
+    records = []
+    for index, row in stable.iterrows():
+        per_process = []
+        for steps in processes_steps(row.get("trajectory_ms")):
+            early, late = steps[warmup:top], steps[top: top + int(row["timed_steps"])]
+            if early and late:
+                per_process.append(statistics.median(early) / statistics.median(late))
+        if per_process:
+            records.append({"index": index, "processes": len(per_process),
+                            "early_over_steady": statistics.median(per_process)})
+    return pd.DataFrame(records, columns=["index", "processes", "early_over_steady"]).set_index("index")
+
+
 @computes_table
 def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The first steps of a fresh process against its steady window, from windows that share no step:
+    step 1 (the cold start), step 2 (after one warm-up step), steps 3 to top (after two), and the steady
+    window after them; the median over processes of each. Older runs without per-step trajectories get
+    each warm-up's window (mean ± std), which overlap."""
+    stable = steady_rows(frame)
+    stable = stable[stable["status"] == "ok"]
+    top = int(frame["warmup_steps"].max())
+    timed = int(frame["timed_steps"].iloc[0])
+    have = "trajectory_ms" in stable and any(
+        len(p) >= top + timed for c in stable["trajectory_ms"] for p in processes_steps(c))
+    if top < 2 or not have:
+        return _overlapping_warmup_table(frame)
+    windows = {"step 1 ms": (0, 1), "step 2 ms": (1, 2), f"steps 3–{top} ms": (2, top),
+               f"steps {top + 1}–{top + timed} (steady) ms": (top, top + timed)}
+    if top == 2:
+        windows.pop(f"steps 3–{top} ms")
+    records = []
+    for _, row in stable.iterrows():
+        processes = processes_steps(row.get("trajectory_ms"))
+        record = {"size": str(row["size"]), "context": row["context_length"],
+                  "pass": PASS_LABELS.get(str(row["pass"]), row["pass"]), "precision": row["precision"]}
+        for name, (a, b) in windows.items():
+            values = [statistics.median(p[a:b]) for p in processes if len(p) >= b]
+            record[name] = statistics.median(values) if values else float("nan")
+        steady = record[list(windows)[-1]]
+        record["step 2 / steady ×"] = record["step 2 ms"] / steady
+        if f"steps 3–{top} ms" in record:
+            record[f"steps 3–{top} / steady ×"] = record[f"steps 3–{top} ms"] / steady
+        record["flags"] = marks(row)
+        records.append(record)
+    return pd.DataFrame(records)
+
+
+def _overlapping_warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame.copy()
     rows["cell"] = [
         f"{m:.2f} ± {s:.2f} (CV {c:.2f})" if st == "ok" else st
