@@ -80,3 +80,34 @@ def timing(*, gpu_busy_processes: bool = True) -> pd.DataFrame:
     frame["pass"] = pd.Categorical(frame["pass"], categories=["forward", "forward_backward", "train_step"],
                                    ordered=True)
     return frame
+
+
+def compile_rows(*, gpu_busy: bool = False) -> pd.DataFrame:
+    """The compile section's small ctx 256 bf16 training step, eager and compiled (4 processes each)."""
+    rows = []
+    for mode, median, low, high, excess, busy in (("eager", 54.78, 49.6, 59.7, 0.5, 10.7),
+                                                  ("compiled", 29.25, 27.1, 31.4, 33.1, 7.9)):
+        row = {"size": "small", "context_length": 256, "batch_size": 4, "precision": "bf16",
+               "attention": "naive", "mode": mode, "pass": "train_step", "warmup_steps": 3,
+               "timed_steps": 10, "status": "ok", "median_ms": median, "ci_low_ms": low, "ci_high_ms": high,
+               "processes": 4, "first_step_excess_s": excess, "gpu_index": 0}
+        if gpu_busy:
+            row["gpu_busy_ms"] = busy
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ladder_rows() -> pd.DataFrame:
+    """The ladder of small at ctx 256 (section 7), with each rung's GPU busy time."""
+    rungs = (("fp32", "fp32", "fp32", "naive", "", 60.18, 55.0, 65.4, 28.52),
+             ("bf16", "bf16", "bf16", "naive", "", 68.2, 63.5, 71.9, 10.74),
+             ("bf16-sdpa", "bf16 + SDPA", "bf16", "sdpa", "", 47.7, 35.9, 66.6, 9.48),
+             ("bf16-sdpa-cudagraphs-master", "bf16 + SDPA + CUDA graphs", "bf16", "sdpa", "default",
+              18.225, 17.9, 18.6, 4.08))
+    return pd.DataFrame([
+        {"size": "small", "rung_key": key, "rung": rung, "precision": precision, "attention": attention,
+         "compile_mode": mode, "context_length": 256, "batch_size": 4, "status": "ok", "median_ms": median,
+         "ci_low_ms": low, "ci_high_ms": high, "processes": 2, "gpu_busy_ms": busy, "cv": 0.05,
+         "flops_per_step": 7.7196e11, "achieved_tflops": 7.7196e11 / median / 1e9,
+         "gpu": "NVIDIA H200", "gpu_index": 1, "tf32_matmul": False}
+        for key, rung, precision, attention, mode, median, low, high, busy in rungs])

@@ -77,3 +77,40 @@ def test_the_warm_up_table_compares_windows_that_share_no_step():
     row = table[(table["size"] == "2.7B") & (table["pass"] == "training step")
                 & (table["precision"] == "fp32")]
     assert row["step 2 / steady ×"].iloc[0] == pytest.approx(1.001)
+
+
+def test_the_compile_speed_up_tells_one_story_with_the_other_sections_eager_step():
+    from lmstudy.report.sections.compile import across
+    from lmstudy.report.sections.compile import answers as compile_answers
+    from lmstudy.report.sections.compile.findings import findings as compile_findings
+    from lmstudy.report.sections.compile.tables import comparison
+
+    frame = quick_run.compile_rows()
+    measurements = across.eager_measurements(frame, quick_run.timing(), quick_run.ladder_rows())
+    assert list(measurements["source"]) == ["section 6 (this table)", "section 1 (timing)",
+                                            "section 7 (ladder rung bf16)"]
+    story = across.story(measurements, frame)
+    answer = compile_answers.answers(comparison(frame), story, measurements)[0]
+    # 54.78 / 29.25 and 68.8 / 29.25; section 6's interval (49.6–59.7) excludes section 1's (60.6–79.8).
+    assert ("the training step of small 1.87–2.35× as fast as eager in wall time, against the eager step of "
+            "sections 6, 1, 7 (which disagree beyond their intervals, by up to 26%; an interval covering "
+            "them all: 1.58–2.94×)") in answer.text
+    # Break-even against each eager time: 33.1 s over 39.55 ms saved, and over 25.53 ms.
+    assert "it pays for itself after 837–1,297 steps" in answer.text
+    assert answer.headline.startswith("torch.compile makes small's training step 1.87–2.35× as fast as eager "
+                                      "(wall time, against the eager times of several sections, which "
+                                      "disagree by up to 26%)")
+    said = compile_findings(frame, measurements, story)
+    assert said[0].startswith("The eager small ctx 256 bf16 training step, batch 4 was measured in 3 "
+                              "sections: 54.8 ms (49.6–59.7) in section 6 (this table), 68.8 ms (60.6–79.8) "
+                              "in section 1 (timing), 68.2 ms (63.5–71.9) in section 7 (ladder rung bf16). "
+                              "Their intervals do not all overlap: the jobs disagree by up to 26%")
+
+
+def test_with_gpu_busy_time_the_compile_story_gives_the_gpu_speed_up_too():
+    from lmstudy.report.sections.compile import across
+
+    frame = quick_run.compile_rows(gpu_busy=True)
+    measurements = across.eager_measurements(frame, quick_run.timing(), quick_run.ladder_rows())
+    story = across.story(measurements, frame)
+    assert story["gpu_speedup"].iloc[0] == pytest.approx(10.7 / 7.9)

@@ -64,3 +64,25 @@ def comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
             "break-even steps": comp["break_even_steps"],
         }
     )
+
+
+@computes_table
+def across_table(measurements: pd.DataFrame) -> pd.DataFrame:
+    """Each eager measurement of a compiled configuration, by the section that made it."""
+    def interval(low, high):
+        return [f"{a:.3g}–{b:.3g}" if pd.notna(a) and pd.notna(b) else ""
+                for a, b in zip(low, high, strict=True)]
+
+    table = pd.DataFrame({
+        "size": measurements["size"],
+        "context": measurements["context_length"],
+        "precision": measurements["precision"],
+        "pass": measurements["pass"].map(PASS_LABELS),
+        "measured in": measurements["source"],
+        "median ms": measurements["median_ms"],
+        "95% CI ms": interval(measurements["ci_low_ms"], measurements["ci_high_ms"]),
+        "processes": measurements["processes"],
+        "GPU busy ms": pd.to_numeric(measurements["gpu_busy_ms"], errors="coerce"),
+        "GPU index": measurements["gpu_index"],
+    })
+    return table[[c for c in table.columns if table[c].replace("", pd.NA).notna().any()]]
