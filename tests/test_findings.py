@@ -102,7 +102,7 @@ def test_one_configuration_is_not_a_median():
         for mode, ms in (("eager", 10.0), ("compiled", 20.0))
     ]
     said = compile_section.findings(pd.DataFrame(rows))
-    assert "Compiled, the forward is 2.00× slower than eager (small bf16)." in said
+    assert "Compiled, the forward is 2.00× slower than eager measured in this section (small bf16)." in said
 
 
 def test_compiled_and_eager_within_each_others_interval_are_not_ranked():
@@ -476,7 +476,7 @@ def test_ladder_findings_on_a_table_with_known_answers():
         "dense bf16 matmul ceiling measured on its GPU (100 TFLOP/s); 5.00× faster than fp32.",
         f"big: the best rung is bf16, 400.00 ms per step, 50 TFLOP/s, {mfu} = 50.0% of the dense bf16 matmul "
         "ceiling measured on its GPU (100 TFLOP/s).",
-        "small: the biggest step is bf16 over fp32, 2.50× faster.",
+        "small: the biggest step beyond noise is bf16 over fp32, 2.50× faster.",
         "big: no rung is faster than the one below it beyond noise.",
         # 12, 3 and 1 of 16 ms; the step's other 4 ms the GPU waited
         "small, bf16 + SDPA + compile: of its 16.00 ms of GPU time per step, GEMM 75%, elementwise 19%, "
@@ -499,7 +499,7 @@ def test_ladder_findings_carry_the_rows_their_numbers_come_from():
     steps = said[2].data
     assert steps["rung"].tolist() == ["bf16", "bf16 + SDPA", "bf16 + SDPA + compile"]
     top = steps.loc[steps.loc[steps["beyond_noise"], "speedup_vs_previous"].idxmax()]
-    assert said[2] == (f"small: the biggest step is {top['rung']} over {top['previous_rung']}, "
+    assert said[2] == (f"small: the biggest step beyond noise is {top['rung']} over {top['previous_rung']}, "
                        f"{faster(top['speedup_vs_previous'])}.")
     # The breakdown's shares are the data's category times over its busy time.
     (split,) = said[4].data.to_dict("records")
@@ -521,7 +521,7 @@ def test_ladder_findings_do_not_rank_rungs_within_noise():
     best = next(s for s in said if s.startswith("2.7B: the best rung"))
     tie = "; bf16 within noise of it (the larger of the two rungs' noise), so not ranked below it: a tie."
     assert best.endswith(tie), best
-    assert "2.7B: the biggest step is bf16 over fp32, 3.31× faster." in said
+    assert "2.7B: the biggest step beyond noise is bf16 over fp32, 3.31× faster." in said
     within = ("2.7B: masters is within noise of the rung below (the larger of the two rungs' noise): "
               "not ranked.")
     assert within in said

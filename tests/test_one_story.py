@@ -114,3 +114,23 @@ def test_with_gpu_busy_time_the_compile_story_gives_the_gpu_speed_up_too():
     measurements = across.eager_measurements(frame, quick_run.timing(), quick_run.ladder_rows())
     story = across.story(measurements, frame)
     assert story["gpu_speedup"].iloc[0] == pytest.approx(10.7 / 7.9)
+
+
+def test_the_ladder_never_ranks_overlapping_intervals_and_says_where_the_host_sets_the_step():
+    from lmstudy.report.sections.ladder.findings import findings as ladder_findings
+    from lmstudy.report.sections.ladder.tables import ladder_frame, ladder_table
+
+    ladder = ladder_frame(quick_run.ladder_rows())
+    table = ladder_table(ladder).set_index("rung")
+    # bf16 + SDPA (35.9–66.6 ms) against bf16 (63.5–71.9 ms): the intervals overlap, so no rank.
+    assert table.loc["bf16 + SDPA", "beyond noise"] == "no, intervals overlap"
+    assert table.loc["bf16", "beyond noise"] == "yes"
+    assert table.loc["bf16", "flags"] == "†" and table.loc["bf16", "95% CI ms"] == "63.5–71.9"
+    assert round(table.loc["bf16", "GPU-time speed-up vs rung below ×"], 2) == 2.66
+    said = [str(f) for f in ladder_findings(ladder)]
+    assert ("small: bf16 + SDPA is within noise of the rung below (their intervals overlap): not ranked; "
+            "bf16 + SDPA (on the GPU 1.13× faster).") in said
+    assert any(s.startswith("small: bf16 is 1.13× slower than fp32 in wall time, but its step is host-bound "
+                            "(†: the GPU busy 10.7 ms of 68.2)")
+               and s.endswith("on the GPU it is 2.66× faster.")
+               for s in said), said

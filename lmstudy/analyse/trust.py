@@ -29,13 +29,26 @@ CONTAINS = {"train_step": "forward_backward", "forward_backward": "forward"}
 
 
 def flag_rows(frame: pd.DataFrame, min_gpu_busy: float, max_spread: float) -> pd.DataFrame:
-    """`frame` with boolean host_bound and noisy columns (False where the data cannot tell)."""
+    """`frame` with boolean host_bound and noisy columns (False where the data cannot tell).
+
+    Any table of step times: the GPU's share comes from gpu_busy_share, else gpu_busy_ms over
+    median_ms (compile and ladder rows); a table of two timed parts (attention's forward_ and
+    backward_ columns) gets each part's noisy flag too, and noisy where either is."""
     frame = frame.copy()
+    if "gpu_busy_share" not in frame and {"gpu_busy_ms", "median_ms"} <= set(frame):
+        frame["gpu_busy_share"] = (pd.to_numeric(frame["gpu_busy_ms"], errors="coerce")
+                                   / pd.to_numeric(frame["median_ms"], errors="coerce"))
     busy = pd.to_numeric(frame["gpu_busy_share"], errors="coerce") if "gpu_busy_share" in frame else None
-    spread = pd.to_numeric(frame["process_spread"], errors="coerce") if "process_spread" in frame else None
     ok = frame["status"] == "ok" if "status" in frame else True
     frame["host_bound"] = (busy < min_gpu_busy).fillna(False) & ok if busy is not None else False
-    frame["noisy"] = (spread > max_spread).fillna(False) & ok if spread is not None else False
+    frame["noisy"] = False
+    for part in ("", "forward_", "backward_"):
+        if f"{part}process_spread" in frame:
+            spread = pd.to_numeric(frame[f"{part}process_spread"], errors="coerce")
+            noisy = (spread > max_spread).fillna(False) & ok
+            if part:
+                frame[f"{part}noisy"] = noisy
+            frame["noisy"] = frame["noisy"] | noisy
     # The thresholds travel with the rows, so that the report names the values it flagged by.
     frame["min_gpu_busy"] = min_gpu_busy
     frame["max_spread"] = max_spread

@@ -64,8 +64,8 @@ def _best(ladder: pd.DataFrame) -> list[Finding]:
             text += f"; {faster(best['speedup_vs_fp32'])} than fp32"
         if best["tied_with"]:
             text += (
-                f"; {', '.join(best['tied_with'])} within noise of it (the larger of the two rungs' "
-                "noise), so not ranked below it: a tie"
+                f"; {', '.join(best['tied_with'])} within noise of it ({_why(ladder)}), so not "
+                "ranked below it: a tie"
             )
         size = ladder[ladder["size"] == best["size"]]
         tied = size[size["rung"].isin(best["tied_with"]) & (size.index != best.name)]
@@ -82,16 +82,17 @@ def _steps(ladder: pd.DataFrame) -> list[Finding]:
     items = []
     steps = ladder.dropna(subset=["speedup_vs_previous"])
     for size, part in steps.groupby("size", sort=False, observed=True):
-        beyond = part[(part["speedup_vs_previous"] - 1).abs() > part["step_vs_previous_noise"]]
+        beyond = part[part["apart_from_previous"].fillna(False).astype(bool)]
         faster_steps = beyond[beyond["speedup_vs_previous"] > 1]
         compared = rows_behind(part.assign(beyond_noise=part.index.isin(beyond.index)), "previous_rung",
-                               "median_ms", "speedup_vs_previous", "step_vs_previous_noise", "beyond_noise",
-                               key=KEY)
+                               "median_ms", "ci_low_ms", "ci_high_ms", "speedup_vs_previous",
+                               "step_vs_previous_noise", "beyond_noise", "gpu_busy_ms",
+                               "gpu_speedup_vs_previous", "host_bound", "noisy", key=KEY)
         if len(faster_steps):
             top = faster_steps.loc[faster_steps["speedup_vs_previous"].idxmax()]
             items.append(Finding(
-                f"{size}: the biggest step is {top['rung']} over {top['previous_rung']}, "
-                f"{faster(top['speedup_vs_previous'])}.", compared))
+                f"{size}: the biggest step beyond noise is {top['rung']} over {top['previous_rung']}, "
+                f"{faster(top['speedup_vs_previous'])}{_on_gpu(top)}.", compared))
         else:
             items.append(Finding(f"{size}: no rung is faster than the one below it beyond noise.", compared))
         within = part.index.difference(beyond.index)
@@ -99,8 +100,31 @@ def _steps(ladder: pd.DataFrame) -> list[Finding]:
             names = ", ".join(part.loc[within, "rung"])
             items.append(Finding(
                 f"{size}: {names} {'is' if len(within) == 1 else 'are'} within noise of the rung below "
-                "(the larger of the two rungs' noise): not ranked.", compared.loc[within]))
+                f"({_why(part)}): not ranked" + "".join(
+                    f"; {r['rung']}{_on_gpu(r)}" for _, r in part.loc[within].iterrows() if _on_gpu(r))
+                + ".", compared.loc[within]))
+        hidden = beyond[beyond["host_bound"].astype(bool) & beyond["gpu_speedup_vs_previous"].notna()]
+        for _, row in hidden.iterrows():
+            items.append(Finding(
+                f"{size}: {row['rung']} is {faster(row['speedup_vs_previous'])} than {row['previous_rung']} "
+                f"in wall time, but its step is host-bound (†: the GPU busy {row['gpu_busy_ms']:.3g} ms of "
+                f"{row['median_ms']:.3g}), so that is the host's time: on the GPU it is "
+                f"{faster(row['gpu_speedup_vs_previous'])}.", compared.loc[[row.name]]))
     return items
+
+
+def _why(rows: pd.DataFrame) -> str:
+    """What "within noise" means for these rungs: overlapping intervals, or (one process, no interval)
+    medians closer than the larger of the two rungs' step-to-step noise."""
+    if {"ci_low_ms", "ci_high_ms"} <= set(rows) and rows["ci_low_ms"].notna().any():
+        return "their intervals overlap"
+    return "the larger of the two rungs' noise"
+
+
+def _on_gpu(row) -> str:
+    """A rung step's GPU-time ratio in words, where the rows have the GPU busy time."""
+    ratio = row.get("gpu_speedup_vs_previous")
+    return f" (on the GPU {faster(ratio)})" if pd.notna(ratio) else ""
 
 
 @finds
