@@ -544,10 +544,12 @@ def test_ladder_findings_put_the_measured_ceiling_beside_the_datasheet():
               for i, t in enumerate(rates)]
     said = ladder.findings(_ladder(), pd.DataFrame(bursts))
     assert said[0] == (
-        "Measured dense bf16 matmul ceiling: 769 to 806 TFLOP/s (highest burst of back-to-back products at "
-        f"steady clocks, best at n=8192; 2 measurements on 2 GPUs) = {769 / 989.4 * 100:.1f}% to "
-        f"{806 / 989.4 * 100:.1f}% of the datasheet's 989.4 TFLOP/s dense bf16 peak; during the bursts the "
-        "SM clock averaged 1975 to 1980 MHz and the power 690 to 700 W."
+        "Measured dense bf16 matmul ceiling: 769–806 TFLOP/s (the highest of a fixed number of bursts of "
+        "back-to-back products, best at n=8192; 2 measurements on 2 GPUs; whether the rate had stopped "
+        f"rising was not measured in this run) = {769 / 989.4 * 100:.1f}–{806 / 989.4 * 100:.1f}% of the "
+        "datasheet's 989.4 TFLOP/s dense bf16 peak. During the bursts themselves the SM clock averaged "
+        "1975–1980 MHz and the power 690–700 W (NVML's own average over about a second). This section's "
+        "shares of the measured ceiling divide by it; its MFU divides by the datasheet peak."
     )
     table = ladder.matmul_table(pd.DataFrame(bursts))
     assert list(table["ceiling TFLOP/s (highest burst)"]) == [769.0, 806.0]

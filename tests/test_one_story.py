@@ -134,3 +134,53 @@ def test_the_ladder_never_ranks_overlapping_intervals_and_says_where_the_host_se
                             "(†: the GPU busy 10.7 ms of 68.2)")
                and s.endswith("on the GPU it is 2.66× faster.")
                for s in said), said
+
+
+def test_the_matmul_ceiling_is_measured_until_the_rate_stops_rising(monkeypatch):
+    import torch
+
+    from lmstudy.measure import matmul_ceiling
+
+    # The H200's bursts: rising 566, 604, 633, 645, 653 ... then flat; each rate -> its burst's seconds.
+    rates = iter([566.0, 604.0, 633.0, 645.0, 653.0, 690.0, 760.0, 781.0, 784.0, 786.0, 785.0, 783.0])
+    flops = 2 * 64**3 * 20
+
+    def burst(a, b, out, products, device):
+        return flops / (next(rates) * 1e12) if products == 20 else 2 * 64**3 / 790e12
+
+    monkeypatch.setattr(matmul_ceiling, "_burst_seconds", burst)
+    monkeypatch.setattr(matmul_ceiling, "SHORT_PAUSE_S", 0.0)
+    rows = matmul_ceiling.measure_ceiling([64], 0.0, 5, 20, torch.device("cpu"))
+    sustained = [r["tflops"] for r in rows if r["kind"] == "sustained"]
+    # Five fixed bursts stopped at 653 while still rising; it runs on until 5 lie within 1%.
+    assert [round(t) for t in sustained] == [566, 604, 633, 645, 653, 690, 760, 781, 784, 786, 785, 783]
+    assert [r["steady"] for r in rows if r["kind"] == "sustained"][-5:] == [True] * 5 and rows[0]["settled"]
+    summary = matmul_ceiling.summarize(rows)
+    assert round(summary["ceiling_tflops"]) == 784 and round(summary["short_burst_tflops"]) == 790
+
+
+def test_the_ceiling_finding_names_the_sustained_rate_the_short_bursts_and_the_datasheet():
+    import pandas as pd
+
+    from lmstudy.analyse.ladder_table import ceilings
+    from lmstudy.report.sections.ladder.findings import _ceiling
+
+    rates = [566.0, 604.0, 633.0, 645.0, 653.0, 690.0, 760.0, 781.0, 784.0, 786.0, 785.0, 783.0]
+    rows = [{"size": "small", "rung_key": "bf16", "n": 8192, "kind": "sustained", "burst": i,
+             "products": 20, "tflops": t, "steady": i >= 7, "settled": True,
+             "sm_clock_mhz": 1980.0 if i >= 7 else 1400.0,
+             "max_sm_clock_mhz": 1980.0, "power_w": 650.0, "gpu": "NVIDIA H200"} for i, t in enumerate(rates)]
+    rows += [{"size": "small", "rung_key": "bf16", "n": 8192, "kind": "short", "burst": i, "products": 1,
+              "tflops": t, "steady": False, "settled": True, "gpu": "NVIDIA H200"}
+             for i, t in enumerate([770.0, 790.0])]
+    found = ceilings(pd.DataFrame(rows))
+    assert found["ceiling_tflops"].iloc[0] == 784.0 and found["short_tflops"].iloc[0] == 790.0
+    assert found["sm_clock_mhz"].iloc[0] == 1980.0  # read during the steady bursts, not over all of them
+    (said,) = _ceiling(pd.DataFrame(rows))
+    assert said.startswith("Measured dense bf16 matmul ceiling, sustained: 784 TFLOP/s (the median of the "
+                           "last 5 bursts of 20 back-to-back products at n=8192, once the rate had stopped "
+                           "rising, "
+                           "within 1% of each other; 1 measurement) = 79.2% of the datasheet's 989.4 TFLOP/s "
+                           "dense bf16 peak. Short bursts (one product after an idle pause, as a quick "
+                           "benchmark times it) reach 790 TFLOP/s (79.8% of the datasheet peak)")
+    assert "divide by the sustained rate; its MFU divides by the datasheet peak." in said

@@ -184,39 +184,66 @@ def _oom(ladder: pd.DataFrame) -> list[Finding]:
 
 @finds
 def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
-    """The measured matmul ceiling beside the datasheet peak, over every GPU it was measured on: each
-    measurement's ceiling (with its share of the datasheet peak), clocks and power."""
+    """The measured matmul ceiling beside the datasheet peak and the short bursts' rate, over every GPU
+    it was measured on, each named for what it is, with the clocks read during the steady bursts."""
+    from lmstudy.analyse.ladder_table import SETTLED_WITHIN
+    from lmstudy.report.answers import span
+
     found = ceilings(matmul)
     if found.empty:
         return []
     gpu = str(found["gpu"].iloc[0]) if "gpu" in found else ""
     datasheet = hardware.peak_tflops(gpu, "bf16", False)
     lo, hi = found["ceiling_tflops"].min(), found["ceiling_tflops"].max()
-    n = int(found.loc[found["ceiling_tflops"].idxmax(), "n"])
+    best = found.loc[found["ceiling_tflops"].idxmax()]
     uuids = found.get("gpu_uuid", pd.Series(dtype=object)).dropna().astype(str)
     count = uuids[uuids != ""].nunique()
-    rate = f"{hi:.4g} TFLOP/s" if abs(hi - lo) < 0.5 else f"{lo:.4g} to {hi:.4g} TFLOP/s"
-    text = (
-        f"Measured dense bf16 matmul ceiling: {rate} (highest burst of back-to-back products at steady "
-        f"clocks, best at n={n}; {len(found)} measurement{'s' if len(found) > 1 else ''}"
-        + (f" on {count} GPU{'s' if count > 1 else ''}" if count else "")
-        + ")"
-    )
-    behind = found[[c for c in ("size", "rung_key", "gpu", "gpu_uuid", "n", "ceiling_tflops", "median_tflops",
-                                "sm_clock_mhz", "power_w") if c in found]]
+    where = (f"{len(found)} measurement{'s' if len(found) > 1 else ''}"
+             + (f" on {count} GPU{'s' if count > 1 else ''}" if count else ""))
+    rate = span(lo, hi, ".4g", " TFLOP/s")
+    sustained = "settled" in found
+    if sustained:
+        unsettled = found[~found["settled"].astype(bool)]
+        text = (f"Measured dense bf16 matmul ceiling, sustained: {rate} (the median of the last "
+                f"{int(best['window'])} bursts of {int(best['products'])} back-to-back products at "
+                f"n={int(best['n'])}, once the rate had stopped rising, within {SETTLED_WITHIN:.0%} of each "
+                f"other; {where})")
+        if len(unsettled):
+            text += (f"; in {len(unsettled)} of them it was still rising after "
+                     f"{int(unsettled['bursts'].max())} bursts, so there it is a lower bound")
+    else:
+        text = (f"Measured dense bf16 matmul ceiling: {rate} (the highest of a fixed number of bursts of "
+                f"back-to-back products, best at n={int(best['n'])}; {where}; whether the rate had stopped "
+                "rising was not measured in this run)")
+    behind = found[[c for c in ("size", "rung_key", "gpu", "gpu_uuid", "n", "ceiling_tflops",
+                                "median_tflops", "first_burst_tflops", "best_burst_tflops", "bursts",
+                                "settled", "short_tflops", "sm_clock_mhz", "max_sm_clock_mhz", "power_w")
+                    if c in found]]
     if datasheet:
-        share = f"{hi / datasheet * 100:.1f}%" if abs(hi - lo) < 0.5 else (
-            f"{lo / datasheet * 100:.1f}% to {hi / datasheet * 100:.1f}%")
-        text += f" = {share} of the datasheet's {datasheet:.1f} TFLOP/s dense bf16 peak"
+        text += f" = {span(lo / datasheet * 100, hi / datasheet * 100, '.1f', '%')} of the datasheet's " \
+                f"{datasheet:.1f} TFLOP/s dense bf16 peak"
         behind = behind.assign(datasheet_tflops=datasheet,
                                share_of_datasheet=found["ceiling_tflops"] / datasheet)
+    short = pd.to_numeric(found.get("short_tflops", pd.Series(dtype=float)), errors="coerce").dropna()
+    if len(short):
+        text += (f". Short bursts (one product after an idle pause, as a quick benchmark times it) reach "
+                 f"{span(short.min(), short.max(), '.4g', ' TFLOP/s')}"
+                 + (f" ({span(short.min() / datasheet * 100, short.max() / datasheet * 100, '.1f', '%')} of "
+                    "the datasheet peak)" if datasheet else ""))
     clock = pd.to_numeric(found.get("sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
     if clock.notna().any():
         power = pd.to_numeric(found.get("power_w", pd.Series(dtype=float)), errors="coerce")
+        top = pd.to_numeric(found.get("max_sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
         text += (
-            f"; during the bursts the SM clock averaged {clock.min():.0f} to {clock.max():.0f} MHz and the "
-            f"power {power.min():.0f} to {power.max():.0f} W"
+            f". During the {'steady ' if sustained else ''}bursts themselves the SM clock averaged "
+            f"{span(clock.min(), clock.max(), '.0f', ' MHz')}"
+            + (f" (its maximum {top.max():.0f} MHz)" if top.notna().any() else "")
+            + f" and the power {span(power.min(), power.max(), '.0f', ' W')} (NVML's own average over "
+            "about a second)"
         )
+    text += (". This section's shares of the measured ceiling divide by the sustained rate"
+             if sustained else ". This section's shares of the measured ceiling divide by it")
+    text += "; its MFU divides by the datasheet peak"
     return [Finding(text + ".", behind)]
 
 

@@ -230,17 +230,25 @@ def matmul_table(matmul: pd.DataFrame) -> pd.DataFrame:
             "bursts × products": [
                 f"{b} × {p}" for b, p in zip(found["bursts"], found["products"], strict=True)
             ],
-            "ceiling TFLOP/s (highest burst)": found["ceiling_tflops"],
-            "median burst TFLOP/s": found["median_tflops"],
+            **({
+                "first burst TFLOP/s": found["first_burst_tflops"],
+                "sustained ceiling TFLOP/s (median of the steady window)": found["ceiling_tflops"],
+                "rate stopped rising": found["settled"].map({True: "yes", False: "no: a lower bound"}),
+                "short bursts TFLOP/s (best)": found["short_tflops"],
+                "short bursts % of the datasheet peak": found["short_tflops"] / datasheet * 100,
+            } if "settled" in found else {
+                "ceiling TFLOP/s (highest burst)": found["ceiling_tflops"],
+                "median burst TFLOP/s": found["median_tflops"],
+            }),
             "% of the datasheet bf16 peak": found["ceiling_tflops"] / datasheet * 100,
-            "SM clock MHz (mean during)": found.get("sm_clock_mhz"),
+            "SM clock MHz (mean during the bursts)": found.get("sm_clock_mhz"),
             "lowest SM clock MHz": found.get("min_sm_clock_mhz"),
             "max SM clock MHz": found.get("max_sm_clock_mhz"),
             "power W (mean during)": found.get("power_w"),
             "power limit W": found.get("power_limit_w"),
         }
     ).rename(columns={"rung_key": "rung job"})
-    keep = ("size", "rung job", "GPU", "n", "bursts × products")
+    keep = ("size", "rung job", "GPU", "n", "bursts × products", "rate stopped rising")
     empty = [c for c in table.columns if c not in keep and not plots.has_values(table[c])]
     return table.drop(columns=empty).reset_index(drop=True)
 
