@@ -70,7 +70,8 @@ def timing(*, gpu_busy_processes: bool = True) -> pd.DataFrame:
                 "processes": 2, "process_spread": spread, "ci_low_ms": low, "ci_high_ms": high,
                 "gpu_busy_ms": busy[0], "gpu_busy_share": busy[0] / median,
                 "trajectory_ms": json.dumps(_trajectory(median, 8.6, second, early)),
-                "gpu": "NVIDIA H200", "tokens_per_s": 4 * ctx / median * 1e3,
+                "gpu": "NVIDIA H200", "tokens_per_s": 4 * ctx / median * 1e3, "achieved_tflops": float("nan"),
+                "mfu": float("nan"), "peak_allocated_bytes": float("nan"),
             }
             if gpu_busy_processes:
                 row["gpu_busy_ms_processes"] = json.dumps(list(busy))

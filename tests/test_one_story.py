@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from lmstudy.analyse.trust import flag_rows
 from lmstudy.report.sections.labels import use_size_order
 from lmstudy.report.sections.precision import answers as precision_answers
 from lmstudy.report.sections.precision.findings import speedup_findings
@@ -184,3 +185,57 @@ def test_the_ceiling_finding_names_the_sustained_rate_the_short_bursts_and_the_d
                            "dense bf16 peak. Short bursts (one product after an idle pause, as a quick "
                            "benchmark times it) reach 790 TFLOP/s (79.8% of the datasheet peak)")
     assert "divide by the sustained rate; its MFU divides by the datasheet peak." in said
+
+
+def _attention_rows():
+    import pandas as pd
+
+    # (implementation, precision, seq): forward median (interval), backward median (interval)
+    cells = {("naive", "bf16", 16384): ((18.70, 18.5, 18.9), (20.78, 20.6, 21.0)),
+             ("sdpa", "bf16", 16384): ((0.752, 0.36, 1.57), (1.872, 1.80, 1.95)),
+             ("naive", "bf16", 1024): ((0.292, 0.25, 0.33), (0.55, 0.50, 0.60)),
+             ("naive-compile", "bf16", 1024): ((0.512, 0.14, 1.86), (0.41, 0.20, 0.90))}
+    rows = []
+    for (impl, precision, seq), ((f, fl, fh), (b, bl, bh)) in cells.items():
+        rows.append({"implementation": impl, "precision": precision, "head_dim": 64, "seq_len": seq,
+                     "status": "ok", "forward_median_ms": f, "forward_ci_low_ms": fl,
+                     "forward_ci_high_ms": fh,
+                     "backward_median_ms": b, "backward_ci_low_ms": bl, "backward_ci_high_ms": bh,
+                     "total_ms": f + b, "forward_process_spread": (fh - fl) / fl,
+                     "backward_process_spread": 0.01,
+                     "memory_before_backward_bytes": 1e9, "steps": 20, "first_call_ms": 900.0,
+                     "sdpa_backend": "flash" if impl == "sdpa" else None})
+    return flag_rows(pd.DataFrame(rows), quick_run.MIN_GPU_BUSY, quick_run.MAX_SPREAD)
+
+
+def test_attention_ratios_carry_their_intervals_and_noise_is_not_ranked():
+    from lmstudy.report.sections.attention import answers as attention_answers
+    from lmstudy.report.sections.attention.findings import _speedups
+    from lmstudy.report.sections.attention.tables import compile_table, main_table
+
+    frame = _attention_rows()
+    said = " ".join(_speedups(frame))
+    # SDPA's forward at seq 16384 (0.36–1.57 ms) against naive's 18.5–18.9: 24.87× with its interval.
+    assert "forward 24.87× faster (interval 11.8–52.5×)" in said
+    compiled = attention_answers.compile_answer(frame)
+    assert compiled.text.startswith("Compiled and eager naive attention are not told apart in any of the 1 "
+                                    "configuration")
+    assert "0.85" not in compiled.text or "not told apart" in compiled.text
+    table = compile_table(frame)
+    assert table["forward 95% CI ×"].iloc[0].endswith("(overlap)")
+    main = main_table(frame)
+    assert "SDPA fwd 95% CI ms" in main.columns and main["SDPA fwd 95% CI ms"].str.endswith("‡").any()
+
+
+def test_the_timing_section_names_the_thresholds_and_why_two_processes_give_a_wide_interval():
+    from lmstudy.report.render import display_frame
+    from lmstudy.report.sections.timing import marks_text
+    from lmstudy.report.sections.timing.tables import main_table
+
+    text = marks_text(quick_run.timing())
+    assert "less than 85% (noise.min_gpu_busy)" in text and "more than 5% (noise.max_spread)" in text
+    assert "(largest − smallest) / smallest of the fresh processes' medians" in text
+    assert ("2.7B ctx 256 forward+backward bf16's two processes differ by 3.0%, its interval is 109–161 ms "
+            "(±20%)") in text
+    shown = display_frame(main_table(quick_run.timing()))
+    assert list(shown.columns).index("flags") == list(shown.columns).index("median (ms)") + 1

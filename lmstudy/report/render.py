@@ -191,7 +191,21 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.columns[frame.columns == "pass"]:
         # Passes by their names in the text: "training step", never train_step.
         frame[column] = frame[column].map(lambda p: PASS_LABELS.get(p, p) if isinstance(p, str) else p)
-    return frame
+    return flags_beside_the_time(frame)
+
+
+def flags_beside_the_time(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table's flags column (†‡) moved beside the number it qualifies, the first median or time
+    column, where a reader looks, not at the far end of a wide table."""
+    if "flags" not in frame.columns:
+        return frame
+    times = [c for c in frame.columns
+             if c != "flags" and (c.startswith("median") or c.endswith((" ms", "(ms)")))]
+    if not times:
+        return frame
+    order = [c for c in frame.columns if c != "flags"]
+    order.insert(order.index(times[0]) + 1, "flags")
+    return frame[order]
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
@@ -320,13 +334,17 @@ def table_html(frame: pd.DataFrame) -> Markup:
 
         return write
 
+    # A row a flag (†‡) marks is muted as a whole: its numbers are the host's or noise.
+    flagged = (frame["flags"].fillna("").astype(str) != "") if "flags" in frame else pd.Series(
+        False, index=frame.index)
     classes = pd.DataFrame(
         {
             column: [
                 " ".join(c for c in (
-                    "num" if _number(v) is not None else "text", _status_class(shown[column](v))
+                    "num" if _number(v) is not None else "text", _status_class(shown[column](v)),
+                    "flagged" if mark else "",
                 ) if c)
-                for v in frame[column]
+                for v, mark in zip(frame[column], flagged, strict=True)
             ]
             for column in frame.columns
         },

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.report.answers import count
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.attention.tables import (
     GIB,
@@ -18,6 +19,7 @@ from lmstudy.report.sections.attention.tables import (
     memory_fit_table,
     oom_threshold,
     ratio_frame,
+    ratio_words,
     workspace_pairs,
 )
 from lmstudy.report.sections.labels import faster
@@ -77,19 +79,34 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
             continue
         times = _total_times(frame, slow, fast)
         for precision, part in ratios.groupby("precision"):
-            top = part.loc[part["total"].idxmax()]
-            longest = part[part["seq_len"] == part["seq_len"].max()]
             behind = part.merge(times, on=["precision", "head_dim", "seq_len"], how="left").rename(
                 columns={"forward": "forward_speedup", "backward": "backward_speedup",
                          "total": "total_speedup"})
+            behind = behind[[c for c in behind.columns if c in (
+                "precision", "head_dim", "seq_len", f"{slow}_total_ms", f"{fast}_total_ms",
+                "forward_speedup", "backward_speedup", "total_speedup")
+                or c.endswith(("_low", "_high", "_apart"))]]
+            # Ranked only where the two sides' intervals do not overlap; the rest is said to be noise.
+            told = part[part["total_apart"]] if "total_apart" in part else part
+            if told.empty:
+                items.append(Finding(
+                    f"With {what} ({precision}) forward+backward is not told apart from naive eager "
+                    f"attention in any of the {count(len(part), 'configuration')}: their intervals overlap.",
+                    behind))
+                continue
+            top = told.loc[told["total"].idxmax()]
+            longest = told[told["seq_len"] == told["seq_len"].max()].iloc[0]
+            left = len(part) - len(told)
             items.append(Finding(
-                f"With {what} ({precision}) forward+backward is {faster(part['total'].median())} than "
-                f"naive eager attention (median; at best {faster(top['total'])}, {_config(top)}); "
-                f"at the longest sequence both ran ({int(longest['seq_len'].iloc[0])}) it is "
-                f"{faster(longest['total'].median())} (forward {faster(longest['forward'].median())}, "
-                f"backward {faster(longest['backward'].median())}).",
-                behind[["precision", "head_dim", "seq_len", f"{slow}_total_ms", f"{fast}_total_ms",
-                        "forward_speedup", "backward_speedup", "total_speedup"]]))
+                f"With {what} ({precision}) forward+backward is "
+                + (f"{faster(told['total'].median())} than naive eager attention (median over "
+                   f"{count(len(told), 'configuration')} told apart; at best {ratio_words(top, 'total')}, "
+                   f"{_config(top)})" if len(told) > 1 else
+                   f"{ratio_words(top, 'total')} than naive eager attention ({_config(top)})")
+                + (f"; {left} of {len(part)} not told apart (their intervals overlap)" if left else "")
+                + f"; at the longest sequence told apart ({int(longest['seq_len'])}): forward "
+                f"{ratio_words(longest, 'forward')}, backward {ratio_words(longest, 'backward')}.",
+                behind))
     return items
 
 
