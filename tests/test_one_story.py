@@ -239,3 +239,39 @@ def test_the_timing_section_names_the_thresholds_and_why_two_processes_give_a_wi
             "(±20%)") in text
     shown = display_frame(main_table(quick_run.timing()))
     assert list(shown.columns).index("flags") == list(shown.columns).index("median (ms)") + 1
+
+
+def test_each_section_says_what_the_run_did_not_measure():
+    from lmstudy.report import coverage
+
+    timing = quick_run.timing()
+    said = coverage.not_measured("timing", {"sizes": timing["size"].astype(str),
+                                            "context_lengths": timing["context_length"],
+                                            "passes": timing["pass"].astype(str),
+                                            "precisions": timing["precision"]})
+    assert said == ("Not measured in this run, though the full study (config.yaml, preset full) has them: "
+                    "sizes medium, large, xl; context lengths 512, 1024.")
+    compiled = quick_run.compile_rows()
+    said = coverage.not_measured("compile", {"sizes": compiled["size"],
+                                             "context_length": compiled["context_length"],
+                                             "passes": compiled["pass"], "precisions": compiled["precision"]})
+    assert "sizes medium, large, xl, 2.7B; context length 512; passes forward; precisions fp32" in said
+
+
+def test_the_environment_says_when_another_run_measured_on_the_host_at_the_same_time(tmp_path):
+    import pandas as pd
+
+    from lmstudy.analyse.study_cost import shared_host
+
+    def jobs(spans):
+        return pd.DataFrame([{"section": "timing", "rule": "time_model", "job": f"j{a}", "wall_s": b - a,
+                              "measuring": True, "host": "h200", "started_at": a, "ended_at": b,
+                              "foreign_processes": ""} for a, b in spans])
+
+    mine = jobs([(0, 10), (10, 20), (30, 40)])
+    (tmp_path / "qa").mkdir()
+    assert shared_host(tmp_path / "qa", mine) == "not known: no other run's job records lie beside this one"
+    (tmp_path / "qb" / "cost").mkdir(parents=True)
+    jobs([(5, 12), (41, 50)]).to_csv(tmp_path / "qb" / "cost" / "jobs.csv", index=False)
+    assert shared_host(tmp_path / "qa", mine) == ("2 of 3 measuring jobs ran while a measuring job of run qb "
+                                                  "ran on the same host")

@@ -541,7 +541,7 @@ def render_study(
     The header's environment comes from `environment_tables` (the aggregated
     tables the workflow hands over), never from whatever lies in the folder.
     """
-    from lmstudy.analyse.study_cost import most_at_once
+    from lmstudy.analyse.study_cost import most_at_once, shared_host
     from lmstudy.analyse.tables import environment_of, read_result
 
     check_links_inside(results)
@@ -552,4 +552,7 @@ def render_study(
     if not jobs.empty and "measuring" in jobs:
         # Two measurements at once on one machine share its CPU and memory bandwidth: the header says so.
         environment["measuring_jobs_at_once"] = str(most_at_once(jobs[jobs["measuring"].astype(bool)]))
+        shared = shared_host(results, jobs)
+        if shared:
+            environment["other studies on the host"] = shared
     render(sections, environment, templates, out_dir, title, run)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmstudy.report import coverage
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -71,6 +72,14 @@ def build(results: Path, figures: Path) -> Section:
             "median; the eager first step's excess is shown beside it for scale."
         )
     )
+    left = coverage.not_measured("compile", {
+        "sizes": frame["size"].astype(str),
+        "context_length": frame["context_length"],
+        "passes": frame["pass"].astype(str),
+        "precisions": frame["precision"],
+    })
+    if left:
+        section.add(Text(left))
     measurements, story = one_story(results, frame)
     section.add(Answers(compile_answers.answers(comparison(frame), story, measurements)))
     section.add(Findings(findings(frame, measurements, story)))

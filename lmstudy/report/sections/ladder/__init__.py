@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.report import coverage
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.labels import mfu_note
@@ -125,6 +126,13 @@ def build(results: Path, figures: Path) -> Section:
     if ladder.empty:
         return section.add(Text("No ladder results: the section is switched off or produced no rows."))
     section.add(Text(_how(ladder, data["matmul"])))
+    left = coverage.not_measured("ladder", {
+        "sizes": ladder["size"].astype(str),
+        "context_length": data["rungs"]["context_length"],
+        "rungs": ladder["rung_key"],
+    })
+    if left:
+        section.add(Text(left))
     section.add(Findings(findings(ladder, data["matmul"])))
     section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs", note=mfu_note(ladder)))
     if (figures / SHARE_FIGURE).exists():

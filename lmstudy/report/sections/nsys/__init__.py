@@ -9,6 +9,7 @@ import pandas as pd
 from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
 from lmstudy.analyse.nsys.names import kernel_alias
+from lmstudy.report import coverage
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -119,6 +120,13 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     )
+    left = coverage.not_measured("nsys", {
+        "sizes": runs["size"].astype(str),
+        "context_lengths": runs["context_length"],
+        "passes": runs["pass"].astype(str),
+    })
+    if left:
+        section.add(Text(left))
     chosen = backend_record(results)
     if chosen.get("note"):
         section.add(Text(chosen["note"]))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
+from lmstudy.report import coverage
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -125,6 +126,14 @@ def build(results: Path, figures: Path) -> Section:
         "table naming its peak; it is n/a for unknown GPUs and CPUs."
     ))
     section.add(Text(marks_text(frame)))
+    left = coverage.not_measured("timing", {
+        "sizes": frame["size"].astype(str),
+        "context_lengths": frame["context_length"],
+        "passes": frame["pass"].astype(str),
+        "precisions": frame["precision"],
+    })
+    if left:
+        section.add(Text(left))
     section.add(Answers(timing_answers.answers(frame)))
     section.add(Findings(findings(frame)))
     model = timing_answers.model_table(frame)
