@@ -389,13 +389,15 @@ def test_nsys_findings_on_a_table_with_known_answers():
     from lmstudy.report.sections import nsys
 
     said = nsys.findings(_nsys_data())
-    assert said[0] == "1 of 3 configurations ran out of memory (small ctx 256 train_step)."
+    assert said[0] == "1 of 3 configurations ran out of memory (small ctx 256 training step)."
     # 10/10 and 30/25: the train step is the largest gap (the warm-up-0 timer row is not steady state)
     assert said[1] == (
         "Nsys's per-step span (from a step's first kernel starting to its last ending, idle gaps included) "
         "is 1.00× to 1.20× the timing section's median over 2 configurations; the largest gap is small ctx "
-        "128 train_step (30 ms vs 25 ms; the timer inside the capture read 28 ms). Far from 1, the step is "
-        "launch-bound: the GPU waits between kernels, and tracing slows the host that launches them."
+        "128 training step (30 ms vs 25 ms; the timer inside the capture read 28 ms). The span is 1.07× the "
+        "timer of its own process, so tracing does not explain the gap: it lies between processes (the "
+        "timing section's median comes from other processes of another job, and a host-bound step moves "
+        "from one process to the next)."
     )
     # gemm_a is 14 of 20 ms of inference's forward, 10 of 20 ms of training's
     assert ("The top forward kernel is a GEMM kernel in 2 of 2 configurations, taking 50–70% of forward "
@@ -421,7 +423,7 @@ def test_nsys_findings_when_every_profile_ran_out_of_memory():
     runs = _nsys_runs((1024, "train_step", "OOM"))
     empty = pd.DataFrame()
     said = nsys.findings({"kernels": empty, "ranges": empty, "runs": runs, "timing": empty})
-    assert said == ["1 of 1 configurations ran out of memory (small ctx 1024 train_step)."]
+    assert said == ["The one profiled configuration ran out of memory (small ctx 1024 training step)."]
 
 
 CUDAGRAPHS = "bf16 + SDPA + compile with CUDA graphs + bf16 weights with fp32 masters"

@@ -275,3 +275,37 @@ def test_the_environment_says_when_another_run_measured_on_the_host_at_the_same_
     jobs([(5, 12), (41, 50)]).to_csv(tmp_path / "qb" / "cost" / "jobs.csv", index=False)
     assert shared_host(tmp_path / "qa", mine) == ("2 of 3 measuring jobs ran while a measuring job of run qb "
                                                   "ran on the same host")
+
+
+def test_scale_and_mask_holds_no_memory_copies_they_are_named_apart():
+    import pandas as pd
+
+    from lmstudy.analyse.nsys import tables as nsys_tables
+    from lmstudy.report.sections.nsys import answers as nsys_answers
+
+    base = {"size": "small", "context_length": 256, "pass": "forward", "phase": "forward",
+            "profiled_steps": 1, "batch_size": 4, "num_heads": 12, "d_model": 768, "instances": 1, "path": ""}
+    # The review's H200 forward at ctx 256: div 0.111, masked_fill 0.065, bitwise_not 0.017 ms, and a
+    # device-to-device copy (0.065) and a copy kernel (0.050) in the matmul ranges.
+    kernels = pd.DataFrame([{**base, **r} for r in (
+        {"range": "computing attention scores", "kernel": "gemm", "category": "GEMM", "total_ns": 206e3},
+        {"range": "final matmul", "kernel": "gemm", "category": "GEMM", "total_ns": 199e3},
+        {"range": "computing attention scores", "kernel": "div", "category": "elementwise",
+         "total_ns": 111e3},
+        {"range": "computing attention scores", "kernel": "masked_fill", "category": "elementwise",
+         "total_ns": 65e3},
+        {"range": "computing attention scores", "kernel": "bitwise_not", "category": "elementwise",
+         "total_ns": 17e3},
+        {"range": "computing attention scores", "kernel": "[CUDA memcpy Device-to-Device]",
+         "category": "memory copy/set", "total_ns": 65e3},
+        {"range": "final matmul", "kernel": "direct_copy_kernel_cuda", "category": "memory copy/set",
+         "total_ns": 50e3},
+        {"range": "computing softmax", "kernel": "softmax", "category": "softmax", "total_ns": 113e3},
+    )])
+    row = nsys_tables.attention_table(kernels).iloc[0]
+    assert row["scale and mask ms"] == pytest.approx(0.193)
+    assert row["copies in the matmul ranges ms"] == pytest.approx(0.115)
+    assert row["non-matmul/matmul time"] == pytest.approx((0.113 + 0.193 + 0.115) / 0.405)
+    answer = nsys_answers.attention_answer(kernels)
+    assert "Counting the scaling and the mask (0.193 ms) and the memory copies in the two matmuls' ranges " \
+           "(0.115 ms: [CUDA memcpy Device-to-Device], direct_copy_kernel_cuda) with it" in answer.text

@@ -175,8 +175,8 @@ def build(results: Path, figures: Path) -> Section:
                 e,
                 note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax. "
                 "Scale and mask: the division by sqrt(d_head) and the causal mask's masked_fill, in "
-                "the score "
-                "matmul's range; with softmax they are attention's non-matmul work.",
+                "the score matmul's range; copies: the memory copies in the two matmuls' ranges, named "
+                "by kernel; with softmax they are attention's non-matmul work.",
                 name="nsys_attention",
             )
         )
