@@ -309,3 +309,25 @@ def test_scale_and_mask_holds_no_memory_copies_they_are_named_apart():
     answer = nsys_answers.attention_answer(kernels)
     assert "Counting the scaling and the mask (0.193 ms) and the memory copies in the two matmuls' ranges " \
            "(0.115 ms: [CUDA memcpy Device-to-Device], direct_copy_kernel_cuda) with it" in answer.text
+
+
+def test_the_largest_allocations_give_the_requested_size_beside_the_allocator_block(tmp_path):
+    import pandas as pd
+
+    from lmstudy.report.sections.memory import answers as memory_answers
+    from lmstudy.report.sections.memory.tables import largest_table
+
+    folder = tmp_path / "memory" / "summary" / "small_ctx256_forward_fp32"
+    folder.mkdir(parents=True)
+    logits = 4 * 256 * 10000 * 4  # 39.06 MiB, in a 40 MiB block
+    pd.DataFrame([{"size_bytes": 40 * 2**20, "requested_bytes": logits, "count": 1,
+                   "total_bytes": 40 * 2**20, "phases": "forward", "kinds": "activations",
+                   "source": "model.py:80",
+                   "stack": "model.py:80", "code": "return F.linear(x, self.weight)"}]).to_csv(
+        folder / "largest_allocations.csv", index=False)
+    frame = pd.DataFrame([{"size": "small", "context_length": 256, "pass": "forward",
+                           "precision": "fp32", "summary_dir": "memory/summary/small_ctx256_forward_fp32"}])
+    answer = memory_answers.largest_answer(tmp_path, frame)
+    assert "39.1 MiB (in a 40 MiB allocator block) × 1 by return F.linear" in answer.text
+    table = largest_table(tmp_path, frame.iloc[0])
+    assert table[["block MiB", "requested MiB"]].iloc[0].tolist() == [40.0, logits / 2**20]

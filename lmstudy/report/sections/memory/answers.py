@@ -191,12 +191,17 @@ def largest_answer(results: Path, frame: pd.DataFrame) -> Answer:
     for _, a in top.head(3).iterrows():
         code = a.get("code")
         made = f"{code} ({a['source']})" if isinstance(code, str) and code else str(a.get("source", ""))
-        items.append(f"{_gib(a['size_bytes'])} × {int(a['count'])} by {made}")
+        requested = a.get("requested_bytes")
+        asked = (f" (in a {_gib(a['size_bytes'])} allocator block)"
+                 if pd.notna(requested) and requested != a["size_bytes"] else "")
+        items.append(f"{_gib(requested if pd.notna(requested) else a['size_bytes'])}{asked} × "
+                     f"{int(a['count'])} by {made}")
     return Answer(
         Q["e"],
         f"In the forward pass of {row['size']} ctx {int(row['context_length'])} {row['precision']}: "
         + "; ".join(items)
-        + ".",
+        + ". Sizes are what each tensor requested; the caching allocator's blocks round them up, as the "
+        "table beside shows.",
         f"memory_largest_{row['size']}_{int(row['context_length'])}_forward_{row['precision']}",
     )
 
