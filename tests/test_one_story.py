@@ -331,3 +331,30 @@ def test_the_largest_allocations_give_the_requested_size_beside_the_allocator_bl
     assert "39.1 MiB (in a 40 MiB allocator block) × 1 by return F.linear" in answer.text
     table = largest_table(tmp_path, frame.iloc[0])
     assert table[["block MiB", "requested MiB"]].iloc[0].tolist() == [40.0, logits / 2**20]
+
+
+def test_the_residual_stream_is_given_for_the_full_studys_2_7b_model_too():
+    import pandas as pd
+
+    from lmstudy.report.sections.memory import answers as memory_answers
+
+    rows = pd.DataFrame([{"size": "small", "context_length": 256, "batch_size": 4, "d_model": 768,
+                          "residual_dtype": "float32", "residual_stream_bytes": 4 * 256 * 768 * 4}])
+    answer = memory_answers.residual_answer(rows)
+    assert "small (batch 4, d_model 768): 3 MiB (ctx 256, float32)." in answer.text
+    assert ("For the full study's 2.7B, which this run did not profile, the same product (batch 4, float32) "
+            "gives 2.7B (d_model 2560): 5 MiB (ctx 128) / 10 MiB (ctx 256) / 20 MiB (ctx 512).") \
+        in answer.text
+
+
+def test_the_attention_oom_point_is_given_for_an_80_gb_gpu_too():
+    import pandas as pd
+
+    from lmstudy.report.sections.attention.findings import _oom_threshold
+
+    measured = pd.DataFrame([{"implementation": "naive", "precision": "fp32", "head_dim": 64,
+                              "batch_size": 8, "device_memory_bytes": 150_100_000_000}])
+    (said,) = _oom_threshold(measured, 64 * 2**20)
+    assert said.startswith("By that accounting (and the constant) naive fp32 attention at batch 8, d=64 "
+                           "outgrows the 140 GiB available from sequence length 65536 (power of two) on; a "
+                           "GPU of 80 GB (79.2 GiB) from 32768")

@@ -25,7 +25,7 @@ WORDS = {
 
 
 @functools.cache
-def _study(section: str) -> dict:
+def study_section(section: str) -> dict:
     from lmstudy.config import study_value
 
     try:
@@ -44,7 +44,7 @@ def _shown(value) -> str:
 def not_measured(section: str, measured: dict[str, Iterable]) -> str:
     """One sentence naming, per key, the values of the full study's `section` config that `measured`
     (the values this run's rows hold) lacks; "" where the run covers the full study."""
-    study = _study(section)
+    study = study_section(section)
     parts = []
     for key, seen in measured.items():
         full = study.get(key)

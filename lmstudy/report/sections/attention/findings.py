@@ -276,15 +276,24 @@ def _oom_threshold(measured: pd.DataFrame, constant: float) -> list[Finding]:
     d = int(naive["head_dim"].max())
     batch = int(naive["batch_size"].iloc[0])
     items = []
+    from lmstudy.report.sections.timing.answers import SMALLER_GPUS
+
     for precision in sorted(naive["precision"].unique()):
         seq = oom_threshold(batch, d, precision, memory.iloc[0], constant)
+        behind = {"precision": precision, "batch_size": batch, "head_dim": d,
+                  "device_memory_bytes": memory.iloc[0], "constant_bytes": constant,
+                  "outgrown_from_seq_len": seq}
+        # The course's GPU is an 80 GB one: where a smaller GPU than this one runs out, say that too.
+        smaller = {name: oom_threshold(batch, d, precision, capacity, constant)
+                   for name, capacity in SMALLER_GPUS.items() if capacity < memory.iloc[0] * 0.95}
+        behind.update({f"outgrown_on_{name.replace(' ', '')}_from_seq_len": s for name, s in smaller.items()})
         items.append(Finding(
             f"By that accounting (and the constant) naive {precision} attention at batch {batch}, d={d} "
             f"outgrows the {memory.iloc[0] / GIB:.0f} GiB available from sequence length {seq} "
-            "(power of two) on.",
-            {"precision": precision, "batch_size": batch, "head_dim": d,
-             "device_memory_bytes": memory.iloc[0], "constant_bytes": constant,
-             "outgrown_from_seq_len": seq}))
+            "(power of two) on"
+            + "".join(f"; a GPU of {name} ({SMALLER_GPUS[name] / GIB:.1f} GiB) from {s}"
+                      for name, s in smaller.items()) + ".",
+            behind))
     return items
 
 
