@@ -233,7 +233,8 @@ def test_the_norm_answer_names_the_operation_and_the_overflow():
     assert "off from fp32 by RMSNorm 4.0e-04 / 4.0e-03; LayerNorm 4.0e-04 / 4.0e-03" in answer.text
     assert "rounding the input alone gives 1.0e-04 / 1.0e-03" in answer.text
     assert "the worst single operation adds 'rsqrt' 3.0e-04 / 'rsqrt' 3.0e-03" in answer.text
-    assert "changes that 2.0×: the inside operations add error of their own" in answer.text
+    assert "changes that 2.0× (under autocast" in answer.text
+    assert "the inside operations add error of their own" in answer.text
     assert (
         "the output is lost in RMSNorm fp16 (from 'square'); LayerNorm fp16 (from 'variance')" in answer.text
     )

@@ -358,3 +358,21 @@ def test_the_attention_oom_point_is_given_for_an_80_gb_gpu_too():
     assert said.startswith("By that accounting (and the constant) naive fp32 attention at batch 8, d=64 "
                            "outgrows the 140 GiB available from sequence length 65536 (power of two) on; a "
                            "GPU of 80 GB (79.2 GiB) from 32768")
+
+
+def test_the_toy_models_logits_are_one_tensor_and_the_rmsnorm_row_claims_no_more_than_it_computes():
+    import pandas as pd
+
+    from lmstudy.report.sections.precision import answers as precision_answers
+    from lmstudy.report.sections.precision.findings import _autocast_dtypes
+
+    tensors = [("parameter fc1.weight", "float32"), ("output of fc1 (Linear)", "float16"),
+               ("output of relu (ReLU)", "float16"), ("output of ln (LayerNorm)", "float32"),
+               ("output of fc2 (Linear)", "float16"), ("logits", "float16"), ("loss", "float32"),
+               ("gradient of fc1.weight", "float32")]
+    frame = pd.DataFrame([{"precision": "fp16", "tensor": t, "dtype": d, "device": "cuda", "note": ""}
+                          for t, d in tensors])
+    (said,) = _autocast_dtypes(frame)
+    assert ("3 tensors are computed in lower precision (output of fc1 (Linear), output of relu (ReLU), "
+            "output of fc2 (Linear) (the logits))") in said
+    assert precision_answers.AS_MODEL_SHOWN.startswith("fp32 inside, input and output rounded")

@@ -13,6 +13,10 @@ from lmstudy.report.sections.timing import answers as timing_answers
 
 ALL = "(every operation)"  # as lmstudy.measure.norm_precision names them (no torch here)
 AS_MODEL = "(fp32 inside, as the study model)"
+# What that row computes, in words that claim no more: the experiment rounds the norm's input and
+# output to the low precision, which the study model under autocast does not (its residual stream
+# stays float32, as its dtype table shows).
+AS_MODEL_SHOWN = "fp32 inside, input and output rounded (the study model's RMSNorm on a low-precision input)"
 
 
 def accumulation_answer(frame: pd.DataFrame) -> Answer:
@@ -113,6 +117,7 @@ def norm_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = table.reindex(order)
     table.columns.name = None
     table = table.reset_index().rename(columns={"low_precision_op": "in low precision"})
+    table["in low precision"] = table["in low precision"].replace({AS_MODEL: AS_MODEL_SHOWN})
     return table
 
 
@@ -169,8 +174,9 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
     ratios = [rows[key][ALL] / rows[key][AS_MODEL] for key in rows]
     low, high = min(ratios), max(ratios)
     sentences.append(
-        f"Computing inside in fp32 and casting back, as the study model's RMSNorm does, changes that "
-        f"{span(low, high, '.1f', '×')}: "
+        f"Computing inside in fp32 and casting back, as the study model's RMSNorm does for a low-precision "
+        f"input, changes that {span(low, high, '.1f', '×')} (under autocast the study model's residual "
+        "stream stays float32, so there its norm rounds neither input nor output): "
         + (
             "at this scale the error is the rounding of the input and output, not the inside operations."
             if high < 1.5

@@ -77,6 +77,10 @@ def _autocast_dtypes(frame: pd.DataFrame) -> list[Finding]:
             continue
         kind = part["tensor"].str.split(" ").str[0]
         low = list(dict.fromkeys(part.loc[part["dtype"] != "float32", "tensor"]))
+        outputs = [t for t in low if t.startswith("output of ")]
+        if "logits" in low and outputs:
+            # The logits are the last layer's output, one tensor observed twice: counted once.
+            low = [f"{t} (the logits)" if t == outputs[-1] else t for t in low if t != "logits"]
         params = set(part.loc[kind == "parameter", "dtype"])
         grads = set(part.loc[kind == "gradient", "dtype"])
         kept = list(dict.fromkeys(part.loc[(kind == "output") & (part["dtype"] == "float32"), "tensor"]))
