@@ -115,3 +115,6 @@ def ladder_rows() -> pd.DataFrame:
          "share_of_matmul": 7.7196e11 / median / 1e9 / 685.9}
         for key, rung, precision, attention, mode, median, low, high, busy in rungs]).pipe(
         flag_rows, MIN_GPU_BUSY, MAX_SPREAD)
+
+
+REPO = __import__("pathlib").Path(__file__).resolve().parent.parent

@@ -376,3 +376,16 @@ def test_the_toy_models_logits_are_one_tensor_and_the_rmsnorm_row_claims_no_more
     assert ("3 tensors are computed in lower precision (output of fc1 (Linear), output of relu (ReLU), "
             "output of fc2 (Linear) (the logits))") in said
     assert precision_answers.AS_MODEL_SHOWN.startswith("fp32 inside, input and output rounded")
+
+
+def test_finding_csvs_are_named_by_what_they_hold_not_by_position(tmp_path):
+    from lmstudy.report.render import Findings, Section, render
+
+    timing = quick_run.timing()
+    said = [f for f in timing_findings(timing) if "wall-time bf16 speed-up" in f]
+    assert len(said) == 3
+    render([Section("timing", "T", [Findings(said)])], {"gpu": "X"}, quick_run.REPO / "workflow/templates",
+           tmp_path, "T", "r")
+    names = sorted(p.name for p in (tmp_path / "tables").glob("finding_*.csv"))
+    assert names == ["finding_timing_speedups_forward.csv", "finding_timing_speedups_forward_backward.csv",
+                     "finding_timing_speedups_train_step.csv"]

@@ -417,17 +417,45 @@ def name_tables(sections: list[Section]) -> set[str]:
     return taken
 
 
+def _shared(finding: Finding) -> dict[str, str]:
+    """The configuration a finding's rows share (a pass, a size, a precision)."""
+    from lmstudy.report.finding import CONFIGURATION
+
+    data = finding.data
+    return {c: str(data[c].iloc[0]) for c in (*CONFIGURATION, "rung", "implementation")
+            if c in data and len(data) and data[c].nunique(dropna=False) == 1}
+
+
+def _what_they_hold(siblings: list[Finding]) -> list[str]:
+    """What tells each finding's data from its siblings' (one function, several findings): the part
+    of the configuration its rows share that differs between them, else its sentence's first words."""
+    shared = [_shared(f) for f in siblings]
+    differ = [k for k in dict.fromkeys(k for s in shared for k in s)
+              if len({s.get(k) for s in shared}) > 1]
+    return [_slug(" ".join(s[k] for k in differ if k in s)) or _slug(str(f), words=5)
+            for f, s in zip(siblings, shared, strict=True)]
+
+
 def name_finding_data(sections: list[Section], taken: set[str]) -> None:
-    """Give every finding's data its CSV's path: tables/finding_<section>_<function>.csv, unique."""
+    """Give every finding's data its CSV's path: tables/finding_<section>_<function>.csv, and where a
+    function wrote several findings, each named by what it holds (finding_timing_speedups_train_step),
+    never by its position."""
     for section in sections:
         for block in section.blocks:
             if not isinstance(block, Findings):
                 continue
-            for item in block.items:
-                if not isinstance(item, Finding):
-                    continue
-                function = item.computed_by.rsplit(".", 1)[-1].strip("_") or "finding"
-                item.csv = f"tables/{_unique(f'finding_{section.key}_{function}', taken)}.csv"
+            items = [item for item in block.items if isinstance(item, Finding)]
+            functions = [item.computed_by.rsplit(".", 1)[-1].strip("_") or "finding" for item in items]
+            held = {}
+            for function in set(functions):
+                siblings = [i for i, f in zip(items, functions, strict=True) if f == function]
+                if len(siblings) > 1:
+                    held.update(zip(map(id, siblings), _what_they_hold(siblings), strict=True))
+            for item, function in zip(items, functions, strict=True):
+                base = f"finding_{section.key}_{function}"
+                if id(item) in held:
+                    base += f"_{held[id(item)]}"
+                item.csv = f"tables/{_unique(base, taken)}.csv"
 
 
 def _anchor(block, section) -> str:
