@@ -297,7 +297,7 @@ def test_memory_findings_on_a_table_with_known_answers():
            "when it failed." in said
     assert "small ctx 1024 forward fp32 ran out of memory during forward." in said
     # train/forward: 3/1, 8/2 (fp32), 2.7/1, 5.6/2 (bf16): 2.7, 2.8, 3, 4, median 2.9
-    assert "A training step's peak is 2.7× to 4.0× the forward pass's (median 2.9× over 4 configurations)." \
+    assert "A training step's peak is 2.7–4.0× the forward pass's (median 2.9× over 4 configurations)." \
         in said
     assert "Forward: bf16 autocast leaves the peak unchanged at a median 1.00× the fp32 peak " \
            "(2 configurations)." in said

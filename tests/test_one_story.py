@@ -389,3 +389,16 @@ def test_finding_csvs_are_named_by_what_they_hold_not_by_position(tmp_path):
     names = sorted(p.name for p in (tmp_path / "tables").glob("finding_*.csv"))
     assert names == ["finding_timing_speedups_forward.csv", "finding_timing_speedups_forward_backward.csv",
                      "finding_timing_speedups_train_step.csv"]
+
+
+def test_numbers_in_one_column_share_one_format():
+    from lmstudy.report.render import column_formatter, formatter
+    from lmstudy.report.sections.timing.tables import mfu_table
+
+    write = column_formatter([9.92e-4, 12.5, 3.1])
+    assert [write(v) for v in (9.92e-4, 12.5, 3.1)] == ["9.92e-04", "1.25e+01", "3.10e+00"]
+    mfu = mfu_table(quick_run.timing().assign(mfu=0.1069, peak_tflops=989.4, mfu_peak="bf16"))
+    columns = [c for c in mfu.columns if c.startswith("ctx")]
+    assert columns == ["ctx 128 (%)", "ctx 256 (%)"]
+    write = formatter(columns[0], [10.694, 17.37, 0.588])
+    assert [write(v) for v in (10.694, 17.37, 0.588)] == ["10.7", "17.4", "0.6"]

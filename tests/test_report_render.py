@@ -71,7 +71,8 @@ def test_a_column_has_one_number_format():
     assert column_formatter([1234567, 12])(1234567) == "1,234,567"
     assert column_formatter([0.0001, 0.0002])(0.0001) == "1.00e-04"
     wide = column_formatter([786432.0, 0.000977, 0.0078, 262144.0])  # MiB of a mask and of a huge tensor
-    assert [wide(v) for v in (786432.0, 0.000977, 0.0078, 0.0)] == ["786,432", "9.77e-04", "0.00780", "0"]
+    # One format in the column: an exponent for every number where the smallest need one (issue 31).
+    assert [wide(v) for v in (786432.0, 0.000977, 0.0078, 0.0)] == ["7.86e+05", "9.77e-04", "7.80e-03", "0"]
     # Three significant digits each, trailing zeros kept: 0.600 beside 1.37, never 0.6.
     spread = column_formatter([1.37, 0.6, 5000.0])
     assert [spread(v) for v in (1.37, 0.6)] == ["1.37", "0.600"]

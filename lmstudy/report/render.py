@@ -131,6 +131,10 @@ def column_formatter(values) -> Callable[[object], str]:
         typical = nonzero[len(nonzero) // 2]
         scientific = typical < 1e-3 or typical >= 1e9
         decimals = min(6, max(0, 2 - math.floor(math.log10(typical))))
+    if spread and nonzero[0] < 1e-3:
+        # A column that needs an exponent for its smallest numbers writes every number with one:
+        # 9.92e-04 beside 1.25e+01, never beside 12.5.
+        spread, scientific = False, True
 
     def write(value) -> str:
         number = _number(value)

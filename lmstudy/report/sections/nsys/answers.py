@@ -165,7 +165,8 @@ def gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
         "inference and "
         f"{span(training.min(), training.max(), '.0f')}% in a training step."
     )
-    trust = f"{said['time']} from the profiler, range over {count(len(both), 'configuration')}"
+    trust = (f"{said['time']} from the profiler, " + ("one configuration" if len(both) == 1
+             else f"range over {count(len(both), 'configuration')}"))
     return Answer(Q["d"], text + ".", "nsys_gemm_share", headline=headline, trust=trust)
 
 

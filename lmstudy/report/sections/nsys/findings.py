@@ -82,7 +82,7 @@ def _step_span(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.DataFrame) -
         + ")" + _why_apart(worst, inside, said)
         if (ratio - 1).abs().max() > 0.10
         else f"{said['short'].capitalize()}'s per-step span is {ratio.min():.2f}× to "
-        f"{ratio.max():.2f}× the timing section's median over {len(ratio)} configurations."
+        f"{ratio.max():.2f}× the timing section's median over {count(len(ratio), 'configuration')}."
     )
     behind = rows_behind(a.loc[ratio.index], "nsys step ms", "timer step ms", "capture timer ms",
                          "nsys step / timer")

@@ -147,7 +147,8 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
                    "cv_warm", "timed_steps_cold"]].assign(first_over_steady=ratio, mean_inflation=inflation)
     return [Finding(
         f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
-        f"(median over {len(both)} configurations, up to {ratio.max():.0f}×): CUDA's context and cuBLAS "
+        f"(median over {count(len(both), 'configuration')}, up to {ratio.max():.0f}×): CUDA's context and "
+        "cuBLAS "
         f"handles, the allocator's first blocks and lazily loaded kernels are paid there. It inflates the "
         f"mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by {inflation.median() * 100:.0f}% "
         f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}.", behind)]

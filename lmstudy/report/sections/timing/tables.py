@@ -301,5 +301,5 @@ def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
         index=["size", "precision", "MFU of"], columns="context_length", values="MFU %",
         aggfunc="first", observed=True,
     )
-    table.columns = [f"ctx {c}" for c in table.columns]
+    table.columns = [f"ctx {c} (%)" for c in table.columns]
     return table.reset_index()
