@@ -108,3 +108,15 @@ def test_profiles_without_a_kernel_table_are_not_in_this_run_not_a_division_by_z
     missing = [side for side, has in (("A", a_has), ("B", b_has)) if not has]
     assert "not in this run for " + " and ".join(f"{s} ({s.lower()})" for s in missing) in text
     assert "nsys/kernels.csv" in text
+
+
+def test_the_timing_comparison_describes_only_the_columns_it_has(tmp_path):
+    from lmstudy.report.render import Table, Text
+    from lmstudy.report.sections.timing.compare import _section_timing
+
+    rows = timing(run("a"), run("b"), MIN_EFFECT)
+    section = _section_timing(rows, MIN_EFFECT, tmp_path)
+    intro = next(b for b in section.blocks if isinstance(b, Text)).text
+    columns = [c for b in section.blocks if isinstance(b, Table) for c in b.frame.columns]
+    assert "p is the test" not in intro and "p" not in columns
+    assert "Verdicts come from the variation between fresh processes" in intro

@@ -263,9 +263,8 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
         return section.add(Text("Neither run has timing rows."))
     section.add(Text(
         "Each run's steady state (its largest warm-up), matched by size, context length, pass, precision "
-        "and variant. B/A is the ratio of median step times (below 1: B is faster), with a 95% bootstrap "
-        "interval from the per-step samples; p is the test on the two sets of samples "
-        "(lmstudy/analyse/compare/verdict.py)."
+        "and variant. B/A is the ratio of median step times (below 1: B is faster). "
+        + cells.verdict_rule(min_effect) + " (lmstudy/analyse/compare/verdict.py)"
     ))
     section.add(Findings(timing_findings(rows, min_effect)))
     study = rows[rows["variant"] == "naive"]
