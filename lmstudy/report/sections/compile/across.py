@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.analyse.tables import steady_rows
 from lmstudy.analyse.trust import gpu_ratio, overlap
 
 # The sections that measure an eager configuration, as a reader finds them in the report.
@@ -42,8 +43,8 @@ def eager_measurements(compile_rows: pd.DataFrame, timing: pd.DataFrame,
     found = [_pick(eager, HERE)]
     keys = eager[KEY].drop_duplicates()
     if not timing.empty and {"warmup_steps", "variant"} <= set(timing):
-        steady = timing[(timing["warmup_steps"] == timing["warmup_steps"].max()) & (timing["status"] == "ok")
-                        & (timing["variant"] == "naive")].assign(attention="naive")
+        steady = steady_rows(timing)
+        steady = steady[(steady["status"] == "ok") & (steady["variant"] == "naive")].assign(attention="naive")
         if "batch_size" in steady:
             found.append(_pick(steady.astype({"pass": str}).merge(keys, on=KEY), TIMING))
     if not ladder.empty and {"rung_key", "attention"} <= set(ladder):

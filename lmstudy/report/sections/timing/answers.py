@@ -13,7 +13,7 @@ import statistics
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.analyse.tables import steady_rows
+from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.report.answers import Answer, count, percent, span
 from lmstudy.report.sections.labels import PASS_LABELS, in_size_order
 
@@ -171,7 +171,7 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
     worst = first[int(ratios.idxmax())][1]
     after = pd.Series(second).abs()
     warm = thresholds(frame).get("max_spread", WARM)
-    top = int(frame["warmup_steps"].max())
+    top = steady_warmup(frame)
     text = (
         f"Without warm-up the first step takes {ratios.median():.1f}× the steady median (median over "
         f"{count(len(ratios), 'configuration')}; up to {ratios.max():.1f}× for {worst['size']} ctx "

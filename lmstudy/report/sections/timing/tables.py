@@ -8,7 +8,7 @@ import statistics
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.analyse.tables import steady_rows
+from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import gpu_ratio, marks
 from lmstudy.report.sections.labels import PASS_LABELS, order_sizes, peak_words
 
@@ -154,7 +154,7 @@ def early_over_steady(stable: pd.DataFrame, warmup: int) -> pd.DataFrame:
     """Per steady row, the steps after `warmup` warm-ups that come before the steady window (steps
     warmup+1 to top) over the steady window (steps top+1 on): the median over processes of each
     one's median ratio. The two windows share no step, so a ratio of 1 means warm, not overlap."""
-    top = int(stable["warmup_steps"].max())
+    top = steady_warmup(stable)
     records = []
     for index, row in stable.iterrows():
         per_process = []
@@ -176,7 +176,7 @@ def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
     each warm-up's window (mean ± std), which overlap."""
     stable = steady_rows(frame)
     stable = stable[stable["status"] == "ok"]
-    top = int(frame["warmup_steps"].max())
+    top = steady_warmup(frame)
     timed = int(frame["timed_steps"].iloc[0])
     have = "trajectory_ms" in stable and any(
         len(p) >= top + timed for c in stable["trajectory_ms"] for p in processes_steps(c))
