@@ -393,7 +393,7 @@ def test_finding_csvs_are_named_by_what_they_hold_not_by_position(tmp_path):
 
 def test_numbers_in_one_column_share_one_format():
     from lmstudy.report.render import column_formatter, formatter
-    from lmstudy.report.sections.timing.tables import mfu_table
+    from lmstudy.report.sections.timing.tables import main_table, mfu_table
 
     write = column_formatter([9.92e-4, 12.5, 3.1])
     assert [write(v) for v in (9.92e-4, 12.5, 3.1)] == ["9.92e-04", "1.25e+01", "3.10e+00"]
@@ -402,3 +402,5 @@ def test_numbers_in_one_column_share_one_format():
     assert columns == ["ctx 128 (%)", "ctx 256 (%)"]
     write = formatter(columns[0], [10.694, 17.37, 0.588])
     assert [write(v) for v in (10.694, 17.37, 0.588)] == ["10.7", "17.4", "0.6"]
+    intervals = main_table(quick_run.timing())["95% CI ms"].tolist()
+    assert {"11.0–21.0", "44.0–66.6", "163.0–171.0"} <= set(intervals)  # never 11–21 beside 44–66.6

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.analyse.ladder_table import SETTLED_WITHIN, ceilings
 from lmstudy.report import coverage
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -106,10 +106,17 @@ def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
             "table names it per rung). Separately, each rung's share is of the dense bf16 matmul ceiling "
             "its own job measured on the same GPU right after the rung: for each n "
             f"({', '.join(str(int(n)) for n in sorted(matmul['n'].unique()))}), a warm-up of products for "
-            f"steady clocks, then {int(found['bursts'].max())} bursts of {int(found['products'].max())} "
-            "back-to-back products, each timed as a whole; the highest burst is the ceiling, the SM clock "
-            "and power sampled during the bursts. A difference between two rungs within the larger of "
-            "their noises (the interval where the row has one, else the steps' CV) is not ranked."
+            + (f"steady clocks, then bursts of {int(found['products'].max())} back-to-back products, each "
+               f"timed as a whole, until the last {int(found['window'].max())} lie within "
+               f"{SETTLED_WITHIN:.0%} of each other (up to {int(found['bursts'].max())} bursts here): their "
+               "median is the sustained ceiling; then single products after an idle pause give the "
+               "short-burst rate; the SM clock and power are read during each burst itself"
+               if "settled" in found else
+               f"steady clocks, then {int(found['bursts'].max())} bursts of {int(found['products'].max())} "
+               "back-to-back products, each timed as a whole; the highest burst is the ceiling, the SM "
+               "clock and power sampled during the bursts")
+            + ". Two rungs are ranked only where their intervals do not overlap (without intervals: where "
+            "they differ by more than the larger of their steps' CVs)."
         )
     text += (
         " A rung the device cannot run (CUDA graphs or a forced flash/cuDNN attention on a CPU, a missing "

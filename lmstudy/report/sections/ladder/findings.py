@@ -103,7 +103,10 @@ def _steps(ladder: pd.DataFrame) -> list[Finding]:
                 f"({_why(part)}): not ranked" + "".join(
                     f"; {r['rung']}{_on_gpu(r)}" for _, r in part.loc[within].iterrows() if _on_gpu(r))
                 + ".", compared.loc[within]))
-        hidden = beyond[beyond["host_bound"].astype(bool) & beyond["gpu_speedup_vs_previous"].notna()]
+        # Where the wall time and the GPU time disagree on the direction, the host decided the step.
+        opposite = (beyond["speedup_vs_previous"] > 1) != (beyond["gpu_speedup_vs_previous"] > 1)
+        hidden = beyond[beyond["host_bound"].astype(bool) & beyond["gpu_speedup_vs_previous"].notna()
+                        & opposite]
         for _, row in hidden.iterrows():
             items.append(Finding(
                 f"{size}: {row['rung']} is {faster(row['speedup_vs_previous'])} than {row['previous_rung']} "
@@ -147,6 +150,7 @@ def _breakdown(ladder: pd.DataFrame) -> list[Finding]:
         text = (
             f"{best['size']}, {best['rung']}: of its {row['gpu_busy_ms']:.2f} ms of {words} per step, "
             + ", ".join(f"{category} {_pct(ms, row['gpu_busy_ms'])}" for category, ms in parts)
+            if parts else f"{best['size']}, {best['rung']}: {row['gpu_busy_ms']:.2f} ms of {words} per step"
         )
         if row["not_busy_ms"] > 0:
             where = "is outside those operators" if on_cpu(ladder) else "the GPU waited for the host"

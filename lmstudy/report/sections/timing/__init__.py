@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.report import coverage
-from lmstudy.report.answers import Answers
+from lmstudy.report.answers import Answers, span
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections import plots
@@ -110,7 +110,7 @@ def build(results: Path, figures: Path) -> Section:
     top = steady_warmup(frame)
     processes = frame["processes"] if "processes" in frame else pd.Series([1])
     section.add(Text(
-        f"Each pass of each configuration ran in {int(processes.min())} to {int(processes.max())} fresh "
+        f"Each pass of each configuration ran in {span(processes.min(), processes.max(), '.0f')} fresh "
         f"processes (at least two, more while their medians disagreed), each timing all its "
         f"{top + int(frame['timed_steps'].iloc[0])} steps, synchronizing the device after each, with "
         f"batch {int(frame['batch_size'].iloc[0])}. Warm-up w's row is the window of "

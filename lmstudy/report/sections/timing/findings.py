@@ -62,8 +62,8 @@ def _flags(stable: pd.DataFrame) -> list[Finding]:
     host, noisy = stable["host_bound"].astype(bool), stable["noisy"].astype(bool)
     text = (
         f"Of {len(stable)} steady-state rows, {int(host.sum())} are host-bound (†) and {int(noisy.sum())} "
-        f"noisy (‡) (each configuration measured in {int(stable['processes'].min())} to "
-        f"{int(stable['processes'].max())} fresh processes)"
+        f"noisy (‡) (each configuration measured in "
+        f"{span(stable['processes'].min(), stable['processes'].max(), '.0f')} fresh processes)"
     )
     if host.any():
         worst = stable.loc[stable["gpu_busy_share"].idxmin()]
@@ -147,11 +147,11 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
                    "cv_warm", "timed_steps_cold"]].assign(first_over_steady=ratio, mean_inflation=inflation)
     return [Finding(
         f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
-        f"(median over {count(len(both), 'configuration')}, up to {ratio.max():.0f}×): CUDA's context and "
+        f"(median over {count(len(both), 'configuration')}, up to {ratio.max():.1f}×): CUDA's context and "
         "cuBLAS "
         f"handles, the allocator's first blocks and lazily loaded kernels are paid there. It inflates the "
         f"mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by {inflation.median() * 100:.0f}% "
-        f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}.", behind)]
+        f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.3f}.", behind)]
 
 
 @finds
@@ -176,7 +176,7 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
         items.append(Finding(
             (f"Step {top}" if w + 1 == top else f"Steps {w + 1} to {top}")
             + f" (after {w} warm-up step{'s' if w > 1 else ''}) take{'s' if w + 1 == top else ''} a median "
-            f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {ratios.max():.2f}×) "
+            f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {ratios.max():.3f}×) "
             f"over {count(len(ratios), 'configuration')} neither host-bound nor noisy"
             + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "
             f"{verdict} (within {max_spread:.0%} of steady).",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 
 import pandas as pd
@@ -55,9 +56,15 @@ def _ms_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
     return shown.where(frame["status"] == "ok", frame["status"])
 
 
-def _interval(low: pd.Series, high: pd.Series, digits: int = 3) -> pd.Series:
+def _interval(low: pd.Series, high: pd.Series) -> pd.Series:
+    """Intervals as text, every bound of the column written with one number of decimals (the column's
+    typical magnitude to three significant digits): 163.0–171.0 beside 11.0–21.0, never 163–171 beside
+    11–21.0."""
+    bounds = pd.to_numeric(pd.concat([low, high]), errors="coerce").abs()
+    bounds = bounds[bounds > 0]
+    decimals = 0 if bounds.empty else min(4, max(0, 2 - math.floor(math.log10(bounds.median()))))
     return pd.Series([
-        f"{lo:.{digits}g}–{hi:.{digits}g}" if pd.notna(lo) and pd.notna(hi) else ""
+        f"{lo:,.{decimals}f}–{hi:,.{decimals}f}" if pd.notna(lo) and pd.notna(hi) else ""
         for lo, hi in zip(low, high, strict=True)
     ], index=low.index, dtype=object)
 
