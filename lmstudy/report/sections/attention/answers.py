@@ -80,7 +80,9 @@ def grid_answer(frame: pd.DataFrame) -> Answer:
         text,
         "attention_time_memory",
         headline=headline,
-        trust=f"median of {int(big['steps'])} steps" if "steps" in big else "",
+        trust=(f"median over {int(big['processes'])} fresh processes of each one's {int(big['steps'])}-step "
+               "median" if pd.notna(big.get("processes")) and big.get("processes", 1) > 1
+               else f"median of {int(big['steps'])} steps" if "steps" in big else ""),
     )
 
 
