@@ -93,9 +93,9 @@ def test_the_compile_speed_up_tells_one_story_with_the_other_sections_eager_step
     story = across.story(measurements, frame)
     answer = compile_answers.answers(comparison(frame), story, measurements)[0]
     # 54.78 / 29.25 and 68.8 / 29.25; section 6's interval (49.6–59.7) excludes section 1's (60.6–79.8).
-    assert ("the training step of small 1.87–2.35× as fast as eager in wall time, against the eager step of "
-            "sections 6, 1, 7 (which disagree beyond their intervals, by up to 26%; an interval covering "
-            "them all: 1.58–2.94×)") in answer.text
+    assert ("the training step of small runs 1.87–2.35× as fast as eager in wall time, against the eager "
+            "step of sections 6, 1, 7 (which disagree beyond their intervals, by up to 26%; an interval "
+            "covering them all: 1.58–2.94×)") in answer.text
     # Break-even against each eager time: 33.1 s over 39.55 ms saved, and over 25.53 ms.
     assert "it pays for itself after 837–1,297 steps" in answer.text
     assert answer.headline.startswith("torch.compile makes small's training step 1.87–2.35× as fast as eager "

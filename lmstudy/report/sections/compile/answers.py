@@ -22,13 +22,22 @@ def _across(story: pd.DataFrame | None, row) -> pd.Series | None:
     return match.iloc[0] if len(match) else None
 
 
+def covering(cell: pd.Series) -> str:
+    """The interval that covers every eager measurement's against the compiled one, as text."""
+    return span(cell["covering_low"], cell["covering_high"], ".3g")
+
+
 def _story_words(cell: pd.Series, sections: str) -> str:
     """The speed-up against every eager measurement of the configuration, and how far those agree."""
     agree = (f"which disagree beyond their intervals, by up to {(cell['max_over_min'] - 1) * 100:.0f}%"
              if cell["disagree"] else "which agree within their intervals")
-    return (f"{span(cell['speedup_min'], cell['speedup_max'])}× as fast as eager in wall time, against the "
-            f"eager step of {sections} ({agree}; an interval covering them all: "
-            f"{span(cell['covering_low'], cell['covering_high'])}×)")
+    if cell["covering_low"] <= 1 <= cell["covering_high"]:
+        return (f"is not told apart from eager in wall time "
+                f"({span(cell['speedup_min'], cell['speedup_max'])}× "
+                f"against the eager step of {sections}, {agree}; an interval covering them all, "
+                f"{covering(cell)}×, holds 1)")
+    return (f"runs {span(cell['speedup_min'], cell['speedup_max'])}× as fast as eager in wall time, against "
+            f"the eager step of {sections} ({agree}; an interval covering them all: {covering(cell)}×)")
 
 
 def answers(comp: pd.DataFrame, story: pd.DataFrame | None = None,
@@ -101,12 +110,15 @@ def answers(comp: pd.DataFrame, story: pd.DataFrame | None = None,
     cell = _across(story, largest)
     if cell is not None:
         trust = (f"eager measured in {int(cell['sources'])} sections; an interval covering them all: "
-                 f"{span(cell['covering_low'], cell['covering_high'])}×")
+                 f"{covering(cell)}×")
+    told = cell is not None and not cell["covering_low"] <= 1 <= cell["covering_high"]
     speed = (f"{span(cell['speedup_min'], cell['speedup_max'])}× as fast as eager (wall time, against the "
              + ("eager times of several sections, which disagree by up to "
                 f"{(cell['max_over_min'] - 1) * 100:.0f}%)" if cell["disagree"] else
                 "eager times of several sections)")
-             if cell is not None else f"{largest['speedup']:.2f}× as fast as eager")
+             if told else f"{largest['speedup']:.2f}× as fast as eager"
+             + (" (wall time; not told apart from eager: an interval covering every section's eager time "
+                f"holds 1, {covering(cell)}×)" if cell is not None else ""))
     if cell is not None and pd.notna(cell.get("gpu_speedup")):
         speed += f", {cell['gpu_speedup']:.2f}× on the GPU"
     headline = (

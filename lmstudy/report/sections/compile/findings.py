@@ -140,7 +140,9 @@ def _one_story(measurements: pd.DataFrame, story: pd.DataFrame) -> list[Finding]
             text += ". Their intervals overlap: one story within noise"
         text += (f". Against them compiled is {span(cell['speedup_min'], cell['speedup_max'])}× as fast "
                  f"(an interval covering every eager measurement: "
-                 f"{span(cell['covering_low'], cell['covering_high'])}×)")
+                 f"{span(cell['covering_low'], cell['covering_high'], '.3g')}×"
+                 + (", which holds 1: not told apart" if cell["covering_low"] <= 1 <= cell["covering_high"]
+                    else "") + ")")
         if pd.notna(cell.get("gpu_speedup")):
             text += f"; on the GPU (busy time), {cell['gpu_speedup']:.2f}×"
         items.append(Finding(text + ".", part.assign(disagree=cell["disagree"],

@@ -213,8 +213,9 @@ def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
                 f"n={int(best['n'])}, once the rate had stopped rising, within {SETTLED_WITHIN:.0%} of each "
                 f"other; {where})")
         if len(unsettled):
-            text += (f"; in {len(unsettled)} of them it was still rising after "
-                     f"{int(unsettled['bursts'].max())} bursts, so there it is a lower bound")
+            text += (f"; in {len(unsettled)} of them the rate had not settled after "
+                     f"{int(unsettled['bursts'].max())} bursts (its last bursts spread by more than "
+                     f"{SETTLED_WITHIN:.0%}), so there it is the median of a moving rate")
     else:
         text = (f"Measured dense bf16 matmul ceiling: {rate} (the highest of a fixed number of bursts of "
                 f"back-to-back products, best at n={int(best['n'])}; {where}; whether the rate had stopped "
