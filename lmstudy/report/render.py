@@ -426,7 +426,7 @@ def _shared(finding: Finding) -> dict[str, str]:
     from lmstudy.report.finding import CONFIGURATION
 
     data = finding.data
-    return {c: str(data[c].iloc[0]) for c in (*CONFIGURATION, "rung", "implementation")
+    return {c: str(data[c].iloc[0]) for c in (*CONFIGURATION, "phase", "rung", "implementation")
             if c in data and len(data) and data[c].nunique(dropna=False) == 1}
 
 

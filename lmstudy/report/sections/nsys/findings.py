@@ -104,10 +104,12 @@ def _top_kernels(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
         common = part["category"].value_counts()
         share = f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}%"
         # "The top optimizer kernel is an optimizer kernel" says nothing: only its share then.
+        where = "" if len(part) == 1 else (
+            (" in both configurations" if len(part) == 2 else f" in all {len(part)} configurations")
+            if common.iloc[0] == len(part)
+            else f" in {common.iloc[0]} of {len(part)} configurations")
         kind = (
-            f"is {_a(common.index[0])} {said['kernel']} in {common.iloc[0]} of {len(part)} "
-            "configurations, "
-            "taking "
+            f"is {_a(common.index[0])} {said['kernel']}{where}, taking "
             if common.index[0] != phase
             else "takes "
         )
