@@ -55,7 +55,7 @@ def test_backward_is_forward_backward_minus_forward_and_host_bound_cells_are_lef
         "takes 2.00× the forward over 1 configuration, leaving out 1 host-bound or noisy ones" in answer.text
     )
     assert "10 ms (95% interval 9–11) (small) to 100 ms (95% interval 99–101) (big)" in answer.text
-    assert "1 of 4 host-bound" not in answer.text and "2 of 4 host-bound" in answer.text
+    assert "1 of 4 cells host-bound" not in answer.text and "2 of 4 cells host-bound" in answer.text
 
 
 def timing_answers_frame(rows):

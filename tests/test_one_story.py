@@ -404,3 +404,12 @@ def test_numbers_in_one_column_share_one_format():
     assert [write(v) for v in (10.694, 17.37, 0.588)] == ["10.7", "17.4", "0.6"]
     intervals = main_table(quick_run.timing())["95% CI ms"].tolist()
     assert {"11.0–21.0", "44.0–66.6", "500.0–504.0"} <= set(intervals)  # never 11–21 beside 44–66.6
+
+
+def test_no_sentence_says_1_of_1():
+    from lmstudy.report.answers import of_all
+
+    assert [of_all(1, 1, "configuration"), of_all(2, 2, "cell"), of_all(3, 3, "cell"), of_all(1, 3, "cell")] \
+        == ["the one configuration", "both cells", "all 3 cells", "1 of 3 cells"]
+    answer = timing_answers.forward_backward_answer(quick_run.timing())
+    assert "6 of 9 cells host-bound (the GPU busy for less than 85% of the step" in answer.text

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.report.answers import of_all
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.sections.compile.across import KEY as ACROSS_KEY
 from lmstudy.report.sections.compile.tables import KEY, comparison
@@ -48,7 +49,7 @@ def _not_told_apart(comp: pd.DataFrame) -> list[Finding]:
                 f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}" for _, r in rows.iterrows()
             )
             items.append(Finding(
-                f"Compiled and eager {why} in {len(rows)} of {len(comp)} configurations: {names}.",
+                f"Compiled and eager {why} in {of_all(len(rows), len(comp), 'configuration')}: {names}.",
                 with_used(rows_behind(comp, *COMPARED, "has_interval", "apart", key=MEASUREMENT), rows)))
     return items
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows, steady_warmup
-from lmstudy.report.answers import Answer, count, percent, span
+from lmstudy.report.answers import Answer, count, of_all, percent, span
 from lmstudy.report.sections.labels import PASS_LABELS, in_size_order
 
 # The GPUs a student most often has, by the memory torch.cuda reports for them (total_memory): an
@@ -62,7 +62,12 @@ def trust_of(rows: pd.DataFrame) -> str:
         text = f"95% intervals ±{percent(half.median())} (median), at most ±{percent(half.max())}"
         host = _flag(rows, "host_bound")
         if host.any():
-            text += f"; {int(host.sum())} of {len(rows)} host-bound: wall time is launch overhead there"
+            from lmstudy.analyse.trust import thresholds
+
+            limit = thresholds(rows).get("min_gpu_busy")
+            text += (f"; {of_all(int(host.sum()), len(rows), 'cell')} host-bound (the GPU busy for less than "
+                     + (f"{limit:.0%}" if limit is not None else "noise.min_gpu_busy")
+                     + " of the step: the host's launches and Python set part of the wall time)")
         return text
     cv = rows["cv"].dropna() if "cv" in rows else pd.Series(dtype=float)
     if cv.empty:
