@@ -330,10 +330,20 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
             sentences.append(f"On the GPU (its busy time per step), {low} autocast is faster than fp32 by "
                              f"{gpu_words}. In wall time, what the user waits for, {wall}.")
             if hidden:
+                # Per hidden size, the wall ratio beside the GPU's at the quoted pass and context: how much
+                # of the GPU's gain the host leaves to the user.
+                pairs = []
+                for name in hidden:
+                    at = gpu[(gpu["size"].astype(str) == name) & (gpu["pass"] == pass_name)]
+                    at = at[at["context_length"] == at["context_length"].max()]
+                    wall_ratio = by_size.get(name)
+                    if len(at) and wall_ratio is not None:
+                        pairs.append(f"{name} {wall_ratio:.2f}× in wall time against "
+                                     f"{at['gpu_speedup'].iloc[0]:.2f}× on the GPU")
                 sentences.append(
-                    f"The host hides the GPU's gain in {', '.join(hidden)} (host-bound or noisy, †‡: the "
-                    "step waits for Python and kernel launches, which do not get faster in lower precision), "
-                    "so there the wall-time ratio says nothing about the arithmetic.")
+                    "Where a step is host-bound or noisy (†‡), the host hides part or all of the GPU's gain: "
+                    "it waits for Python and kernel launches, which lower precision does not make faster"
+                    + (f" ({step}: {'; '.join(pairs)})" if pairs else "") + ".")
             sentences.append(_optimizer_clause(every_pass, low, gpu).strip())
         else:
             sentences.append(f"In wall time, {wall}." + (
@@ -347,7 +357,8 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
             headline = (
                 f"{low} autocast makes {size}'s {step} at context {context} {on_gpu}"
                 f"{ratio.loc[(size, context)]:.2f}× in wall time"
-                + (" (host-bound or noisy: the host sets that one)" if size in hidden else "") + "."
+                + (" (host-bound or noisy: the host's launches fill part of that step)" if size in hidden
+                   else "") + "."
             )
             spread = gpu_spread(every_pass) if len(cell) else float("nan")
             trust = "; ".join(filter(None, [
