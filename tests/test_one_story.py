@@ -29,8 +29,8 @@ def test_the_bf16_answer_states_the_gpu_time_speed_up_and_which_sizes_the_host_h
     assert "On the GPU (its busy time per step), bf16 autocast is faster than fp32 by" in answer.text
     assert "2.7B: forward 6.41×, forward+backward 6.51×, training step 3.82× at context 256" in answer.text
     assert "small: forward 3.06×, forward+backward 3.25×, training step 2.66× at context 256" in answer.text
-    assert ("training step: small 0.97× in wall time against 2.66× on the GPU; 2.7B 2.64× in wall time against "
-            "3.82× on the GPU") in answer.text
+    assert ("training step: small 0.97× in wall time against 2.66× on the GPU; 2.7B 2.64× in wall time "
+            "against 3.82× on the GPU") in answer.text
     # The optimizer's GPU time, the same in both precisions, is why the training step gains less.
     assert "71.8 ms in fp32 and 72.1 ms in bf16" in answer.text
     # The summary never states the flagged wall-time ratio without its GPU-time counterpart.
