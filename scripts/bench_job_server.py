@@ -62,7 +62,8 @@ def main(argv=None) -> None:
         for repeat in range(args.repeats):
             order = [("on", on), ("off", off)] if repeat % 2 == 0 else [("off", off), ("on", on)]
             for mode, env in order:
-                rows.append({"mode": mode, "repeat": repeat, "wall_s": timed_run(args.command, env, args.gpu)})
+                wall_s = timed_run(args.command, env, args.gpu)
+                rows.append({"mode": mode, "repeat": repeat, "wall_s": wall_s})
                 print(rows[-1], flush=True)
     table = pd.DataFrame(rows)
     write_csv(args.out, table)

@@ -27,13 +27,20 @@ def main(argv=None) -> None:
     p.add_argument("--matmul-out", type=Path, required=True, help="CSV of every rung job's matmul bursts")
     p.add_argument("--matmul", type=Path, nargs="+", required=True, help="the rung jobs' matmul CSVs")
     p.add_argument("--rungs", type=Path, nargs="+", required=True, help="the rung jobs' CSVs, in order")
+    p.add_argument("--min-gpu-busy", type=float,
+                   help="flag rungs whose GPU busy share of the step is below this as host-bound")
+    p.add_argument("--max-spread", type=float,
+                   help="flag rungs whose processes' medians spread by more than this as noisy")
     args = p.parse_args(argv)
     from lmstudy.analyse.ladder_table import join
     from lmstudy.analyse.result_files import read_csvs
+    from lmstudy.analyse.trust import flag_rows
     from lmstudy.atomic import write_csv
 
     matmul = read_csvs(args.matmul)
     table = join(read_csvs(args.rungs), matmul)
+    if args.min_gpu_busy is not None and args.max_spread is not None:
+        table = flag_rows(table, args.min_gpu_busy, args.max_spread)
     write_csv(args.matmul_out, matmul)
     write_csv(args.out, table)
     print(f"{len(table)} rung rows from {len(args.rungs)} files, ceilings "

@@ -167,3 +167,15 @@ def test_a_step_samples_cell_that_is_not_json_is_named_as_damaged(tmp_path):
     message = str(raised.value)
     assert f"{path} is damaged" in message and "row 2 has '[[10.0, 10.1], [9.9' for step_times_ms" in message
     assert "\n" not in message and not (out / "index.html").exists()
+
+
+def test_the_timing_comparison_describes_only_the_columns_it_has(tmp_path):
+    from lmstudy.report.render import Table, Text
+    from lmstudy.report.sections.timing.compare import _section_timing
+
+    rows = timing(run("a"), run("b"), MIN_EFFECT)
+    section = _section_timing(rows, MIN_EFFECT, tmp_path)
+    intro = next(b for b in section.blocks if isinstance(b, Text)).text
+    columns = [c for b in section.blocks if isinstance(b, Table) for c in b.frame.columns]
+    assert "p is the test" not in intro and "p" not in columns
+    assert "Verdicts come from the variation between fresh processes" in intro

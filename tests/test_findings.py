@@ -43,9 +43,9 @@ def test_timing_findings_on_a_table_with_known_answers():
     frame = timing.order_sizes(pd.DataFrame(rows))
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(timing.PASS_LABELS), ordered=True)
     said = timing.findings(frame)
-    assert "big ran out of memory in 1 configuration(s): context 128; training step; fp32." in said
-    speedup = ("Training step: bf16 autocast's speed-up over fp32 is 2.00× (small ctx 128) to 4.00× "
-               "(small ctx 256) in the configurations neither host-bound nor noisy; 1 of 3 left out")
+    assert "big ran out of memory in 1 configuration: context 128; training step; fp32." in said
+    speedup = ("Training step: bf16 autocast's wall-time speed-up over fp32 is 2.00× (small ctx 128) to "
+               "4.00× (small ctx 256) in the configurations neither host-bound nor noisy; 1 of 3 left out")
     assert any(s.startswith(speedup) for s in said), said
     # Its data: every configuration considered, `used` marking the 2 it ranked, not the noisy one.
     stated = next(s for s in said if s.startswith(speedup)).data
@@ -86,7 +86,8 @@ def test_compile_findings_on_a_table_with_known_answers():
     assert said[0] == "1 measurement ran out of memory: large bf16 compiled training step."
     # speed-ups 1.5x and 2x: median 1.75x
     assert said[1].startswith(
-        "Compiled, the training step is 1.75× faster than eager (median of the 2 configurations told apart)"
+        "Compiled, the training step is 1.75× faster than eager measured in this section (median of the 2 "
+        "configurations told apart)"
     )
     assert "(median of 1" not in " ".join(said)
     # 10 s of compiling, saving 10 ms and 30 ms a step: paid back after 1000 and 333 steps
@@ -101,7 +102,7 @@ def test_one_configuration_is_not_a_median():
         for mode, ms in (("eager", 10.0), ("compiled", 20.0))
     ]
     said = compile_section.findings(pd.DataFrame(rows))
-    assert "Compiled, the forward is 2.00× slower than eager (small bf16)." in said
+    assert "Compiled, the forward is 2.00× slower than eager measured in this section (small bf16)." in said
 
 
 def test_compiled_and_eager_within_each_others_interval_are_not_ranked():
@@ -164,8 +165,9 @@ def test_attention_findings_on_a_table_with_known_answers():
     assert "SDPA in fp32 dispatched to the flash backend." in said
     # ratios 2x and 4x: median 3x, best 4x at seq 2048, and 4x at the longest both ran
     assert any(s.startswith("With SDPA (fp32) forward+backward is 3.00× faster than naive eager attention "
-                            "(median; at best 4.00× faster, d=64, seq 2048); at the longest sequence both "
-                            "ran (2048) it is 4.00× faster") for s in said), said
+                            "(median over 2 configurations told apart; at best 4.00× faster, d=64, seq "
+                            "2048); at the longest sequence told apart (2048): forward 4.00× faster")
+               for s in said), said
     # SDPA's memory doubles with the length from 0 at 0: a constant of 0 and an exponent of 1 (three
     # lengths, enough for a fit; naive's two are not, and no exponent is made up for it).
     assert ("SDPA (fp32, d=64): the memory in use before the backward is a constant 0.0 MiB plus a part that "
@@ -295,7 +297,7 @@ def test_memory_findings_on_a_table_with_known_answers():
            "when it failed." in said
     assert "small ctx 1024 forward fp32 ran out of memory during forward." in said
     # train/forward: 3/1, 8/2 (fp32), 2.7/1, 5.6/2 (bf16): 2.7, 2.8, 3, 4, median 2.9
-    assert "A training step's peak is 2.7× to 4.0× the forward pass's (median 2.9× over 4 configurations)." \
+    assert "A training step's peak is 2.7–4.0× the forward pass's (median 2.9× over 4 configurations)." \
         in said
     assert "Forward: bf16 autocast leaves the peak unchanged at a median 1.00× the fp32 peak " \
            "(2 configurations)." in said
@@ -387,18 +389,20 @@ def test_nsys_findings_on_a_table_with_known_answers():
     from lmstudy.report.sections import nsys
 
     said = nsys.findings(_nsys_data())
-    assert said[0] == "1 of 3 configurations ran out of memory (small ctx 256 train_step)."
+    assert said[0] == "1 of 3 configurations ran out of memory (small ctx 256 training step)."
     # 10/10 and 30/25: the train step is the largest gap (the warm-up-0 timer row is not steady state)
     assert said[1] == (
         "Nsys's per-step span (from a step's first kernel starting to its last ending, idle gaps included) "
         "is 1.00× to 1.20× the timing section's median over 2 configurations; the largest gap is small ctx "
-        "128 train_step (30 ms vs 25 ms; the timer inside the capture read 28 ms). Far from 1, the step is "
-        "launch-bound: the GPU waits between kernels, and tracing slows the host that launches them."
+        "128 training step (30 ms vs 25 ms; the timer inside the capture read 28 ms). The span is 1.07× the "
+        "timer of its own process, so tracing does not explain the gap: it lies between processes (the "
+        "timing section's median comes from other processes of another job, and a host-bound step moves "
+        "from one process to the next)."
     )
     # gemm_a is 14 of 20 ms of inference's forward, 10 of 20 ms of training's
-    assert ("The top forward kernel is a GEMM kernel in 2 of 2 configurations, taking 50–70% of forward "
+    assert ("The top forward kernel is a GEMM kernel in both configurations, taking 50–70% of forward "
             "GPU time.") in said
-    assert ("The top backward kernel is a GEMM kernel in 1 of 1 configurations, taking 67% of backward "
+    assert ("The top backward kernel is a GEMM kernel, taking 67% of backward "
             "GPU time.") in said
     # Not "an optimizer kernel is an optimizer kernel": its share alone.
     assert "The top optimizer kernel takes 80% of optimizer GPU time." in said
@@ -419,7 +423,7 @@ def test_nsys_findings_when_every_profile_ran_out_of_memory():
     runs = _nsys_runs((1024, "train_step", "OOM"))
     empty = pd.DataFrame()
     said = nsys.findings({"kernels": empty, "ranges": empty, "runs": runs, "timing": empty})
-    assert said == ["1 of 1 configurations ran out of memory (small ctx 1024 train_step)."]
+    assert said == ["The one profiled configuration ran out of memory (small ctx 1024 training step)."]
 
 
 CUDAGRAPHS = "bf16 + SDPA + compile with CUDA graphs + bf16 weights with fp32 masters"
@@ -475,7 +479,7 @@ def test_ladder_findings_on_a_table_with_known_answers():
         "dense bf16 matmul ceiling measured on its GPU (100 TFLOP/s); 5.00× faster than fp32.",
         f"big: the best rung is bf16, 400.00 ms per step, 50 TFLOP/s, {mfu} = 50.0% of the dense bf16 matmul "
         "ceiling measured on its GPU (100 TFLOP/s).",
-        "small: the biggest step is bf16 over fp32, 2.50× faster.",
+        "small: the biggest step beyond noise is bf16 over fp32, 2.50× faster.",
         "big: no rung is faster than the one below it beyond noise.",
         # 12, 3 and 1 of 16 ms; the step's other 4 ms the GPU waited
         "small, bf16 + SDPA + compile: of its 16.00 ms of GPU time per step, GEMM 75%, elementwise 19%, "
@@ -498,7 +502,7 @@ def test_ladder_findings_carry_the_rows_their_numbers_come_from():
     steps = said[2].data
     assert steps["rung"].tolist() == ["bf16", "bf16 + SDPA", "bf16 + SDPA + compile"]
     top = steps.loc[steps.loc[steps["beyond_noise"], "speedup_vs_previous"].idxmax()]
-    assert said[2] == (f"small: the biggest step is {top['rung']} over {top['previous_rung']}, "
+    assert said[2] == (f"small: the biggest step beyond noise is {top['rung']} over {top['previous_rung']}, "
                        f"{faster(top['speedup_vs_previous'])}.")
     # The breakdown's shares are the data's category times over its busy time.
     (split,) = said[4].data.to_dict("records")
@@ -520,7 +524,7 @@ def test_ladder_findings_do_not_rank_rungs_within_noise():
     best = next(s for s in said if s.startswith("2.7B: the best rung"))
     tie = "; bf16 within noise of it (the larger of the two rungs' noise), so not ranked below it: a tie."
     assert best.endswith(tie), best
-    assert "2.7B: the biggest step is bf16 over fp32, 3.31× faster." in said
+    assert "2.7B: the biggest step beyond noise is bf16 over fp32, 3.31× faster." in said
     within = ("2.7B: masters is within noise of the rung below (the larger of the two rungs' noise): "
               "not ranked.")
     assert within in said
@@ -543,10 +547,12 @@ def test_ladder_findings_put_the_measured_ceiling_beside_the_datasheet():
               for i, t in enumerate(rates)]
     said = ladder.findings(_ladder(), pd.DataFrame(bursts))
     assert said[0] == (
-        "Measured dense bf16 matmul ceiling: 769 to 806 TFLOP/s (highest burst of back-to-back products at "
-        f"steady clocks, best at n=8192; 2 measurements on 2 GPUs) = {769 / 989.4 * 100:.1f}% to "
-        f"{806 / 989.4 * 100:.1f}% of the datasheet's 989.4 TFLOP/s dense bf16 peak; during the bursts the "
-        "SM clock averaged 1975 to 1980 MHz and the power 690 to 700 W."
+        "Measured dense bf16 matmul ceiling: 769–806 TFLOP/s (the highest of a fixed number of bursts of "
+        "back-to-back products, best at n=8192; 2 measurements on 2 GPUs; whether the rate had stopped "
+        f"rising was not measured in this run) = {769 / 989.4 * 100:.1f}–{806 / 989.4 * 100:.1f}% of the "
+        "datasheet's 989.4 TFLOP/s dense bf16 peak. During the bursts themselves the SM clock averaged "
+        "1975–1980 MHz and the power 690–700 W (NVML's own average over about a second). This section's "
+        "shares of the measured ceiling divide by it; its MFU divides by the datasheet peak."
     )
     table = ladder.matmul_table(pd.DataFrame(bursts))
     assert list(table["ceiling TFLOP/s (highest burst)"]) == [769.0, 806.0]
@@ -806,7 +812,8 @@ def test_a_precision_findings_data_holds_the_numbers_its_sentence_states():
     used = largest.data[largest.data["used"]]
     assert len(largest.data) == 5 and len(used) == 4 and not used["noisy"].any()
     best = used.loc[used["speedup"].idxmax()]
-    assert largest.startswith(f"The largest bf16 speed-up is {best['speedup']:.2f}× ({best['size']} ctx "
+    assert largest.startswith(f"The largest wall-time bf16 speed-up is {best['speedup']:.2f}× "
+                              f"({best['size']} ctx "
                               f"{best['context_length']}, training step), among the {len(used)} ")
     assert largest.endswith(f"({len(largest.data) - len(used)} left out).")
     assert slower == (f"bf16 is slower than fp32 beyond the intervals in "
@@ -814,7 +821,8 @@ def test_a_precision_findings_data_holds_the_numbers_its_sentence_states():
                       f"the worst {slower.data['speedup'].min():.2f}×.")
     medians = by_size.data.drop_duplicates("size").set_index("size")["median_of_size"].sort_index()
     stated = ", ".join(f"{size} {median:.2f}×" for size, median in medians.items())
-    assert by_size == f"Median speed-up by size: {stated}."
+    assert by_size == ("Median wall-time speed-up by size (configurations neither host-bound nor noisy): "
+                       f"{stated}.")
     assert dict(medians) == {"small": 1.0, "big": 2.75}
 
 
@@ -849,7 +857,7 @@ def test_a_comparisons_findings_carry_the_pairs_of_a_and_b_they_compared():
     medians = by_precision.data.drop_duplicates("precision").set_index("precision")["median_of_precision"]
     assert by_precision == ("By precision, the median ratio B/A is "
                             + ", ".join(f"{p} {medians[p]:.3f}" for p in sorted(medians.index)) + ".")
-    assert in_b.startswith("1 configuration(s) measured only in B: big ctx 512")
+    assert in_b.startswith("1 configuration measured only in B: big ctx 512")
     assert list(in_b.data["verdict"]) == ["only in B"] and in_b.data["status_a"].isna().all()
     assert f"band {rule.data['band_low'].iloc[0]:.3f}–{rule.data['band_high'].iloc[0]:.3f}" in rule
 

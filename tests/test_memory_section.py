@@ -100,7 +100,7 @@ def test_report_section(results):
     assert any(said in f for f in findings), findings
     wide = frame.pivot_table(index="precision", columns="pass", values="peak_bytes")
     ratio = wide["train_step"] / wide["forward"]
-    assert any(f"{ratio.min():.1f}× to {ratio.max():.1f}×" in f for f in findings)
+    assert any(f"{ratio.min():.1f}–{ratio.max():.1f}×" in f for f in findings)
     tables = {b.caption: b.frame for b in built.blocks if isinstance(b, Table)}
     peaks = tables["Peak allocated memory: snapshot analysis vs the allocator"]
     assert set(peaks["status"]) == {"ok", "skipped"}

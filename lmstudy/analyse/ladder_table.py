@@ -19,21 +19,26 @@ import pandas as pd
 
 # The burst rows of one ceiling measurement belong to the rung job that measured them.
 JOB_KEY = ["size", "rung_key"]
+# What lmstudy.measure.matmul_ceiling.SETTLED holds (no torch here): the last window's bursts lie within it.
+SETTLED_WITHIN = 0.01
 CLOCK_COLUMNS = ("sm_clock_mhz", "min_sm_clock_mhz", "max_sm_clock_mhz", "power_w", "power_limit_w")
 
 
 def reference_tflops(matmul: pd.DataFrame) -> float:
-    """The highest rate of the matmul bursts (NaN without any)."""
-    rates = pd.to_numeric(matmul["tflops"], errors="coerce") if "tflops" in matmul else pd.Series(dtype=float)
-    return float(rates.max()) if rates.notna().any() else float("nan")
+    """The highest ceiling of the matmul measurements (NaN without any): the sustained rate where the
+    bursts ran until it settled, never a short burst's."""
+    found = ceilings(matmul)
+    return float(found["ceiling_tflops"].max()) if len(found) else float("nan")
 
 
 def ceilings(matmul: pd.DataFrame) -> pd.DataFrame:
     """One row per ceiling measurement (per rung job, or one for the whole run without job keys).
 
-    ceiling_tflops: the highest burst; n: the size it came at; median_tflops
-    and bursts: the median and number of bursts at that n; the clocks and
-    power sampled during that n's bursts; the GPU's identity where recorded.
+    Bursts measured until the rate stopped rising (a `kind` column): ceiling_tflops is the median of
+    the steady window (_sustained), short_tflops the short bursts' best. Older bursts (a fixed
+    number): ceiling_tflops is the highest burst; n: the size it came at; median_tflops and bursts:
+    the median and number of bursts at that n; the clocks and power sampled during that n's bursts;
+    the GPU's identity where recorded.
     """
     if matmul.empty or "tflops" not in matmul:
         return pd.DataFrame()
@@ -42,6 +47,10 @@ def ceilings(matmul: pd.DataFrame) -> pd.DataFrame:
     groups = frame.groupby(keys, sort=False, observed=True) if keys else [((), frame)]
     rows = []
     for key, part in groups:
+        if "kind" in part and (part["kind"] == "sustained").any():
+            row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
+            rows.append({**row, **_sustained(part)})
+            continue
         best = part.loc[part["tflops"].idxmax()]
         at_n = part[part["n"] == best["n"]]
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True))
@@ -57,6 +66,41 @@ def ceilings(matmul: pd.DataFrame) -> pd.DataFrame:
                 row[column] = best[column]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _true(values: pd.Series) -> pd.Series:
+    return values.map(lambda v: str(v).strip().lower() in ("true", "1", "1.0"))
+
+
+def _sustained(part: pd.DataFrame) -> dict:
+    """One measurement of a rate taken until it stopped rising (matmul_ceiling): the ceiling is the
+    median of the steady window at the n that sustains most, the short bursts' best beside it, and the
+    clocks read during the steady bursts themselves."""
+    sustained = part[part["kind"] == "sustained"]
+    steady = sustained[_true(sustained["steady"])] if "steady" in sustained else sustained
+    steady = steady if len(steady) else sustained
+    by_n = steady.groupby("n")["tflops"].median()
+    n = by_n.idxmax()
+    at_n, window = sustained[sustained["n"] == n], steady[steady["n"] == n]
+    short = part[part["kind"] == "short"]["tflops"]
+    row = {
+        "n": int(n), "ceiling_tflops": float(by_n.max()), "median_tflops": float(by_n.max()),
+        "best_burst_tflops": float(at_n["tflops"].max()), "bursts": len(at_n),
+        "window": len(window), "products": int(at_n["products"].iloc[0]) if "products" in at_n else None,
+        "settled": bool(_true(at_n["settled"]).all()) if "settled" in at_n else True,
+        "first_burst_tflops": float(at_n.sort_values("burst")["tflops"].iloc[0]),
+        "short_tflops": float(short.max()) if len(short) else float("nan"),
+    }
+    for column in CLOCK_COLUMNS:
+        if column in window:
+            values = pd.to_numeric(window[column], errors="coerce")
+            how = {"min_sm_clock_mhz": values.min(), "max_sm_clock_mhz": values.max(),
+                   "power_limit_w": values.max()}.get(column, values.mean())
+            row[column] = float(how) if pd.notna(how) else None
+    for column in ("gpu", "gpu_uuid"):
+        if column in window:
+            row[column] = window[column].iloc[0]
+    return row
 
 
 def join(rungs: pd.DataFrame, matmul: pd.DataFrame) -> pd.DataFrame:

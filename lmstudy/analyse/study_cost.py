@@ -129,3 +129,58 @@ def overlaps_on_one_gpu(frame: pd.DataFrame) -> pd.DataFrame:
             if previous is None or job["ended_at"] > previous["ended_at"]:
                 previous = job
     return pd.DataFrame(pairs, columns=["gpu_index", "first", "second"])
+
+
+def _measuring_spans(jobs: pd.DataFrame) -> pd.DataFrame:
+    if jobs.empty or not {"measuring", "started_at", "ended_at"} <= set(jobs):
+        return jobs.iloc[0:0]
+    measuring = jobs[jobs["measuring"].map(lambda v: str(v).strip().lower() in ("true", "1", "1.0"))]
+    return measuring.dropna(subset=["started_at", "ended_at"])
+
+
+def shared_host(results: Path, jobs: pd.DataFrame) -> str:
+    """Whether another study measured on this run's host while its measuring jobs ran, from the job
+    records of the runs beside it (results/<other>/cost/jobs.csv): on a host-bound step the host's
+    load moves the time, so a reader must know. Also the jobs during which other processes held the
+    GPU. "" where this run recorded no measuring job."""
+    from lmstudy.analyse import result_files
+
+    mine = _measuring_spans(jobs)
+    if mine.empty:
+        return ""
+    hosts = set(mine["host"].dropna().astype(str)) if "host" in mine else set()
+    others = {}
+    for path in sorted(results.parent.glob("*/cost/jobs.csv")):
+        if path.parent.parent.resolve() == results.resolve():
+            continue
+        try:
+            spans = _measuring_spans(result_files.read_csv(path, missing_ok=True))
+        except result_files.DamagedResult:
+            continue  # another run's damaged records say nothing about this one
+        if hosts and "host" in spans:
+            spans = spans[spans["host"].astype(str).isin(hosts)]
+        if len(spans):
+            others[path.parent.parent.name] = spans
+    parts = []
+    if others:
+        overlapped, runs = 0, set()
+        for _, job in mine.iterrows():
+            hit = [name for name, spans in others.items()
+                   if ((spans["started_at"] < job["ended_at"])
+                       & (spans["ended_at"] > job["started_at"])).any()]
+            overlapped += bool(hit)
+            runs.update(hit)
+        parts.append(
+            f"{overlapped} of {len(mine)} measuring jobs ran while a measuring job of "
+            + (f"run {', '.join(sorted(runs))}" if runs else f"the {len(others)} other runs beside it")
+            + " ran on the same host" if overlapped else
+            f"none of {len(mine)} measuring jobs overlapped a measuring job of the {len(others)} other "
+            f"run{'s' if len(others) > 1 else ''} beside it on the same host")
+    else:
+        parts.append("not known: no other run's job records lie beside this one")
+    if "foreign_processes" in mine:
+        foreign = mine["foreign_processes"].fillna("").astype(str).str.strip()
+        busy = int((foreign != "").sum())
+        if busy:
+            parts.append(f"other processes held the GPU during {busy} of {len(mine)}")
+    return "; ".join(parts)

@@ -14,6 +14,8 @@ intervals overlap. pandas only.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 FLAG_MARKS = {"host_bound": "†", "noisy": "‡"}
@@ -27,14 +29,80 @@ CONTAINS = {"train_step": "forward_backward", "forward_backward": "forward"}
 
 
 def flag_rows(frame: pd.DataFrame, min_gpu_busy: float, max_spread: float) -> pd.DataFrame:
-    """`frame` with boolean host_bound and noisy columns (False where the data cannot tell)."""
+    """`frame` with boolean host_bound and noisy columns (False where the data cannot tell).
+
+    Any table of step times: the GPU's share comes from gpu_busy_share, else gpu_busy_ms over
+    median_ms (compile and ladder rows); a table of two timed parts (attention's forward_ and
+    backward_ columns) gets each part's noisy flag too, and noisy where either is."""
     frame = frame.copy()
+    if "gpu_busy_share" not in frame and {"gpu_busy_ms", "median_ms"} <= set(frame):
+        frame["gpu_busy_share"] = (pd.to_numeric(frame["gpu_busy_ms"], errors="coerce")
+                                   / pd.to_numeric(frame["median_ms"], errors="coerce"))
     busy = pd.to_numeric(frame["gpu_busy_share"], errors="coerce") if "gpu_busy_share" in frame else None
-    spread = pd.to_numeric(frame["process_spread"], errors="coerce") if "process_spread" in frame else None
     ok = frame["status"] == "ok" if "status" in frame else True
     frame["host_bound"] = (busy < min_gpu_busy).fillna(False) & ok if busy is not None else False
-    frame["noisy"] = (spread > max_spread).fillna(False) & ok if spread is not None else False
+    frame["noisy"] = False
+    for part in ("", "forward_", "backward_"):
+        if f"{part}process_spread" in frame:
+            spread = pd.to_numeric(frame[f"{part}process_spread"], errors="coerce")
+            noisy = (spread > max_spread).fillna(False) & ok
+            if part:
+                frame[f"{part}noisy"] = noisy
+            frame["noisy"] = frame["noisy"] | noisy
+    # The thresholds travel with the rows, so that the report names the values it flagged by.
+    frame["min_gpu_busy"] = min_gpu_busy
+    frame["max_spread"] = max_spread
     return frame
+
+
+def thresholds(frame: pd.DataFrame) -> dict[str, float]:
+    """The flags' thresholds the rows were flagged by ({} for rows flagged before they travelled)."""
+    found = {}
+    for name in ("min_gpu_busy", "max_spread"):
+        values = pd.to_numeric(frame[name], errors="coerce").dropna() if name in frame else pd.Series()
+        if len(values):
+            found[name] = float(values.iloc[0])
+    return found
+
+
+def gpu_busy_processes(row) -> list[float]:
+    """A row's GPU busy time per process (gpu_busy_ms_processes, a JSON list), else its one gpu_busy_ms
+    (runs from before the list existed profiled the first process only); [] where neither is known."""
+    listed = row.get("gpu_busy_ms_processes")
+    if isinstance(listed, str) and listed.strip():
+        try:
+            values = [float(v) for v in json.loads(listed) if v is not None]
+        except (TypeError, ValueError):
+            values = []
+        values = [v for v in values if v == v and v > 0]
+        if values:
+            return values
+    busy = pd.to_numeric(pd.Series([row.get("gpu_busy_ms")]), errors="coerce").iloc[0]
+    return [float(busy)] if pd.notna(busy) and busy > 0 else []
+
+
+def gpu_ratio(slow, fast) -> tuple[float, float, float]:
+    """slow's GPU busy time over fast's (a speed-up on the GPU), with the range the processes allow:
+    the extremes of one side's processes over the other's. NaNs where either lacks a busy time.
+
+    GPU time is the measure of what the GPU does: it moves by a fraction of a percent between
+    processes where the wall time of a host-bound step moves by tens of percent."""
+    a, b = gpu_busy_processes(slow), gpu_busy_processes(fast)
+    nan = float("nan")
+    if not a or not b:
+        return nan, nan, nan
+    busy_a = pd.to_numeric(pd.Series([slow.get("gpu_busy_ms")]), errors="coerce").iloc[0]
+    busy_b = pd.to_numeric(pd.Series([fast.get("gpu_busy_ms")]), errors="coerce").iloc[0]
+    ratio = (busy_a / busy_b) if pd.notna(busy_a) and pd.notna(busy_b) and busy_b > 0 else (
+        pd.Series(a).median() / pd.Series(b).median())
+    return float(ratio), min(a) / max(b), max(a) / min(b)
+
+
+def gpu_spread(rows: pd.DataFrame) -> float:
+    """The largest relative spread (max/min - 1) of the GPU busy time between the processes of any
+    row; NaN where no row has more than one process's busy time."""
+    spreads = [max(v) / min(v) - 1 for _, r in rows.iterrows() if len(v := gpu_busy_processes(r)) > 1]
+    return max(spreads) if spreads else float("nan")
 
 
 def marks(row) -> str:

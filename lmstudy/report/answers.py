@@ -85,6 +85,15 @@ def processes_text(processes) -> str:
     return f"{between(low, high, 'd')} fresh process{'' if low == high == 1 else 'es'}"
 
 
+def of_all(part: int, whole: int, word: str) -> str:
+    """'2 of 5 configurations', 'all 3 configurations', 'both configurations', 'the one configuration':
+    never 'in 1 of 1 configurations'."""
+    if part == whole:
+        return (f"the one {word}" if whole == 1 else f"both {word}s" if whole == 2
+                else f"all {whole} {word}s")
+    return f"{part} of {whole} {word}s"
+
+
 def count(n: int, word: str) -> str:
     """'1 configuration', '3 configurations': never '1 configuration(s)'."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -130,6 +130,10 @@ def column_formatter(values) -> Callable[[object], str]:
         typical = nonzero[len(nonzero) // 2]
         scientific = typical < 1e-3 or typical >= 1e9
         decimals = min(6, max(0, 2 - math.floor(math.log10(typical))))
+    if spread and nonzero[0] < 1e-3:
+        # A column that needs an exponent for its smallest numbers writes every number with one:
+        # 9.92e-04 beside 1.25e+01, never beside 12.5.
+        spread, scientific = False, True
 
     def write(value) -> str:
         number = _number(value)
@@ -190,7 +194,21 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.columns[frame.columns == "pass"]:
         # Passes by their names in the text: "training step", never train_step.
         frame[column] = frame[column].map(lambda p: PASS_LABELS.get(p, p) if isinstance(p, str) else p)
-    return frame
+    return flags_beside_the_time(frame)
+
+
+def flags_beside_the_time(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table's flags column (†‡) moved beside the number it qualifies, the first median or time
+    column, where a reader looks, not at the far end of a wide table."""
+    if "flags" not in frame.columns:
+        return frame
+    times = [c for c in frame.columns
+             if c != "flags" and (c.startswith("median") or c.endswith((" ms", "(ms)")))]
+    if not times:
+        return frame
+    order = [c for c in frame.columns if c != "flags"]
+    order.insert(order.index(times[0]) + 1, "flags")
+    return frame[order]
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
@@ -319,13 +337,17 @@ def table_html(frame: pd.DataFrame) -> Markup:
 
         return write
 
+    # A row a flag (†‡) marks is muted as a whole: its numbers are the host's or noise.
+    flagged = (frame["flags"].fillna("").astype(str) != "") if "flags" in frame else pd.Series(
+        False, index=frame.index)
     classes = pd.DataFrame(
         {
             column: [
                 " ".join(c for c in (
-                    "num" if _number(v) is not None else "text", _status_class(shown[column](v))
+                    "num" if _number(v) is not None else "text", _status_class(shown[column](v)),
+                    "flagged" if mark else "",
                 ) if c)
-                for v in frame[column]
+                for v, mark in zip(frame[column], flagged, strict=True)
             ]
             for column in frame.columns
         },
@@ -398,17 +420,45 @@ def name_tables(sections: list[Section]) -> set[str]:
     return taken
 
 
+def _shared(finding: Finding) -> dict[str, str]:
+    """The configuration a finding's rows share (a pass, a size, a precision)."""
+    from lmstudy.report.finding import CONFIGURATION
+
+    data = finding.data
+    return {c: str(data[c].iloc[0]) for c in (*CONFIGURATION, "phase", "rung", "implementation")
+            if c in data and len(data) and data[c].nunique(dropna=False) == 1}
+
+
+def _what_they_hold(siblings: list[Finding]) -> list[str]:
+    """What tells each finding's data from its siblings' (one function, several findings): the part
+    of the configuration its rows share that differs between them, else its sentence's first words."""
+    shared = [_shared(f) for f in siblings]
+    differ = [k for k in dict.fromkeys(k for s in shared for k in s)
+              if len({s.get(k) for s in shared}) > 1]
+    return [_slug(" ".join(s[k] for k in differ if k in s)) or _slug(str(f), words=5)
+            for f, s in zip(siblings, shared, strict=True)]
+
+
 def name_finding_data(sections: list[Section], taken: set[str]) -> None:
-    """Give every finding's data its CSV's path: tables/finding_<section>_<function>.csv, unique."""
+    """Give every finding's data its CSV's path: tables/finding_<section>_<function>.csv, and where a
+    function wrote several findings, each named by what it holds (finding_timing_speedups_train_step),
+    never by its position."""
     for section in sections:
         for block in section.blocks:
             if not isinstance(block, Findings):
                 continue
-            for item in block.items:
-                if not isinstance(item, Finding):
-                    continue
-                function = item.computed_by.rsplit(".", 1)[-1].strip("_") or "finding"
-                item.csv = f"tables/{_unique(f'finding_{section.key}_{function}', taken)}.csv"
+            items = [item for item in block.items if isinstance(item, Finding)]
+            functions = [item.computed_by.rsplit(".", 1)[-1].strip("_") or "finding" for item in items]
+            held = {}
+            for function in set(functions):
+                siblings = [i for i, f in zip(items, functions, strict=True) if f == function]
+                if len(siblings) > 1:
+                    held.update(zip(map(id, siblings), _what_they_hold(siblings), strict=True))
+            for item, function in zip(items, functions, strict=True):
+                base = f"finding_{section.key}_{function}"
+                if id(item) in held:
+                    base += f"_{held[id(item)]}"
+                item.csv = f"tables/{_unique(base, taken)}.csv"
 
 
 def _anchor(block, section) -> str:
@@ -524,7 +574,7 @@ def render_study(
     The header's environment comes from `environment_tables` (the aggregated
     tables the workflow hands over), never from whatever lies in the folder.
     """
-    from lmstudy.analyse.study_cost import most_at_once
+    from lmstudy.analyse.study_cost import most_at_once, shared_host
     from lmstudy.analyse.tables import environment_of, read_result
 
     check_links_inside(results)
@@ -535,4 +585,7 @@ def render_study(
     if not jobs.empty and "measuring" in jobs:
         # Two measurements at once on one machine share its CPU and memory bandwidth: the header says so.
         environment["measuring_jobs_at_once"] = str(most_at_once(jobs[jobs["measuring"].astype(bool)]))
+        shared = shared_host(results, jobs)
+        if shared:
+            environment["other studies on the host"] = shared
     render(sections, environment, templates, out_dir, title, run)

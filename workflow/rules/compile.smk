@@ -59,8 +59,11 @@ rule aggregate_compile:
         LMSTUDY_ENV
     params:
         code=code_version("aggregate"),
+        min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
+        max_spread=flag("--max-spread", config["noise"]["max_spread"]),
     shell:
-        "lmstudy aggregate --out {output} {input} > {log} 2>&1"
+        "lmstudy aggregate --out {output} {params.min_gpu_busy} {params.max_spread}"
+        " {input} > {log} 2>&1"
 
 
 if COMPILE["enabled"]:

@@ -67,8 +67,11 @@ rule aggregate_ladder:
         LMSTUDY_ENV
     params:
         code=code_version("ladder_table"),
+        min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
+        max_spread=flag("--max-spread", config["noise"]["max_spread"]),
     shell:
         "lmstudy ladder_table --out {output.table} --matmul-out {output.matmul}"
+        " {params.min_gpu_busy} {params.max_spread}"
         " --matmul {input.matmul} --rungs {input.rungs} > {log} 2>&1"
 
 

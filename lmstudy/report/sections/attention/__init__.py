@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmstudy.report import coverage
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -93,6 +94,13 @@ def build(results: Path, figures: Path) -> Section:
             "the caching allocator reports (n/a on a CPU). Times are medians."
         )
     )
+    left = coverage.not_measured("attention", {
+        "head_dims": frame["head_dim"],
+        "seq_lens": frame["seq_len"],
+        "precisions": frame["precision"],
+    })
+    if left:
+        section.add(Text(left))
     section.add(Answers(attention_answers.answers(frame)))
     section.add(Findings(findings(frame)))
     section.add(

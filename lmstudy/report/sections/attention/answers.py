@@ -80,7 +80,9 @@ def grid_answer(frame: pd.DataFrame) -> Answer:
         text,
         "attention_time_memory",
         headline=headline,
-        trust=f"median of {int(big['steps'])} steps" if "steps" in big else "",
+        trust=(f"median over {int(big['processes'])} fresh processes of each one's {int(big['steps'])}-step "
+               "median" if pd.notna(big.get("processes")) and big.get("processes", 1) > 1
+               else f"median of {int(big['steps'])} steps" if "steps" in big else ""),
     )
 
 
@@ -103,13 +105,23 @@ def compile_answer(frame: pd.DataFrame) -> Answer | None:
     ratios = ratio_frame(frame, "naive", "naive-compile")
     if ratios.empty:
         return None
-    longest = ratios[ratios["seq_len"] == ratios["seq_len"].max()]
+    # Only configurations whose eager and compiled intervals do not overlap are ranked.
+    told = ratios[ratios["total_apart"]] if "total_apart" in ratios else ratios
+    left = len(ratios) - len(told)
+    if told.empty:
+        return Answer(Q["compile"], (
+            f"Compiled and eager naive attention are not told apart in any of the "
+            f"{count(len(ratios), 'configuration')} (forward+backward: their intervals overlap; "
+            f"{span(ratios['total'].min(), ratios['total'].max())}× with intervals as wide as "
+            f"{span(ratios['total_low'].min(), ratios['total_high'].max())}×)."), "attention_compile")
+    longest = told[told["seq_len"] == told["seq_len"].max()]
     text = (
         "Compiled naive attention over eager (forward+backward): "
-        f"{span(ratios['total'].min(), ratios['total'].max())}× "
-        f"over {count(len(ratios), 'configuration')}, "
-        f"{span(longest['total'].min(), longest['total'].max())}× at the "
-        f"longest sequence ({int(longest['seq_len'].iloc[0])})."
+        f"{span(told['total'].min(), told['total'].max())}× "
+        f"over {count(len(told), 'configuration')} told apart"
+        + (f" ({left} of {len(ratios)} not: their intervals overlap)" if left else "")
+        + f", {span(longest['total'].min(), longest['total'].max())}× at the "
+        f"longest sequence told apart ({int(longest['seq_len'].iloc[0])})."
     )
     return Answer(Q["compile"], text, "attention_compile")
 

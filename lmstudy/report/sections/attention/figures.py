@@ -83,6 +83,12 @@ def figure(
                 label=label,
                 **IMPL_STYLE[impl],
             )
+            if y != "memory_before_backward_bytes" and "noisy" in good:
+                # Noisy cells (the processes disagree beyond noise.max_spread): hollow, as in section 1.
+                shaky = good[good["noisy"].fillna(False).astype(bool)]
+                if len(shaky):
+                    ax.scatter(shaky["seq_len"] * shift, shaky[y] / scale, s=70, facecolors="white",
+                               edgecolors=drawn[0].get_color(), zorder=5, label="noisy (hollow)")
             if slopes and impl in ("naive", "sdpa") and precision == part["precision"].iloc[0]:
                 power = 2 if impl == "naive" else 1
                 _reference(ax, good["seq_len"], good[y] / scale, power, f"∝ seq{'²' if power == 2 else ''}")
@@ -127,13 +133,19 @@ def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
         ax = axes[0][0]
         for (precision, d), line in ratios.groupby(["precision", "head_dim"]):
             line = line.sort_values("seq_len")
-            ax.plot(
+            drawn = ax.plot(
                 line["seq_len"],
                 line["total"],
                 "-" if precision == "fp32" else "--",
                 marker="o",
                 label=f"d={int(d)} {precision}",
             )
+            if "total_low" in line:
+                # The ratio's interval from the two sides' intervals: a ±100% cell shows as one.
+                ax.errorbar(line["seq_len"], line["total"],
+                            yerr=[(line["total"] - line["total_low"]).clip(lower=0),
+                                  (line["total_high"] - line["total"]).clip(lower=0)],
+                            fmt="none", ecolor=drawn[0].get_color(), capsize=3, linewidth=0.8)
         plots.reference_line(ax, label="eager (1.0×)")
         plots.power_of_two_ticks(ax, ratios["seq_len"])
         ax.set_xlabel("sequence length")

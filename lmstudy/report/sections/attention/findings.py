@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.answers import between
+from lmstudy.report.answers import between, count
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.attention.tables import (
     GIB,
@@ -19,6 +19,7 @@ from lmstudy.report.sections.attention.tables import (
     memory_fit_table,
     oom_threshold,
     ratio_frame,
+    ratio_words,
     workspace_pairs,
 )
 from lmstudy.report.sections.labels import faster
@@ -78,19 +79,34 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
             continue
         times = _total_times(frame, slow, fast)
         for precision, part in ratios.groupby("precision"):
-            top = part.loc[part["total"].idxmax()]
-            longest = part[part["seq_len"] == part["seq_len"].max()]
             behind = part.merge(times, on=["precision", "head_dim", "seq_len"], how="left").rename(
                 columns={"forward": "forward_speedup", "backward": "backward_speedup",
                          "total": "total_speedup"})
+            behind = behind[[c for c in behind.columns if c in (
+                "precision", "head_dim", "seq_len", f"{slow}_total_ms", f"{fast}_total_ms",
+                "forward_speedup", "backward_speedup", "total_speedup")
+                or c.endswith(("_low", "_high", "_apart"))]]
+            # Ranked only where the two sides' intervals do not overlap; the rest is said to be noise.
+            told = part[part["total_apart"]] if "total_apart" in part else part
+            if told.empty:
+                items.append(Finding(
+                    f"With {what} ({precision}) forward+backward is not told apart from naive eager "
+                    f"attention in any of the {count(len(part), 'configuration')}: their intervals overlap.",
+                    behind))
+                continue
+            top = told.loc[told["total"].idxmax()]
+            longest = told[told["seq_len"] == told["seq_len"].max()].iloc[0]
+            left = len(part) - len(told)
             items.append(Finding(
-                f"With {what} ({precision}) forward+backward is {faster(part['total'].median())} than "
-                f"naive eager attention (median; at best {faster(top['total'])}, {_config(top)}); "
-                f"at the longest sequence both ran ({int(longest['seq_len'].iloc[0])}) it is "
-                f"{faster(longest['total'].median())} (forward {faster(longest['forward'].median())}, "
-                f"backward {faster(longest['backward'].median())}).",
-                behind[["precision", "head_dim", "seq_len", f"{slow}_total_ms", f"{fast}_total_ms",
-                        "forward_speedup", "backward_speedup", "total_speedup"]]))
+                f"With {what} ({precision}) forward+backward is "
+                + (f"{faster(told['total'].median())} than naive eager attention (median over "
+                   f"{count(len(told), 'configuration')} told apart; at best {ratio_words(top, 'total')}, "
+                   f"{_config(top)})" if len(told) > 1 else
+                   f"{ratio_words(top, 'total')} than naive eager attention ({_config(top)})")
+                + (f"; {left} of {len(part)} not told apart (their intervals overlap)" if left else "")
+                + f"; at the longest sequence told apart ({int(longest['seq_len'])}): forward "
+                f"{ratio_words(longest, 'forward')}, backward {ratio_words(longest, 'backward')}.",
+                behind))
     return items
 
 
@@ -260,15 +276,24 @@ def _oom_threshold(measured: pd.DataFrame, constant: float) -> list[Finding]:
     d = int(naive["head_dim"].max())
     batch = int(naive["batch_size"].iloc[0])
     items = []
+    from lmstudy.report.sections.timing.answers import SMALLER_GPUS
+
     for precision in sorted(naive["precision"].unique()):
         seq = oom_threshold(batch, d, precision, memory.iloc[0], constant)
+        behind = {"precision": precision, "batch_size": batch, "head_dim": d,
+                  "device_memory_bytes": memory.iloc[0], "constant_bytes": constant,
+                  "outgrown_from_seq_len": seq}
+        # The course's GPU is an 80 GB one: where a smaller GPU than this one runs out, say that too.
+        smaller = {name: oom_threshold(batch, d, precision, capacity, constant)
+                   for name, capacity in SMALLER_GPUS.items() if capacity < memory.iloc[0] * 0.95}
+        behind.update({f"outgrown_on_{name.replace(' ', '')}_from_seq_len": s for name, s in smaller.items()})
         items.append(Finding(
             f"By that accounting (and the constant) naive {precision} attention at batch {batch}, d={d} "
             f"outgrows the {memory.iloc[0] / GIB:.0f} GiB available from sequence length {seq} "
-            "(power of two) on.",
-            {"precision": precision, "batch_size": batch, "head_dim": d,
-             "device_memory_bytes": memory.iloc[0], "constant_bytes": constant,
-             "outgrown_from_seq_len": seq}))
+            "(power of two) on"
+            + "".join(f"; a GPU of {name} ({SMALLER_GPUS[name] / GIB:.1f} GiB) from {s}"
+                      for name, s in smaller.items()) + ".",
+            behind))
     return items
 
 

@@ -31,13 +31,31 @@ def _or_status(frame: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Serie
     return values.where(frame["status"] == "ok", frame["status"])
 
 
+def _interval(rows: pd.DataFrame, part: str) -> pd.Series:
+    """A part's 95% interval between processes as text, its noisy mark (‡) beside it."""
+    low, high = rows.get(f"{part}_ci_low_ms"), rows.get(f"{part}_ci_high_ms")
+    if low is None or high is None:
+        return pd.Series("", index=rows.index, dtype=object)
+    noisy = rows.get(f"{part}_noisy", pd.Series(False, index=rows.index)).fillna(False).astype(bool)
+    return pd.Series([f"{lo:.3g}–{hi:.3g}" + (" ‡" if n else "") if pd.notna(lo) and pd.notna(hi) else ""
+                      for lo, hi, n in zip(low, high, noisy, strict=True)],
+                     index=rows.index, dtype=object)
+
+
 @computes_table
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per precision, d and seq: each implementation's forward and backward median with its 95% interval
+    between processes (‡: noisy, the processes' medians differ by more than noise.max_spread) and the
+    memory in use before the backward."""
     rows = frame.copy()
     rows["fwd ms"] = _or_status(rows, "forward_median_ms")
+    rows["fwd 95% CI ms"] = _interval(rows, "forward")
     rows["bwd ms"] = _or_status(rows, "backward_median_ms")
+    rows["bwd 95% CI ms"] = _interval(rows, "backward")
     rows["MiB before bwd"] = _or_status(rows, "memory_before_backward_bytes", MIB)
-    values = ["fwd ms", "bwd ms", "MiB before bwd"]
+    values = ["fwd ms", "fwd 95% CI ms", "bwd ms", "bwd 95% CI ms", "MiB before bwd"]
+    if not (rows["fwd 95% CI ms"] != "").any():
+        values = ["fwd ms", "bwd ms", "MiB before bwd"]
     table = rows.pivot_table(
         index=["precision", "head_dim", "seq_len"],
         columns="implementation",
@@ -65,12 +83,23 @@ def backend_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def ratio_frame(frame: pd.DataFrame, slow: str, fast: str) -> pd.DataFrame:
-    """Forward+backward time of `slow` over `fast`, where both ran."""
-    ok = frame[frame["status"] == "ok"]
+    """Forward, backward and forward+backward time of `slow` over `fast`, where both ran; where the rows
+    have intervals, each ratio's interval (far ends: slow's low over fast's high, ...; forward+backward
+    from the sums of the parts' bounds) and whether the two sides are told apart (`<part>_apart`:
+    their intervals do not overlap)."""
+    ok = frame[frame["status"] == "ok"].copy()
+    bounds = []
+    for part in ("forward", "backward"):
+        if {f"{part}_ci_low_ms", f"{part}_ci_high_ms"} <= set(ok):
+            bounds += [f"{part}_ci_low_ms", f"{part}_ci_high_ms"]
+    if len(bounds) == 4:
+        ok["total_ci_low_ms"] = ok["forward_ci_low_ms"] + ok["backward_ci_low_ms"]
+        ok["total_ci_high_ms"] = ok["forward_ci_high_ms"] + ok["backward_ci_high_ms"]
+        bounds += ["total_ci_low_ms", "total_ci_high_ms"]
     wide = ok.pivot_table(
         index=["precision", "head_dim", "seq_len"],
         columns="implementation",
-        values=["forward_median_ms", "backward_median_ms", "total_ms"],
+        values=["forward_median_ms", "backward_median_ms", "total_ms", *bounds],
         aggfunc="first",
         observed=True,
     )
@@ -83,7 +112,28 @@ def ratio_frame(frame: pd.DataFrame, slow: str, fast: str) -> pd.DataFrame:
             "total": wide[("total_ms", slow)] / wide[("total_ms", fast)],
         }
     ).dropna()
+    if len(bounds) == 6:
+        for part in ("forward", "backward", "total"):
+            low = wide[(f"{part}_ci_low_ms", slow)] / wide[(f"{part}_ci_high_ms", fast)]
+            high = wide[(f"{part}_ci_high_ms", slow)] / wide[(f"{part}_ci_low_ms", fast)]
+            out[f"{part}_low"], out[f"{part}_high"] = low.reindex(out.index), high.reindex(out.index)
+            # Apart where the ratio's whole interval lies on one side of 1: the intervals do not overlap.
+            out[f"{part}_apart"] = (out[f"{part}_low"] > 1) | (out[f"{part}_high"] < 1)
     return out.reset_index()
+
+
+def ratio_words(row, part: str) -> str:
+    """'24.86× faster (interval 11.9–52×)', or 'not told apart (0.57×, interval 0.1–2.6×)'."""
+    from lmstudy.report.sections.labels import faster
+
+    ratio = row[part]
+    low, high = row.get(f"{part}_low"), row.get(f"{part}_high")
+    if low is None or pd.isna(low):
+        return faster(ratio)
+    interval = f"interval {low:.3g}–{high:.3g}×"
+    if row[f"{part}_apart"]:
+        return f"{faster(ratio)} ({interval})"
+    return f"not told apart ({ratio:.2f}×, {interval})"
 
 
 @computes_table
@@ -97,13 +147,25 @@ def compile_table(frame: pd.DataFrame) -> pd.DataFrame:
     excess = (excess["first_call_ms"] - excess["total_ms"]) / 1e3
     ratios = ratios.set_index(["precision", "head_dim", "seq_len"])
     ratios["compile s"] = excess
-    ratios = ratios.reset_index().rename(
+    for part in ("forward", "backward", "total"):
+        if f"{part}_low" in ratios:
+            ratios[f"{part} interval"] = [
+                f"{lo:.3g}–{hi:.3g}" + ("" if apart else " (overlap)")
+                for lo, hi, apart in zip(ratios[f"{part}_low"], ratios[f"{part}_high"],
+                                         ratios[f"{part}_apart"], strict=True)]
+    ratios = ratios.drop(columns=[c for c in ratios.columns if c.endswith(("_low", "_high", "_apart"))])
+    order = [c for c in ("forward", "forward interval", "backward", "backward interval", "total",
+                         "total interval", "compile s") if c in ratios.columns]
+    ratios = ratios.reset_index()[["precision", "head_dim", "seq_len", *order]].rename(
         columns={
             "head_dim": "d",
             "seq_len": "seq",
             "forward": "forward ×",
+            "forward interval": "forward 95% CI ×",
             "backward": "backward ×",
+            "backward interval": "backward 95% CI ×",
             "total": "forward+backward ×",
+            "total interval": "forward+backward 95% CI ×",
         }
     )
     return ratios

@@ -6,14 +6,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmstudy.report import coverage
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.sections.compile import across
 from lmstudy.report.sections.compile import answers as compile_answers
 from lmstudy.report.sections.compile import compare as compile_compare
 from lmstudy.report.sections.compile.figures import draw_figures
 from lmstudy.report.sections.compile.findings import FINDINGS, findings
-from lmstudy.report.sections.compile.tables import KEY, comparison, comparison_table
+from lmstudy.report.sections.compile.tables import KEY, across_table, comparison, comparison_table
 from lmstudy.report.sections.labels import order_sizes
 
 __all__ = [
@@ -34,6 +36,17 @@ def load(results: Path) -> pd.DataFrame:
     if frame.empty:
         return frame
     return order_sizes(frame)
+
+
+def one_story(results: Path, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The eager step of each compiled configuration as sections 1, 6 and 7 measured it, and how the
+    speed-up reads against each (compile.across)."""
+    from lmstudy.report.sections import ladder as ladder_section
+    from lmstudy.report.sections import timing as timing_section
+
+    measurements = across.eager_measurements(
+        frame, timing_section.load(results), ladder_section.load(results)["rungs"])
+    return measurements, across.story(measurements, frame)
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
@@ -59,8 +72,21 @@ def build(results: Path, figures: Path) -> Section:
             "median; the eager first step's excess is shown beside it for scale."
         )
     )
-    section.add(Answers(compile_answers.answers(comparison(frame))))
-    section.add(Findings(findings(frame)))
+    left = coverage.not_measured("compile", {
+        "sizes": frame["size"].astype(str),
+        "context_length": frame["context_length"],
+        "passes": frame["pass"].astype(str),
+        "precisions": frame["precision"],
+    })
+    if left:
+        section.add(Text(left))
+    measurements, story = one_story(results, frame)
+    section.add(Answers(compile_answers.answers(comparison(frame), story, measurements)))
+    section.add(Findings(findings(frame, measurements, story)))
+    if len(story):
+        section.add(Table(
+            "The eager step as each section measured it (median over its job's fresh processes, 95% "
+            "interval between them)", across_table(measurements), name="compile_eager_across_sections"))
     section.add(
         Table(
             "Eager vs compiled: median step time, speed-up and compile time",
@@ -86,7 +112,7 @@ SECTION = SectionContract(
     products={"compile": "compile/compile.csv"},
     build=build,
     make_figures=make_figures,
-    tables=(comparison_table,),
+    tables=(comparison_table, across_table),
     figures=("speedup.png",),
     findings=FINDINGS,
     answers=compile_answers.answers,

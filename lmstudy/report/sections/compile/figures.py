@@ -23,6 +23,7 @@ def draw_figures(comp: pd.DataFrame, out_dir: Path) -> None:
         groups = list(part.groupby(["precision", "attention"]))
         sizes = [s for s in part["size"].cat.categories if s in set(part["size"])]
         width = 0.8 / max(len(groups), 1)
+        values_seen: list[float] = []
         plots.reference_line(ax, label="eager (1.0×)")
         missing = []
         for i, ((precision, attention), g) in enumerate(groups):
@@ -33,6 +34,16 @@ def draw_figures(comp: pd.DataFrame, out_dir: Path) -> None:
             bars = ax.bar(
                 x, (g["speedup"] - 1).fillna(0), width, bottom=1.0, label=f"{precision} {attention}"
             )
+            # The speed-up's interval from the two modes' intervals (far ends): a bar is one
+            # job's processes, and the error bar says how far they allow it to move.
+            low = g["eager_ci_low_ms"] / g["compiled_ci_high_ms"]
+            high = g["eager_ci_high_ms"] / g["compiled_ci_low_ms"]
+            known = low.notna() & high.notna() & g["speedup"].notna()
+            if known.any():
+                ax.errorbar([xi for xi, k in zip(x, known, strict=True) if k], g["speedup"][known],
+                            yerr=[(g["speedup"] - low)[known], (high - g["speedup"])[known]],
+                            fmt="none", ecolor="0.2", capsize=3, linewidth=0.8)
+                values_seen.extend([*low[known], *high[known]])
             for xi, speedup in zip(x, g["speedup"], strict=True):
                 if speedup == speedup:
                     ax.annotate(f"{speedup:.2f}×", (xi, speedup), textcoords="offset points",
@@ -44,7 +55,7 @@ def draw_figures(comp: pd.DataFrame, out_dir: Path) -> None:
                     status = next((s for s in (compiled, eager) if s == s and s != "ok"), "not measured")
                     missing.append((xi, status, bars[0].get_facecolor()))
         ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(sizes))], sizes)
-        values = part["speedup"].dropna()
+        values = pd.concat([part["speedup"].dropna(), pd.Series(values_seen, dtype=float)])
         if len(values):
             span = max(values.max(), 1.0) - min(values.min(), 1.0)
             margin = 0.25 * span + 0.02

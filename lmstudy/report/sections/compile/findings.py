@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.report.answers import of_all
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
+from lmstudy.report.sections.compile.across import KEY as ACROSS_KEY
 from lmstudy.report.sections.compile.tables import KEY, comparison
 from lmstudy.report.sections.labels import PASS_LABELS, faster
 
@@ -47,7 +49,7 @@ def _not_told_apart(comp: pd.DataFrame) -> list[Finding]:
                 f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}" for _, r in rows.iterrows()
             )
             items.append(Finding(
-                f"Compiled and eager {why} in {len(rows)} of {len(comp)} configurations: {names}.",
+                f"Compiled and eager {why} in {of_all(len(rows), len(comp), 'configuration')}: {names}.",
                 with_used(rows_behind(comp, *COMPARED, "has_interval", "apart", key=MEASUREMENT), rows)))
     return items
 
@@ -67,11 +69,12 @@ def _speedups(comp: pd.DataFrame) -> list[Finding]:
         if len(part) > 1:
             text = (
                 f"Compiled, the {PASS_LABELS[pass_name]} is {faster(part['speedup'].median())} than eager "
-                f"(median of the {len(part)} configurations told apart){spread}."
+                f"measured in this section (median of the {len(part)} configurations told apart){spread}."
             )
         else:
             name = PASS_LABELS[pass_name]
-            text = f"Compiled, the {name} is {faster(lo['speedup'])} than eager{spread}."
+            text = (f"Compiled, the {name} is {faster(lo['speedup'])} than eager measured in this "
+                    f"section{spread}.")
         items.append(Finding(text, rows_behind(part, *COMPARED, key=MEASUREMENT)))
     return items
 
@@ -103,17 +106,60 @@ def _break_even(comp: pd.DataFrame) -> list[Finding]:
         return []
     spread = span(paid.min(), paid.max(), ".0f")
     return [Finding(
-        f"Where compiling helps, it pays for itself after {paid.median():.0f} steps"
+        f"Where compiling helps, it pays for itself after {paid.median():,.0f} steps against the eager step "
+        "measured in this section"
         + (f" (median; {spread})." if "–" in spread else "."),
         rows_behind(comp.loc[paid.index], "eager_ms", "compiled_ms", "compile_s", "break_even_steps",
                     key=MEASUREMENT))]
 
 
+def _ms(row) -> str:
+    low, high = row.get("ci_low_ms"), row.get("ci_high_ms")
+    interval = f" ({low:.3g}–{high:.3g})" if pd.notna(low) and pd.notna(high) else ""
+    return f"{row['median_ms']:.3g} ms{interval}"
+
+
+@finds
+def _one_story(measurements: pd.DataFrame, story: pd.DataFrame) -> list[Finding]:
+    """Each eager configuration measured in several sections: the measurements side by side, whether
+    their intervals disagree and by how much, and the speed-up against each."""
+    from lmstudy.report.answers import count, span
+
+    items = []
+    for _, cell in story.iterrows():
+        key = {k: cell[k] for k in ACROSS_KEY}
+        part = measurements.merge(pd.DataFrame([key]), on=ACROSS_KEY)
+        name = (f"{cell['size']} ctx {int(cell['context_length'])} {cell['precision']} "
+                f"{PASS_LABELS.get(cell['pass'], cell['pass'])}, batch {int(cell['batch_size'])}")
+        text = (f"The eager {name} was measured in {count(len(part), 'section')}: "
+                + ", ".join(f"{_ms(r)} in {r['source']}" for _, r in part.iterrows()))
+        if cell["disagree"]:
+            text += (f". Their intervals do not all overlap: the jobs disagree by up to "
+                     f"{(cell['max_over_min'] - 1) * 100:.0f}% (each interval holds for its own job's "
+                     "processes; between jobs the host's load moves a host-bound step further)")
+        else:
+            text += ". Their intervals overlap: one story within noise"
+        text += (f". Against them compiled is {span(cell['speedup_min'], cell['speedup_max'])}× as fast "
+                 f"(an interval covering every eager measurement: "
+                 f"{span(cell['covering_low'], cell['covering_high'], '.3g')}×"
+                 + (", which holds 1: not told apart" if cell["covering_low"] <= 1 <= cell["covering_high"]
+                    else "") + ")")
+        if pd.notna(cell.get("gpu_speedup")):
+            text += f"; on the GPU (busy time), {cell['gpu_speedup']:.2f}×"
+        items.append(Finding(text + ".", part.assign(disagree=cell["disagree"],
+                                                     max_over_min=cell["max_over_min"])))
+    return items
+
+
 # Declared in the section's contract: each writes one kind of finding with the rows behind it.
-FINDINGS = (_oom, _not_told_apart, _speedups, _compile_time, _break_even)
+FINDINGS = (_oom, _not_told_apart, _speedups, _compile_time, _break_even, _one_story)
 
 
-def findings(frame: pd.DataFrame) -> list[Finding]:
-    """Every finding of the section, in the report's order."""
+def findings(frame: pd.DataFrame, measurements: pd.DataFrame | None = None,
+             story: pd.DataFrame | None = None) -> list[Finding]:
+    """Every finding of the section, in the report's order; `measurements` and `story`
+    (compile.across) tell the eager step as the other sections measured it."""
     comp = comparison(frame).dropna(subset=["speedup"])
-    return gather(_oom(frame), _not_told_apart(comp), _speedups(comp), _compile_time(comp), _break_even(comp))
+    across = _one_story(measurements, story) if story is not None and len(story) else []
+    return gather(_oom(frame), across, _not_told_apart(comp), _speedups(comp), _compile_time(comp),
+                  _break_even(comp))

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.analyse.ladder_table import SETTLED_WITHIN, ceilings
+from lmstudy.report import coverage
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
 from lmstudy.report.sections.labels import mfu_note
@@ -107,12 +108,19 @@ def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
             + " Separately, each rung's share is of the dense bf16 matmul ceiling "
             f"its own job measured on the same {'CPU' if on_cpu(ladder) else 'GPU'} right after the rung: "
             f"for each n ({', '.join(str(int(n)) for n in sorted(matmul['n'].unique()))}), a warm-up of "
-            f"products for steady clocks, then {int(found['bursts'].max())} bursts of "
-            f"{int(found['products'].max())} back-to-back products, each timed as a whole; the highest "
-            "burst is the ceiling"
-            + ("" if on_cpu(ladder) else ", the SM clock and power sampled during the bursts")
-            + ". A difference between two rungs within the larger of "
-            "their noises (the interval where the row has one, else the steps' CV) is not ranked."
+            "products for "
+            + (f"steady clocks, then bursts of {int(found['products'].max())} back-to-back products, each "
+               f"timed as a whole, until the last {int(found['window'].max())} lie within "
+               f"{SETTLED_WITHIN:.0%} of each other (up to {int(found['bursts'].max())} bursts here): their "
+               "median is the sustained ceiling; then single products after an idle pause give the "
+               "short-burst rate"
+               + ("" if on_cpu(ladder) else "; the SM clock and power are read during each burst itself")
+               if "settled" in found else
+               f"steady clocks, then {int(found['bursts'].max())} bursts of {int(found['products'].max())} "
+               "back-to-back products, each timed as a whole; the highest burst is the ceiling"
+               + ("" if on_cpu(ladder) else ", the SM clock and power sampled during the bursts"))
+            + ". Two rungs are ranked only where their intervals do not overlap (without intervals: where "
+            "they differ by more than the larger of their steps' CVs)."
         )
     text += (
         " A rung the device cannot run (CUDA graphs or a forced flash/cuDNN attention on a CPU, a missing "
@@ -129,6 +137,13 @@ def build(results: Path, figures: Path) -> Section:
     if ladder.empty:
         return section.add(Text("No ladder results: the section is switched off or produced no rows."))
     section.add(Text(_how(ladder, data["matmul"])))
+    left = coverage.not_measured("ladder", {
+        "sizes": ladder["size"].astype(str),
+        "context_length": data["rungs"]["context_length"],
+        "rungs": ladder["rung_key"],
+    })
+    if left:
+        section.add(Text(left))
     section.add(Findings(findings(ladder, data["matmul"])))
     section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs", note=mfu_note(ladder)))
     if (figures / SHARE_FIGURE).exists():

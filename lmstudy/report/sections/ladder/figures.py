@@ -26,16 +26,25 @@ def _rung_order(ladder: pd.DataFrame) -> list[str]:
 def _share_figure(ladder: pd.DataFrame, path: Path) -> None:
     sizes = size_order(ladder["size"].astype(str))
     rungs = _rung_order(ladder)
-    fig, axes = plots.subplots(1, 1, figsize=(max(5.0, 1.2 * len(rungs) * len(sizes) / 2 + 3), 3.8))
+    # The legend goes below the plot in columns: beside it, long rung names squeezed the plot to a strip.
+    fig, axes = plots.subplots(
+        1, 1, figsize=(max(6.0, 0.9 * len(rungs) * len(sizes) + 3), 4.2 + 0.3 * len(rungs)))
     ax = axes[0][0]
     width = 0.8 / len(rungs)
     missing = []
+    hatched = False
     for i, rung in enumerate(rungs):
         g = ladder[ladder["rung"] == rung].assign(size=lambda f: f["size"].astype(str)).set_index("size")
         g = g.reindex(sizes)
         x = [j + i * width for j in range(len(sizes))]
         values = g["share_of_matmul"] * 100
-        bars = ax.bar(x, values.fillna(0), width, label=rung)
+        bars = ax.bar(x, values.fillna(0), width, label=textwrap.fill(rung, 32))
+        # A host-bound rung (†) hatched: its share is the host's pace more than the GPU's.
+        for bar, bound in zip(bars, g.get("host_bound", pd.Series(False, index=g.index)).fillna(False),
+                              strict=True):
+            if bool(bound):
+                bar.set_hatch("//")
+                hatched = True
         for xi, value, status in zip(x, values, g["status"], strict=True):
             if value != value:
                 shown = "not measured" if status != status else str(status)
@@ -45,8 +54,13 @@ def _share_figure(ladder: pd.DataFrame, path: Path) -> None:
     low, high = ax.get_ylim()
     for xi, status, color in missing:
         plots.mark_missing(ax, xi, low + 0.04 * (high - low), status, color)
-    plots.legend_outside(fig, axes, title="rung")
-    ax.set_title("Training step: achieved TFLOP/s as a share of its GPU's matmul ceiling")
+    if hatched:
+        ax.bar([0], [0], 0, color="white", edgecolor="0.3", hatch="//", label="host-bound (†)")
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(rungs), 2), fontsize="small",
+               title="rung", title_fontsize="small")
+    ax.set_title(textwrap.fill("Training step: achieved TFLOP/s as a share of its GPU's sustained matmul "
+                               "ceiling", 60), fontsize="medium")
     fig.savefig(path)
     plt.close(fig)
 

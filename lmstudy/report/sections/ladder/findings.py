@@ -74,8 +74,8 @@ def _best(ladder: pd.DataFrame) -> list[Finding]:
             text += f"; {faster(best['speedup_vs_fp32'])} than fp32"
         if best["tied_with"]:
             text += (
-                f"; {', '.join(best['tied_with'])} within noise of it (the larger of the two rungs' "
-                "noise), so not ranked below it: a tie"
+                f"; {', '.join(best['tied_with'])} within noise of it ({_why(ladder)}), so not "
+                "ranked below it: a tie"
             )
         size = ladder[ladder["size"] == best["size"]]
         tied = size[size["rung"].isin(best["tied_with"]) & (size.index != best.name)]
@@ -92,16 +92,17 @@ def _steps(ladder: pd.DataFrame) -> list[Finding]:
     items = []
     steps = ladder.dropna(subset=["speedup_vs_previous"])
     for size, part in steps.groupby("size", sort=False, observed=True):
-        beyond = part[(part["speedup_vs_previous"] - 1).abs() > part["step_vs_previous_noise"]]
+        beyond = part[part["apart_from_previous"].fillna(False).astype(bool)]
         faster_steps = beyond[beyond["speedup_vs_previous"] > 1]
         compared = rows_behind(part.assign(beyond_noise=part.index.isin(beyond.index)), "previous_rung",
-                               "median_ms", "speedup_vs_previous", "step_vs_previous_noise", "beyond_noise",
-                               key=KEY)
+                               "median_ms", "ci_low_ms", "ci_high_ms", "speedup_vs_previous",
+                               "step_vs_previous_noise", "beyond_noise", "gpu_busy_ms",
+                               "gpu_speedup_vs_previous", "host_bound", "noisy", key=KEY)
         if len(faster_steps):
             top = faster_steps.loc[faster_steps["speedup_vs_previous"].idxmax()]
             items.append(Finding(
-                f"{size}: the biggest step is {top['rung']} over {top['previous_rung']}, "
-                f"{faster(top['speedup_vs_previous'])}.", compared))
+                f"{size}: the biggest step beyond noise is {top['rung']} over {top['previous_rung']}, "
+                f"{faster(top['speedup_vs_previous'])}{_on_gpu(top)}.", compared))
         else:
             items.append(Finding(f"{size}: no rung is faster than the one below it beyond noise.", compared))
         within = part.index.difference(beyond.index)
@@ -109,8 +110,34 @@ def _steps(ladder: pd.DataFrame) -> list[Finding]:
             names = ", ".join(part.loc[within, "rung"])
             items.append(Finding(
                 f"{size}: {names} {'is' if len(within) == 1 else 'are'} within noise of the rung below "
-                "(the larger of the two rungs' noise): not ranked.", compared.loc[within]))
+                f"({_why(part)}): not ranked" + "".join(
+                    f"; {r['rung']}{_on_gpu(r)}" for _, r in part.loc[within].iterrows() if _on_gpu(r))
+                + ".", compared.loc[within]))
+        # Where the wall time and the GPU time disagree on the direction, the host decided the step.
+        opposite = (beyond["speedup_vs_previous"] > 1) != (beyond["gpu_speedup_vs_previous"] > 1)
+        hidden = beyond[beyond["host_bound"].astype(bool) & beyond["gpu_speedup_vs_previous"].notna()
+                        & opposite]
+        for _, row in hidden.iterrows():
+            items.append(Finding(
+                f"{size}: {row['rung']} is {faster(row['speedup_vs_previous'])} than {row['previous_rung']} "
+                f"in wall time, but its step is host-bound (†: the GPU busy {row['gpu_busy_ms']:.3g} ms of "
+                f"{row['median_ms']:.3g}), so that is the host's time: on the GPU it is "
+                f"{faster(row['gpu_speedup_vs_previous'])}.", compared.loc[[row.name]]))
     return items
+
+
+def _why(rows: pd.DataFrame) -> str:
+    """What "within noise" means for these rungs: overlapping intervals, or (one process, no interval)
+    medians closer than the larger of the two rungs' step-to-step noise."""
+    if {"ci_low_ms", "ci_high_ms"} <= set(rows) and rows["ci_low_ms"].notna().any():
+        return "their intervals overlap"
+    return "the larger of the two rungs' noise"
+
+
+def _on_gpu(row) -> str:
+    """A rung step's GPU-time ratio in words, where the rows have the GPU busy time."""
+    ratio = row.get("gpu_speedup_vs_previous")
+    return f" (on the GPU {faster(ratio)})" if pd.notna(ratio) else ""
 
 
 @finds
@@ -133,6 +160,7 @@ def _breakdown(ladder: pd.DataFrame) -> list[Finding]:
         text = (
             f"{best['size']}, {best['rung']}: of its {row['gpu_busy_ms']:.2f} ms of {words} per step, "
             + ", ".join(f"{category} {_pct(ms, row['gpu_busy_ms'])}" for category, ms in parts)
+            if parts else f"{best['size']}, {best['rung']}: {row['gpu_busy_ms']:.2f} ms of {words} per step"
         )
         if row["not_busy_ms"] > 0:
             where = "is outside those operators" if on_cpu(ladder) else "the GPU waited for the host"
@@ -170,39 +198,67 @@ def _oom(ladder: pd.DataFrame) -> list[Finding]:
 
 @finds
 def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
-    """The measured matmul ceiling beside the datasheet peak, over every GPU it was measured on: each
-    measurement's ceiling (with its share of the datasheet peak), clocks and power."""
+    """The measured matmul ceiling beside the datasheet peak and the short bursts' rate, over every GPU
+    it was measured on, each named for what it is, with the clocks read during the steady bursts."""
+    from lmstudy.analyse.ladder_table import SETTLED_WITHIN
+    from lmstudy.report.answers import span
+
     found = ceilings(matmul)
     if found.empty:
         return []
     gpu = str(found["gpu"].iloc[0]) if "gpu" in found else ""
     datasheet = hardware.peak_tflops(gpu, "bf16", False)
     lo, hi = found["ceiling_tflops"].min(), found["ceiling_tflops"].max()
-    n = int(found.loc[found["ceiling_tflops"].idxmax(), "n"])
+    best = found.loc[found["ceiling_tflops"].idxmax()]
     uuids = found.get("gpu_uuid", pd.Series(dtype=object)).dropna().astype(str)
     count = uuids[uuids != ""].nunique()
-    rate = f"{hi:.4g} TFLOP/s" if abs(hi - lo) < 0.5 else f"{lo:.4g} to {hi:.4g} TFLOP/s"
-    text = (
-        f"Measured dense bf16 matmul ceiling: {rate} (highest burst of back-to-back products at steady "
-        f"clocks, best at n={n}; {len(found)} measurement{'s' if len(found) > 1 else ''}"
-        + (f" on {count} GPU{'s' if count > 1 else ''}" if count else "")
-        + ")"
-    )
-    behind = found[[c for c in ("size", "rung_key", "gpu", "gpu_uuid", "n", "ceiling_tflops", "median_tflops",
-                                "sm_clock_mhz", "power_w") if c in found]]
+    where = (f"{len(found)} measurement{'s' if len(found) > 1 else ''}"
+             + (f" on {count} GPU{'s' if count > 1 else ''}" if count else ""))
+    rate = span(lo, hi, ".4g", " TFLOP/s")
+    sustained = "settled" in found
+    if sustained:
+        unsettled = found[~found["settled"].astype(bool)]
+        text = (f"Measured dense bf16 matmul ceiling, sustained: {rate} (the median of the last "
+                f"{int(best['window'])} bursts of {int(best['products'])} back-to-back products at "
+                f"n={int(best['n'])}, once the rate had stopped rising, within {SETTLED_WITHIN:.0%} of each "
+                f"other; {where})")
+        if len(unsettled):
+            text += (f"; in {len(unsettled)} of them the rate had not settled after "
+                     f"{int(unsettled['bursts'].max())} bursts (its last bursts spread by more than "
+                     f"{SETTLED_WITHIN:.0%}), so there it is the median of a moving rate")
+    else:
+        text = (f"Measured dense bf16 matmul ceiling: {rate} (the highest of a fixed number of bursts of "
+                f"back-to-back products, best at n={int(best['n'])}; {where}; whether the rate had stopped "
+                "rising was not measured in this run)")
+    behind = found[[c for c in ("size", "rung_key", "gpu", "gpu_uuid", "n", "ceiling_tflops",
+                                "median_tflops", "first_burst_tflops", "best_burst_tflops", "bursts",
+                                "settled", "short_tflops", "sm_clock_mhz", "max_sm_clock_mhz", "power_w")
+                    if c in found]]
     if datasheet:
-        share = f"{hi / datasheet * 100:.1f}%" if abs(hi - lo) < 0.5 else (
-            f"{lo / datasheet * 100:.1f}% to {hi / datasheet * 100:.1f}%")
-        text += f" = {share} of the datasheet's {datasheet:.1f} TFLOP/s dense bf16 peak"
+        text += f" = {span(lo / datasheet * 100, hi / datasheet * 100, '.1f', '%')} of the datasheet's " \
+                f"{datasheet:.1f} TFLOP/s dense bf16 peak"
         behind = behind.assign(datasheet_tflops=datasheet,
                                share_of_datasheet=found["ceiling_tflops"] / datasheet)
+    short = pd.to_numeric(found.get("short_tflops", pd.Series(dtype=float)), errors="coerce").dropna()
+    if len(short):
+        text += (f". Short bursts (one product after an idle pause, as a quick benchmark times it) reach "
+                 f"{span(short.min(), short.max(), '.4g', ' TFLOP/s')}"
+                 + (f" ({span(short.min() / datasheet * 100, short.max() / datasheet * 100, '.1f', '%')} of "
+                    "the datasheet peak)" if datasheet else ""))
     clock = pd.to_numeric(found.get("sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
     if clock.notna().any():
         power = pd.to_numeric(found.get("power_w", pd.Series(dtype=float)), errors="coerce")
+        top = pd.to_numeric(found.get("max_sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
         text += (
-            f"; during the bursts the SM clock averaged {between(clock.min(), clock.max(), '.0f', ' MHz')} "
-            f"and the power {between(power.min(), power.max(), '.0f', ' W')}"
+            f". During the {'steady ' if sustained else ''}bursts themselves the SM clock averaged "
+            f"{between(clock.min(), clock.max(), '.0f', ' MHz')}"
+            + (f" (its maximum {top.max():.0f} MHz)" if top.notna().any() else "")
+            + f" and the power {between(power.min(), power.max(), '.0f', ' W')} (NVML's own average over "
+            "about a second)"
         )
+    text += (". This section's shares of the measured ceiling divide by the sustained rate"
+             if sustained else ". This section's shares of the measured ceiling divide by it")
+    text += "; its MFU divides by the datasheet peak"
     return [Finding(text + ".", behind)]
 
 

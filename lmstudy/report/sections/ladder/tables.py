@@ -11,6 +11,7 @@ from lmstudy import hardware
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.analyse.nsys.categories import CATEGORIES
+from lmstudy.analyse.trust import marks, overlap
 from lmstudy.report.sections import plots
 from lmstudy.report.sections.labels import mfu_units, on_cpu, order_sizes
 
@@ -56,8 +57,22 @@ def ladder_frame(rungs: pd.DataFrame) -> pd.DataFrame:
     previous_noise = by_size["ran_noise"].transform(lambda s: s.ffill().shift(1))
     frame["step_vs_previous_noise"] = pd.concat([frame["step_noise"], previous_noise], axis=1).max(axis=1)
     frame["speedup_vs_previous"] = below_ms / frame["median_ms"]
+    # Told apart from the rung below only where the two intervals do not overlap (where both have one),
+    # else beyond the larger of the two rungs' noise (a CV for runs of one process).
+    frame["apart_from_previous"] = _apart_from_previous(frame, ran, by_size)
     fp32 = frame[frame["rung_key"] == "fp32"].set_index("size", drop=False)["median_ms"]
     frame["speedup_vs_fp32"] = frame["size"].map(fp32).astype(float) / frame["median_ms"]
+    # What the GPU gains rung to rung (its busy time per step), which a host-bound step's wall time hides.
+    busy = pd.to_numeric(frame.get("gpu_busy_ms", pd.Series(float("nan"), index=frame.index)),
+                         errors="coerce").where(ok)
+    frame["gpu_busy_ms"] = busy
+    busy_below = ran.assign(busy=busy.where(frame["median_ms"].notna())).groupby(
+        "size", sort=False, observed=True)["busy"].transform(lambda s: s.ffill().shift(1))
+    frame["gpu_speedup_vs_previous"] = busy_below / busy
+    frame["gpu_speedup_vs_fp32"] = frame["size"].map(
+        frame[frame["rung_key"] == "fp32"].set_index("size")["gpu_busy_ms"]).astype(float) / busy
+    for flag in ("host_bound", "noisy"):
+        frame[flag] = frame[flag].fillna(False).astype(bool) if flag in frame else False
     gpus = frame.get("gpu", pd.Series("", index=frame.index)).astype(str)
     frame["mfu_peak"] = mfu_units(frame)
     peaks = [hardware.peak_tflops(g, u if u != "tf32" else "fp32", u == "tf32") for g, u in zip(
@@ -67,6 +82,25 @@ def ladder_frame(rungs: pd.DataFrame) -> pd.DataFrame:
     if "reason" not in frame:
         frame["reason"] = None
     return frame.reset_index(drop=True)
+
+
+def _apart_from_previous(frame: pd.DataFrame, ran: pd.DataFrame, by_size) -> pd.Series:
+    nan = pd.Series(float("nan"), index=frame.index)
+    low = pd.to_numeric(frame.get("ci_low_ms", nan), errors="coerce").where(frame["median_ms"].notna())
+    high = pd.to_numeric(frame.get("ci_high_ms", nan), errors="coerce").where(frame["median_ms"].notna())
+    grouped = ran.assign(low=low, high=high).groupby("size", sort=False, observed=True)
+    low_below = grouped["low"].transform(lambda s: s.ffill().shift(1))
+    high_below = grouped["high"].transform(lambda s: s.ffill().shift(1))
+    apart = []
+    for i in frame.index:
+        ratio = frame.at[i, "speedup_vs_previous"]
+        if ratio != ratio:
+            apart.append(None)
+        elif pd.notna(low[i]) and pd.notna(high[i]) and pd.notna(low_below[i]) and pd.notna(high_below[i]):
+            apart.append(not overlap(low[i], high[i], low_below[i], high_below[i]))
+        else:
+            apart.append(bool(abs(ratio - 1) > frame.at[i, "step_vs_previous_noise"]))
+    return pd.Series(apart, index=frame.index, dtype=object)
 
 
 def step_noise(rungs: pd.DataFrame) -> pd.Series:
@@ -83,7 +117,11 @@ def step_noise(rungs: pd.DataFrame) -> pd.Series:
 
 
 def within_noise(a, b) -> bool:
-    """Whether two rung rows' medians are within the larger of their noises (step_noise) of each other."""
+    """Whether two rung rows are not told apart: their intervals overlap, or (without intervals) their
+    medians are within the larger of their noises (step_noise) of each other."""
+    bounds = [r.get(c) for r in (a, b) for c in ("ci_low_ms", "ci_high_ms")]
+    if all(pd.notna(v) for v in bounds):
+        return overlap(*bounds)
     return abs(a["median_ms"] / b["median_ms"] - 1) <= max(a["step_noise"], b["step_noise"])
 
 
@@ -96,13 +134,17 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
     """Each size's rungs: step time, TFLOP/s, MFU (of its precision's peak, named per row), the share of
     its GPU's measured matmul ceiling, the two speed-ups (a step within noise says so), why not run."""
     below = ladder["speedup_vs_previous"]
-    noise = ladder["step_vs_previous_noise"]
+    nan = pd.Series(float("nan"), index=ladder.index)
+    interval = [f"{lo:.3g}–{hi:.3g}" if pd.notna(lo) and pd.notna(hi) else "" for lo, hi in zip(
+        ladder.get("ci_low_ms", nan), ladder.get("ci_high_ms", nan), strict=True)]
     table = pd.DataFrame(
         {
             "size": ladder["size"].astype(str),
             "rung": ladder["rung"],
             "precision": ladder["precision"],
             "median ms": _shown(ladder["median_ms"], ladder["status"]),
+            "95% CI ms": interval,
+            "GPU busy ms": ladder.get("gpu_busy_ms", nan),
             "TFLOP/s": ladder["achieved_tflops"],
             # Over the datasheet peak of the rung's precision: the table's note names it (mfu_note).
             "MFU %": ladder["mfu"] * 100,
@@ -111,10 +153,14 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
             # over the nearest rung below that ran
             "speed-up vs rung below ×": below,
             "beyond noise": [
-                "" if b != b else ("yes" if abs(b - 1) > n else "no, within noise")
-                for b, n in zip(below, noise, strict=True)
+                "" if b != b else ("yes" if apart else "no, intervals overlap" if has else "no, within noise")
+                for b, apart, has in zip(below, ladder["apart_from_previous"], [i != "" for i in interval],
+                                         strict=True)
             ],
+            "GPU-time speed-up vs rung below ×": ladder.get("gpu_speedup_vs_previous", nan),
             "speed-up vs fp32 ×": ladder["speedup_vs_fp32"],
+            "GPU-time speed-up vs fp32 ×": ladder.get("gpu_speedup_vs_fp32", nan),
+            "flags": [marks(r) for _, r in ladder.iterrows()],
             "status": ladder["status"],
             "why not measured": ladder["reason"].where(
             ladder["status"].isin(["unsupported", "not applicable"]), ""
@@ -125,7 +171,9 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
         table = table.drop(columns=["MFU %"])  # a CPU, or a GPU the datasheet table lacks
     if (table["why not measured"] == "").all():
         table = table.drop(columns="why not measured")
-    return table.reset_index(drop=True)
+    empty = [c for c in ("95% CI ms", "GPU busy ms", "GPU-time speed-up vs rung below ×",
+                         "GPU-time speed-up vs fp32 ×") if not table[c].replace("", pd.NA).notna().any()]
+    return table.drop(columns=empty).reset_index(drop=True)
 
 
 def best_rungs(ladder: pd.DataFrame) -> pd.DataFrame:
@@ -176,17 +224,25 @@ def matmul_table(matmul: pd.DataFrame) -> pd.DataFrame:
             "bursts × products": [
                 f"{b} × {p}" for b, p in zip(found["bursts"], found["products"], strict=True)
             ],
-            "ceiling TFLOP/s (highest burst)": found["ceiling_tflops"],
-            "median burst TFLOP/s": found["median_tflops"],
+            **({
+                "first burst TFLOP/s": found["first_burst_tflops"],
+                "sustained ceiling TFLOP/s (median of the steady window)": found["ceiling_tflops"],
+                "rate stopped rising": found["settled"].map({True: "yes", False: "no: a lower bound"}),
+                "short bursts TFLOP/s (best)": found["short_tflops"],
+                "short bursts % of the datasheet peak": found["short_tflops"] / datasheet * 100,
+            } if "settled" in found else {
+                "ceiling TFLOP/s (highest burst)": found["ceiling_tflops"],
+                "median burst TFLOP/s": found["median_tflops"],
+            }),
             "% of the datasheet bf16 peak": found["ceiling_tflops"] / datasheet * 100,
-            "SM clock MHz (mean during)": found.get("sm_clock_mhz"),
+            "SM clock MHz (mean during the bursts)": found.get("sm_clock_mhz"),
             "lowest SM clock MHz": found.get("min_sm_clock_mhz"),
             "max SM clock MHz": found.get("max_sm_clock_mhz"),
             "power W (mean during)": found.get("power_w"),
             "power limit W": found.get("power_limit_w"),
         }
     ).rename(columns={"rung_key": "rung job"})
-    keep = ("size", "rung job", "GPU", "n", "bursts × products")
+    keep = ("size", "rung job", "GPU", "n", "bursts × products", "rate stopped rising")
     empty = [c for c in table.columns if c not in keep and not plots.has_values(table[c])]
     return table.drop(columns=empty).reset_index(drop=True)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmstudy.report import coverage
 from lmstudy.report.answers import Answer, Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -104,6 +105,14 @@ def build(results: Path, figures: Path) -> Section:
         section.add(Answers(unanswered))
         return section.add(Text(f"{why} Configured: {configs}."))
     section.add(Text(_method_text(rows)))
+    left = coverage.not_measured("memory", {
+        "sizes": frame["size"].astype(str),
+        "context_lengths": frame["context_length"],
+        "passes": frame["pass"].astype(str),
+        "precisions": frame["precision"],
+    })
+    if left:
+        section.add(Text(left))
     section.add(Answers(memory_answers.answers(results, frame, rows)))
     section.add(Findings(findings(frame)))
     section.add(

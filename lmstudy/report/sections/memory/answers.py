@@ -174,9 +174,32 @@ def residual_answer(frame: pd.DataFrame) -> Answer:
         Q["d"],
         f"batch × context × d_model × bytes per element for {first['size']} (batch "
         f"{int(first['batch_size'])}, "
-        f"d_model {int(first['d_model'])}): {items}.",
+        f"d_model {int(first['d_model'])}): {items}." + _study_residual(rows),
         "memory_residual_stream",
     )
+
+
+def _study_residual(rows: pd.DataFrame) -> str:
+    """The same product for the sizes the full study profiles (config.yaml, preset full: the course
+    asks about its 2.7B model) and this run did not: it needs no measurement, only the width."""
+    from lmstudy.report.coverage import study_section
+
+    study, sizes = study_section("memory"), study_section("sizes")
+    missing = [s for s in study.get("sizes", []) if s not in set(rows["size"].astype(str)) and s in sizes]
+    if not missing:
+        return ""
+    first = rows.iloc[0]
+    per_element = first["residual_stream_bytes"] / (
+        first["batch_size"] * first["context_length"] * first["d_model"])
+    contexts = study.get("context_lengths", [int(first["context_length"])])
+    parts = [
+        f"{size} (d_model {sizes[size]['d_model']}): " + _list(
+            f"{first['batch_size'] * c * sizes[size]['d_model'] * per_element / 2**20:.3g} MiB (ctx {c})"
+            for c in contexts)
+        for size in missing
+    ]
+    return (f" For the full study's {', '.join(missing)}, which this run did not profile, the same product "
+            f"(batch {int(first['batch_size'])}, {first['residual_dtype']}) gives " + "; ".join(parts) + ".")
 
 
 def largest_answer(results: Path, frame: pd.DataFrame) -> Answer:
@@ -191,12 +214,17 @@ def largest_answer(results: Path, frame: pd.DataFrame) -> Answer:
     for _, a in top.head(3).iterrows():
         code = a.get("code")
         made = f"{code} ({a['source']})" if isinstance(code, str) and code else str(a.get("source", ""))
-        items.append(f"{_gib(a['size_bytes'])} × {int(a['count'])} by {made}")
+        requested = a.get("requested_bytes")
+        asked = (f" (in a {_gib(a['size_bytes'])} allocator block)"
+                 if pd.notna(requested) and requested != a["size_bytes"] else "")
+        items.append(f"{_gib(requested if pd.notna(requested) else a['size_bytes'])}{asked} × "
+                     f"{int(a['count'])} by {made}")
     return Answer(
         Q["e"],
         f"In the forward pass of {row['size']} ctx {int(row['context_length'])} {row['precision']}: "
         + "; ".join(items)
-        + ".",
+        + ". Sizes are what each tensor requested; the caching allocator's blocks round them up, as the "
+        "table beside shows.",
         f"memory_largest_{row['size']}_{int(row['context_length'])}_forward_{row['precision']}",
     )
 

@@ -64,7 +64,8 @@ def _peak_ratio(peaks: pd.DataFrame) -> list[Finding]:
         return [Finding(f"No configuration has a snapshot in both runs ({counted}).",
                         rows_behind(peaks, "status_a", "status_b", "presence"))]
     return [Finding(
-        f"B's peak is a median {measured['ratio'].median():.3f}× A's over {len(measured)} snapshot(s) "
+        f"B's peak is a median {measured['ratio'].median():.3f}× A's over {len(measured)} "
+        f"snapshot{'s' if len(measured) != 1 else ''} "
         f"(from {measured['ratio'].min():.3f}× to {measured['ratio'].max():.3f}×).",
         rows_behind(measured, "peak_gib_a", "peak_gib_b", "ratio"))]
 

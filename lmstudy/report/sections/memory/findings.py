@@ -67,8 +67,8 @@ def _training_over_forward(ok: pd.DataFrame) -> list[Finding]:
     behind = pd.DataFrame({"forward_peak_bytes": wide["forward"], "train_step_peak_bytes": wide["train_step"],
                            "train_step_over_forward": wide["train_step"] / wide["forward"]}).loc[ratio.index]
     return [Finding(
-        f"A training step's peak is {ratio.min():.1f}× to {ratio.max():.1f}× the forward "
-        f"pass's (median {ratio.median():.1f}× over {len(ratio)} configurations).",
+        f"A training step's peak is {span(ratio.min(), ratio.max(), '.1f')}× the forward pass's"
+        + (f" (median {ratio.median():.1f}× over {len(ratio)} configurations)." if len(ratio) > 1 else "."),
         rows_behind(behind, "forward_peak_bytes", "train_step_peak_bytes", "train_step_over_forward"))]
 
 

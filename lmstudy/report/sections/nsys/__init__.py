@@ -9,6 +9,7 @@ import pandas as pd
 from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
 from lmstudy.analyse.nsys.names import kernel_alias
+from lmstudy.report import coverage
 from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -122,6 +123,13 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     )
+    left = coverage.not_measured("nsys", {
+        "sizes": runs["size"].astype(str),
+        "context_lengths": runs["context_length"],
+        "passes": runs["pass"].astype(str),
+    })
+    if left:
+        section.add(Text(left))
     chosen = backend_record(results)
     if chosen.get("note"):
         section.add(Text(chosen["note"]))
@@ -170,8 +178,8 @@ def build(results: Path, figures: Path) -> Section:
                 e,
                 note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax. "
                 "Scale and mask: the division by sqrt(d_head) and the causal mask's masked_fill, in "
-                "the score "
-                "matmul's range; with softmax they are attention's non-matmul work.",
+                "the score matmul's range; copies: the memory copies in the two matmuls' ranges, named "
+                "by kernel; with softmax they are attention's non-matmul work.",
                 name="nsys_attention",
             )
         )

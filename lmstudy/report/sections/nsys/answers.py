@@ -165,7 +165,8 @@ def gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
         "inference and "
         f"{span(training.min(), training.max(), '.0f')}% in a training step."
     )
-    trust = f"{said['time']} from the profiler, range over {count(len(both), 'configuration')}"
+    trust = (f"{said['time']} from the profiler, " + ("one configuration" if len(both) == 1
+             else f"range over {count(len(both), 'configuration')}"))
     return Answer(Q["d"], text + ".", "nsys_gemm_share", headline=headline, trust=trust)
 
 
@@ -188,9 +189,12 @@ def attention_answer(kernels: pd.DataFrame) -> Answer:
         )
     )
     if pd.notna(row.get("non-matmul/matmul time")):
+        copies = row.get("copies in the matmul ranges ms")
+        copied = (f" and the memory copies in the two matmuls' ranges ({copies:.3g} ms: {row['copies']})"
+                  if pd.notna(copies) and copies > 0 else "")
         text += (
-            f" Counting the scaling and the mask ({row['scale and mask ms']:.3g} ms) with it, attention's "
-            f"non-matmul work takes {row['non-matmul/matmul time']:.2f}× the matmuls' time."
+            f" Counting the scaling and the mask ({row['scale and mask ms']:.3g} ms){copied} with it, "
+            f"attention's non-matmul work takes {row['non-matmul/matmul time']:.2f}× the matmuls' time."
         )
     return Answer(Q["e"], text, "nsys_attention")
 

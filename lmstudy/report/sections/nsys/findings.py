@@ -9,9 +9,9 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.nsys import tables as T
-from lmstudy.report.answers import between
+from lmstudy.report.answers import between, count
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
-from lmstudy.report.sections.labels import sentence_start
+from lmstudy.report.sections.labels import PASS_LABELS, sentence_start
 from lmstudy.report.sections.nsys.tables import words
 
 
@@ -33,9 +33,31 @@ def _out_of_memory(runs: pd.DataFrame) -> list[Finding]:
     failed = runs[runs["status"] != "ok"] if not runs.empty else runs
     if not len(failed):
         return []
-    names = ", ".join(f"{r['size']} ctx {r['context_length']} {r['pass']}" for _, r in failed.iterrows())
-    return [Finding(f"{len(failed)} of {len(runs)} configurations ran out of memory ({names}).",
+    names = ", ".join(f"{r['size']} ctx {r['context_length']} {PASS_LABELS.get(r['pass'], r['pass'])}"
+                      for _, r in failed.iterrows())
+    which = (f"{len(failed)} of {len(runs)} configurations" if len(failed) < len(runs) else
+             "The one profiled configuration" if len(runs) == 1
+             else f"All {len(runs)} profiled configurations")
+    return [Finding(f"{which} ran out of memory ({names}).",
                     rows_behind(runs, "status"))]
+
+
+def _why_apart(worst, inside, said) -> str:
+    """Where the gap between the span and the timing section's median comes from, as far as the
+    timer inside the capture (the same process as the span) tells it."""
+    span = worst["nsys step ms"]
+    if pd.isna(inside) or not inside > 0:
+        return (". The timing section's median comes from other processes of another job, and this run has "
+                "no timer inside the capture, so the gap mixes the variation between processes with the "
+                "profiler's overhead.")
+    own = span / inside
+    if abs(own - 1) <= 0.10:
+        return (f". The span is {own:.2f}× the timer of its own process, so tracing does not explain the "
+                "gap: it lies between processes (the timing section's median comes from other processes of "
+                "another job, and a host-bound step moves from one process to the next).")
+    slower = "slows" if own > 1 else "does not slow"
+    return (f". The span is {own:.2f}× the timer of its own process too: the profiler {slower} the step "
+            f"it traces ({said['kernel']}s launched under tracing).")
 
 
 @finds
@@ -53,19 +75,15 @@ def _step_span(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.DataFrame) -
         f"{sentence_start(said['short'])}'s per-step span (from a step's first {said['kernel']} "
         f"starting to its last ending, idle gaps included) is {spread} "
         "the timing section's "
-        f"median over {len(ratio)} configurations; the largest gap is {worst['size']} ctx "
-        f"{worst['context_length']} {worst['pass']} ({worst['nsys step ms']:.3g} ms vs "
+        f"median over {count(len(ratio), 'configuration')}; the largest gap is {worst['size']} ctx "
+        f"{worst['context_length']} {PASS_LABELS.get(worst['pass'], worst['pass'])} "
+        f"({worst['nsys step ms']:.3g} ms vs "
         f"{worst['timer step ms']:.3g} ms"
         + (f"; the timer inside the capture read {inside:.3g} ms" if pd.notna(inside) else "")
-        + (
-            "). Far from 1, the step is launch-bound: the GPU waits between kernels, and tracing "
-            "slows the host that launches them."
-            if said["kernel"] == "kernel"
-            else "). Far from 1, the profiler's tracing of every operator slows the CPU that runs them."
-        )
+        + ")" + _why_apart(worst, inside, said)
         if (ratio - 1).abs().max() > 0.10
         else f"{sentence_start(said['short'])}'s per-step span is {spread} "
-        f"the timing section's median over {len(ratio)} configurations."
+        f"the timing section's median over {count(len(ratio), 'configuration')}."
     )
     behind = rows_behind(a.loc[ratio.index], "nsys step ms", "timer step ms", "capture timer ms",
                          "nsys step / timer")
@@ -87,10 +105,12 @@ def _top_kernels(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
         common = part["category"].value_counts()
         share = f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}%"
         # "The top optimizer kernel is an optimizer kernel" says nothing: only its share then.
+        where = "" if len(part) == 1 else (
+            (" in both configurations" if len(part) == 2 else f" in all {len(part)} configurations")
+            if common.iloc[0] == len(part)
+            else f" in {common.iloc[0]} of {len(part)} configurations")
         kind = (
-            f"is {_a(common.index[0])} {said['kernel']} in {common.iloc[0]} of {len(part)} "
-            "configurations, "
-            "taking "
+            f"is {_a(common.index[0])} {said['kernel']}{where}, taking "
             if common.index[0] != phase
             else "takes "
         )

@@ -7,12 +7,16 @@ import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows
-from lmstudy.report.answers import Answer, percent, span
+from lmstudy.report.answers import Answer, count, percent, span
 from lmstudy.report.sections.labels import PASS_LABELS
 from lmstudy.report.sections.timing import answers as timing_answers
 
 ALL = "(every operation)"  # as lmstudy.measure.norm_precision names them (no torch here)
 AS_MODEL = "(fp32 inside, as the study model)"
+# What that row computes, in words that claim no more: the experiment rounds the norm's input and
+# output to the low precision, which the study model under autocast does not (its residual stream
+# stays float32, as its dtype table shows).
+AS_MODEL_SHOWN = "fp32 inside, input and output rounded (the study model's RMSNorm on a low-precision input)"
 
 
 def accumulation_answer(frame: pd.DataFrame) -> Answer:
@@ -113,6 +117,7 @@ def norm_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = table.reindex(order)
     table.columns.name = None
     table = table.reset_index().rename(columns={"low_precision_op": "in low precision"})
+    table["in low precision"] = table["in low precision"].replace({AS_MODEL: AS_MODEL_SHOWN})
     return table
 
 
@@ -169,8 +174,9 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
     ratios = [rows[key][ALL] / rows[key][AS_MODEL] for key in rows]
     low, high = min(ratios), max(ratios)
     sentences.append(
-        f"Computing inside in fp32 and casting back, as the built-in model's RMSNorm does, changes that "
-        f"{span(low, high, '.1f', '×')}: "
+        f"Computing inside in fp32 and casting back, as the built-in model's RMSNorm does for a "
+        f"low-precision input, changes that {span(low, high, '.1f', '×')} (under autocast the built-in "
+        "model's residual stream stays float32, so there its norm rounds neither input nor output): "
         + (
             "at this scale the error is the rounding of the input and output, not the inside operations."
             if high < 1.5
@@ -218,9 +224,60 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
     )
 
 
+def _gpu_clause(rows: pd.DataFrame, low: str) -> tuple[str, pd.DataFrame]:
+    """What the GPU gains from `low` (fp32's GPU busy time over `low`'s), per size, and the rows."""
+    from lmstudy.report.sections.timing.tables import gpu_speedups
+
+    key = ["size", "context_length", "pass"]
+    gpu = gpu_speedups(rows, key, "fp32", low)
+    if gpu.empty:
+        return "", gpu
+    gpu = gpu.sort_values(key).reset_index(drop=True)
+    parts = []
+    for size, part in gpu.groupby("size", observed=True, sort=True):
+        longest = part[part["context_length"] == part["context_length"].max()]
+        each = ", ".join(f"{PASS_LABELS.get(r['pass'], r['pass'])} {r['gpu_speedup']:.2f}×"
+                         for _, r in longest.iterrows())
+        words = f"{size}: {each} at context {int(longest['context_length'].iloc[0])}"
+        if len(part) > len(longest):
+            words += f" ({span(part['gpu_speedup'].min(), part['gpu_speedup'].max())}× over its " \
+                     f"{count(len(part), 'configuration')})"
+        parts.append(words)
+    return "; ".join(parts), gpu
+
+
+def _optimizer_clause(rows: pd.DataFrame, low: str, gpu: pd.DataFrame) -> str:
+    """Why a training step gains less on the GPU than forward+backward: the optimizer's GPU time (training
+    step minus forward+backward), which runs on fp32 master weights in either precision."""
+    key = ["size", "context_length"]
+    wide = gpu.pivot_table(index=key, columns="pass", values="gpu_speedup", observed=True, aggfunc="first")
+    if not {"train_step", "forward_backward"} <= set(wide.columns):
+        return ""
+    capped = wide[wide["train_step"] < wide["forward_backward"]].dropna()
+    if capped.empty:
+        return ""
+    size, context = capped.index[-1]
+    busy = rows.set_index(["size", "context_length", "pass", "precision"])["gpu_busy_ms"]
+    try:
+        optimizer = {p: busy.loc[(size, context, "train_step", p)]
+                     - busy.loc[(size, context, "forward_backward", p)] for p in ("fp32", low)}
+    except KeyError:
+        return ""
+    ratios = capped.loc[(size, context)]
+    return (
+        f" The training step gains less than forward+backward ({size}: {ratios['train_step']:.2f}× against "
+        f"{ratios['forward_backward']:.2f}×): its optimizer's GPU time (training step minus "
+        f"forward+backward) is {optimizer['fp32']:.3g} ms in fp32 and {optimizer[low]:.3g} ms in {low}, "
+        "the same update of fp32 master weights in both."
+    )
+
+
 def speedup_answer(timing: pd.DataFrame) -> Answer | None:
-    """(c): the low-precision speed-up of the largest size's training step at its longest context,
-    with an interval from the timing rows' own intervals where they have them."""
+    """(c): the low-precision speed-up, from both measures: the GPU's busy time (what the GPU does,
+    stable between processes) and the wall time (what the user waits for, set by the host where a step
+    is host-bound), each per size at its longest context."""
+    from lmstudy.analyse.trust import gpu_spread
+
     question = (
         "benchmarking_mixed_precision (c): how much faster is mixed precision, and how does it change with "
         "model size?"
@@ -230,10 +287,12 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
     lows = [p for p in ("bf16", "fp16") if p in set(rows["precision"])]
     if "fp32" not in set(rows["precision"]) or not lows:
         return None
+    every_pass = rows
     pass_name = "train_step" if (rows["pass"] == "train_step").any() else str(rows["pass"].iloc[0])
     rows = rows[rows["pass"] == pass_name]
     key = ["size", "context_length"]
     fp32 = rows[rows["precision"] == "fp32"].set_index(key)
+    step = PASS_LABELS.get(pass_name, pass_name)
     sentences, headline, trust = [], "", ""
     for low in lows:
         other = rows[rows["precision"] == low].set_index(key)
@@ -243,52 +302,74 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
         ratio = (fp32.loc[common, "median_ms"] / other.loc[common, "median_ms"]).sort_index()
         size, context = ratio.index[-1]
         by_size = ratio.groupby(level="size", observed=True).last()
+        gpu_words, gpu = _gpu_clause(every_pass[every_pass["precision"].isin(["fp32", low])], low)
         interval = ""
+        wall_trust = ""
         if {"ci_low_ms", "ci_high_ms"} <= set(rows) and fp32.loc[
             (size, context), ["ci_low_ms", "ci_high_ms"]
         ].notna().all():
             a, b = fp32.loc[(size, context)], other.loc[(size, context)]
             lo, hi = a["ci_low_ms"] / b["ci_high_ms"], a["ci_high_ms"] / b["ci_low_ms"]
             interval = f" (interval {lo:.2f}–{hi:.2f}×)"
-            trust = trust or f"interval {lo:.2f}–{hi:.2f}× from the two medians' 95% intervals"
-        elif "cv" in rows and not trust:
+            wall_trust = f"wall time's interval {lo:.2f}–{hi:.2f}×"
+        elif "cv" in rows:
             a, b = fp32.loc[(size, context)], other.loc[(size, context)]
-            trust = f"one process each: step-to-step CV {percent(a['cv'])} (fp32), {percent(b['cv'])} ({low})"
-        if "host-bound" not in trust and (
-            timing_answers.trusted(fp32.loc[[(size, context)]].reset_index()).eq(False).any()
-            or timing_answers.trusted(other.loc[[(size, context)]].reset_index()).eq(False).any()
-        ):
-            trust += "; host-bound or noisy: wall time is launch overhead"
-        sentences.append(
-            f"{low} autocast runs the {PASS_LABELS.get(pass_name, pass_name)} "
-            f"{ratio.loc[(size, context)]:.2f}× "
-            f"as fast as fp32 for {size} at context {context}{interval}"
-            + (
-                "; at each size's longest context: " + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items())
-                if len(by_size) > 1
-                else ""
-            )
-            + "."
+            wall_trust = (f"one process each: step-to-step CV {percent(a['cv'])} (fp32), "
+                          f"{percent(b['cv'])} ({low})")
+        # The sizes whose wall time the host sets at the quoted context: their wall ratio hides the GPU's.
+        longest = rows.groupby("size", observed=True)["context_length"].transform("max")
+        shown = rows[(rows["context_length"] == longest) & rows["precision"].isin(["fp32", low])]
+        hidden = list(dict.fromkeys(shown[~timing_answers.trusted(shown).to_numpy()]["size"].astype(str)))
+        wall = (
+            f"{low} autocast runs the {step} {ratio.loc[(size, context)]:.2f}× as fast as fp32 for {size} at "
+            f"context {context}{interval}"
+            + ("; at each size's longest context: " + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items())
+               if len(by_size) > 1 else "")
         )
+        if gpu_words:
+            sentences.append(f"On the GPU (its busy time per step), {low} autocast is faster than fp32 by "
+                             f"{gpu_words}. In wall time, what the user waits for, {wall}.")
+            if hidden:
+                # Per hidden size, the wall ratio beside the GPU's at the quoted pass and context: how much
+                # of the GPU's gain the host leaves to the user.
+                pairs = []
+                for name in hidden:
+                    at = gpu[(gpu["size"].astype(str) == name) & (gpu["pass"] == pass_name)]
+                    at = at[at["context_length"] == at["context_length"].max()]
+                    wall_ratio = by_size.get(name)
+                    if len(at) and wall_ratio is not None:
+                        pairs.append(f"{name} {wall_ratio:.2f}× in wall time against "
+                                     f"{at['gpu_speedup'].iloc[0]:.2f}× on the GPU")
+                sentences.append(
+                    "Where a step is host-bound or noisy (†‡), the host hides part or all of the GPU's gain: "
+                    "it waits for Python and kernel launches, which lower precision does not make faster"
+                    + (f" ({step}: {'; '.join(pairs)})" if pairs else "") + ".")
+            sentences.append(_optimizer_clause(every_pass, low, gpu).strip())
+        else:
+            sentences.append(f"In wall time, {wall}." + (
+                f" Host-bound or noisy there (†‡): {', '.join(hidden)}; the wall-time ratio tells the host's "
+                "overhead more than the GPU's arithmetic, and this run recorded no GPU busy time to tell it."
+                if hidden else ""))
         if not headline:
+            cell = gpu[(gpu["size"] == size) & (gpu["context_length"] == context)
+                       & (gpu["pass"] == pass_name)] if len(gpu) else gpu
+            on_gpu = f"{cell['gpu_speedup'].iloc[0]:.2f}× as fast as fp32 on the GPU, " if len(cell) else ""
             headline = (
-                f"{low} autocast makes {size}'s {PASS_LABELS.get(pass_name, pass_name)} at context {context} "
-                f"{ratio.loc[(size, context)]:.2f}× as fast as fp32."
+                f"{low} autocast makes {size}'s {step} at context {context} {on_gpu}"
+                f"{ratio.loc[(size, context)]:.2f}× in wall time"
+                + (" (host-bound or noisy: the host's launches fill part of that step)" if size in hidden
+                   else "") + "."
             )
+            spread = gpu_spread(every_pass) if len(cell) else float("nan")
+            trust = "; ".join(filter(None, [
+                (f"GPU busy time within {percent(spread)} between processes" if spread == spread
+                 else "GPU busy time from one profiled step" if len(cell) else ""),
+                wall_trust,
+                "" if len(cell) or size not in hidden else "host-bound or noisy: the host sets the wall time",
+            ]))
+    sentences = [s for s in sentences if s]
     if not sentences:
         return None
-    # The cells quoted above whose wall time the host's launches set: their ratio is not the arithmetic's.
-    longest = rows.groupby("size", observed=True)["context_length"].transform("max")
-    shown = rows[(rows["context_length"] == longest) & rows["precision"].isin(["fp32", *lows])]
-    flagged = shown[~timing_answers.trusted(shown).to_numpy()]
-    if len(flagged):
-        by_size = flagged.groupby("size", observed=True, sort=False)["precision"].agg(list)
-        sentences.append(
-            "Host-bound or noisy there (†‡ in the tables: the step time is set by the host's launches, so "
-            "the ratio tells the host's overhead more than the GPU's arithmetic): "
-            + "; ".join(f"{size} ({', '.join(p)})" for size, p in by_size.items() if p)
-            + "."
-        )
     source = "precision_fp16_bf16_speedup" if "fp16" in lows else "precision_bf16_speedup"
     return Answer(question, " ".join(sentences), source, headline=headline, trust=trust)
 

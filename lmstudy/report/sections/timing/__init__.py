@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse.tables import steady_warmup
+from lmstudy.analyse.tables import steady_rows, steady_warmup
+from lmstudy.report import coverage
 from lmstudy.report.answers import Answers, processes_text
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.render import Figure, Findings, Section, Table, Text
@@ -56,6 +57,43 @@ def load(results: Path) -> pd.DataFrame:
     return frame
 
 
+def marks_text(frame: pd.DataFrame) -> str:
+    """What the marks and the intervals mean, with this run's thresholds and one of its rows as the
+    example of why two processes give a wide interval."""
+    from lmstudy.analyse.trust import thresholds
+
+    limits = thresholds(frame)
+    busy = f"{limits['min_gpu_busy']:.0%} (noise.min_gpu_busy)" if "min_gpu_busy" in limits else \
+        "the config's noise.min_gpu_busy share"
+    spread = f"{limits['max_spread']:.0%} (noise.max_spread)" if "max_spread" in limits else \
+        "noise.max_spread"
+    text = (
+        f"Marks (a marked row is greyed in the HTML): † host-bound: the GPU worked for less than {busy} "
+        "of the step (its busy time per step, over the median step), so the time measures the host's "
+        f"launches and Python and moves from process to process; ‡ noisy: the processes' medians spread "
+        f"by more than {spread}. The spread is (largest − smallest) / smallest of the fresh processes' "
+        "medians. Findings leave marked cells out of wall-time trends and say so; GPU busy time, which "
+        "the host does not move, answers what the GPU does."
+    )
+    rows = steady_rows(frame)
+    pairs = rows[(pd.to_numeric(rows.get("processes"), errors="coerce") == 2) & (rows["status"] == "ok")] \
+        if "processes" in rows else rows.iloc[0:0]
+    if {"ci_low_ms", "ci_high_ms", "process_spread"} <= set(pairs) and len(pairs):
+        half = (pairs["ci_high_ms"] - pairs["ci_low_ms"]) / 2 / pairs["median_ms"]
+        example = pairs.loc[(half / pairs["process_spread"].clip(lower=1e-6)).idxmax()]
+        text += (
+            " Why an interval of two processes is wide: it is at least Student's t interval over their "
+            "medians, and with two of them t has one degree of freedom (12.7 where many processes give "
+            f"about 2), so two that agree closely still get a wide interval: {example['size']} ctx "
+            f"{int(example['context_length'])} {PASS_LABELS.get(str(example['pass']), example['pass'])} "
+            f"{example['precision']}'s two processes differ by {example['process_spread'] * 100:.1f}%, its "
+            f"interval is {example['ci_low_ms']:.3g}–{example['ci_high_ms']:.3g} ms "
+            f"(±{half[example.name] * 100:.0f}%). It says how little two processes can tell, not that "
+            "the step varies that much."
+        )
+    return text
+
+
 def make_figures(results: Path, out_dir: Path) -> None:
     frame = study_model(load(results))
     if frame.empty:
@@ -93,12 +131,15 @@ def build(results: Path, figures: Path) -> Section:
            "CUDA-core peak; with TF32: the TF32 tensor-core peak; bf16: the bf16 tensor-core peak), each "
            "table naming its peak; it is n/a for unknown GPUs.")
     ))
-    section.add(Text(
-        "Marks: † host-bound: the GPU worked for less than the config's noise.min_gpu_busy share of the "
-        "step (its busy time from a profiled step, over the median step), so the time measures the "
-        "host's launches and Python and moves from process to process; ‡ noisy: the processes' medians "
-        "still differ by more than noise.max_spread. Findings leave such cells out of trends and say so."
-    ))
+    section.add(Text(marks_text(frame)))
+    left = coverage.not_measured("timing", {
+        "sizes": frame["size"].astype(str),
+        "context_lengths": frame["context_length"],
+        "passes": frame["pass"].astype(str),
+        "precisions": frame["precision"],
+    })
+    if left:
+        section.add(Text(left))
     section.add(Answers(timing_answers.answers(frame)))
     section.add(Findings(findings(frame)))
     model = timing_answers.model_table(frame)

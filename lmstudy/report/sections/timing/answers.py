@@ -8,14 +8,13 @@ the cells they mark; without them, from the step-to-step spread (CV) of one proc
 
 from __future__ import annotations
 
-import json
 import statistics
 
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.analyse.tables import steady_rows
-from lmstudy.report.answers import Answer, count, percent, significant, span
+from lmstudy.analyse.tables import steady_rows, steady_warmup
+from lmstudy.report.answers import Answer, count, of_all, percent, significant, span
 from lmstudy.report.sections.labels import PASS_LABELS, cold_start_costs, in_size_order
 
 # The GPUs a student most often has, by the memory torch.cuda reports for them (total_memory): an
@@ -63,7 +62,12 @@ def trust_of(rows: pd.DataFrame) -> str:
         text = f"95% intervals ±{percent(half.median())} (median), at most ±{percent(half.max())}"
         host = _flag(rows, "host_bound")
         if host.any():
-            text += f"; {int(host.sum())} of {len(rows)} host-bound: wall time is launch overhead there"
+            from lmstudy.analyse.trust import thresholds
+
+            limit = thresholds(rows).get("min_gpu_busy")
+            text += (f"; {of_all(int(host.sum()), len(rows), 'cell')} host-bound (the GPU busy for less than "
+                     + (f"{limit:.0%}" if limit is not None else "noise.min_gpu_busy")
+                     + " of the step: the host's launches and Python set part of the wall time)")
         return text
     cv = rows["cv"].dropna() if "cv" in rows else pd.Series(dtype=float)
     if cv.empty:
@@ -143,22 +147,16 @@ def forward_backward_answer(frame: pd.DataFrame) -> Answer:
     return Answer(question, text, "timing_step_time", headline=headline, trust=trust_of(largest))
 
 
-def _trajectory(row) -> list[list[float]]:
-    """Each process's step times: the cell holds one list per process (one flat list in older runs)."""
-    try:
-        value = json.loads(row)
-        processes = value if value and isinstance(value[0], list) else [value]
-        return [[float(t) for t in steps] for steps in processes if steps]
-    except (TypeError, ValueError):
-        return []
-
-
 def warmup_answer(frame: pd.DataFrame) -> Answer:
-    """(c): the first steps against the steady state, from each process's whole trajectory.
+    """(c): the first steps against the steady state, from windows that share no step.
 
-    Single steps, not overlapping windows: step 1 (no warm-up) and step 2 (after one) against the
-    median of the steady window, so the comparison shares no sample.
+    The cold start (step 1) from every cell; whether one warm-up step is enough from the cells neither
+    host-bound nor noisy (steps 2 to top against the steady window, as the section's finding says it):
+    in a host-bound cell the host moves each step by more than the few percent asked about.
     """
+    from lmstudy.analyse.trust import thresholds
+    from lmstudy.report.sections.timing.tables import early_over_steady, processes_steps
+
     question = "benchmarking_script (c): what does warming up change, and why?"
     rows = _steady_ok(frame)
     if "trajectory_ms" not in rows or rows.empty:
@@ -168,7 +166,7 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
     first, second = [], []
     for _, row in rows.iterrows():
         # Each process's first and second step against the row's median; the median over processes.
-        processes = [steps for steps in _trajectory(row["trajectory_ms"]) if len(steps) >= 3]
+        processes = [steps for steps in processes_steps(row["trajectory_ms"]) if len(steps) >= 3]
         if processes and row["median_ms"] > 0:
             first.append((statistics.median(s[0] for s in processes) / row["median_ms"], row))
             second.append(statistics.median(s[1] for s in processes) / row["median_ms"] - 1)
@@ -177,24 +175,50 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
     ratios = pd.Series([r for r, _ in first])
     worst = first[int(ratios.idxmax())][1]
     after = pd.Series(second).abs()
+    warm = thresholds(frame).get("max_spread", WARM)
+    top = steady_warmup(frame)
     text = (
         f"Without warm-up the first step takes {ratios.median():.1f}× the steady median (median over "
         f"{count(len(ratios), 'configuration')}; up to {ratios.max():.1f}× for {worst['size']} ctx "
         f"{int(worst['context_length'])} {PASS_LABELS.get(str(worst['pass']), worst['pass'])} "
-        f"{worst['precision']}): it pays one-time costs ({cold_start_costs(rows)}). The second step is "
-        f"already within {percent(after.median())} of the steady median (median; at most "
-        f"{percent(after.max())})"
-        + (
-            ": one warm-up step removes the cold start, and a timing without it overstates the step."
-            if after.median() < WARM
-            else f": more than {percent(WARM)} off, so one warm-up step is not enough here."
+        f"{worst['precision']}): it pays one-time costs ({cold_start_costs(rows)})."
+    )
+    sure = rows[trusted(rows).to_numpy()]
+    early = early_over_steady(sure, 1) if len(sure) and top > 1 else pd.DataFrame()
+    if len(early):
+        median = float(early["early_over_steady"].median())
+        enough = abs(median - 1) <= warm
+        text += (
+            f" After one warm-up step, {'step 2 takes' if top == 2 else f'steps 2 to {top} take'} "
+            f"{median:.3f}× the steady window's median "
+            f"(steps {top + 1} on) in the {count(len(early), 'configuration')} neither host-bound nor noisy, "
+            f"whose time is the GPU's (at most {early['early_over_steady'].max():.3f}×): one warm-up step "
+            + (f"is enough (within {percent(warm)})." if enough
+               else f"is not enough (more than {percent(warm)} off).")
         )
-    )
-    headline = (
-        f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; the second "
-        "is within "
-        f"{percent(after.median())}."
-    )
+        if len(sure) < len(rows):
+            text += (
+                f" In the other {len(rows) - len(sure)} the second step is {percent(after.median())} off "
+                "the steady median (median), within what the host moves a step from one to the next, so "
+                "they do not decide it."
+            )
+        headline = (
+            f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; after one "
+            f"warm-up step the GPU-bound cells are {percent(abs(median - 1))} off steady."
+        )
+    else:
+        text += (
+            f" The second step is {percent(after.median())} off the steady median (median; at most "
+            f"{percent(after.max())})"
+            + (", but every cell is host-bound or noisy: the host moves a step by as much, so whether one "
+               "warm-up step is enough is not decided here." if sure.empty else
+               (": one warm-up step removes the cold start." if after.median() < warm
+                else f": more than {percent(warm)} off, so one warm-up step is not enough here."))
+        )
+        headline = (
+            f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; the second "
+            f"is {percent(after.median())} off it."
+        )
     return Answer(
         question,
         text,

@@ -18,6 +18,7 @@ from lmstudy.analyse.compare import verdict as V  # noqa: E402
 from lmstudy.analyse.compare.runs import Run  # noqa: E402
 from lmstudy.analyse.tables import steady_rows  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
+from lmstudy.report.answers import count  # noqa: E402
 from lmstudy.report.contract import ComparedRuns  # noqa: E402
 from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
@@ -154,8 +155,9 @@ def _only_in_one_run(rows: pd.DataFrame) -> list[Finding]:
         if len(only):
             names = ", ".join(f"{cells.config_label(r)} {r['variant']}" for _, r in only.head(6).iterrows())
             more = f" and {len(only) - 6} more" if len(only) > 6 else ""
-            items.append(Finding(f"{len(only)} configuration(s) measured only in {label}: {names}{more}.",
-                                 rows_behind(only, "status_a", "status_b", "verdict")))
+            items.append(Finding(
+                f"{count(len(only), 'configuration')} measured only in {label}: {names}{more}.",
+                rows_behind(only, "status_a", "status_b", "verdict")))
     return items
 
 
@@ -261,9 +263,8 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
         return section.add(Text("Neither run has timing rows."))
     section.add(Text(
         "Each run's steady state (its largest warm-up), matched by size, context length, pass, precision "
-        "and variant. B/A is the ratio of median step times (below 1: B is faster), with a 95% bootstrap "
-        "interval from the per-step samples; p is the test on the two sets of samples "
-        "(lmstudy/analyse/compare/verdict.py)."
+        "and variant. B/A is the ratio of median step times (below 1: B is faster). "
+        + cells.verdict_rule(min_effect) + " (lmstudy/analyse/compare/verdict.py)"
     ))
     section.add(Findings(timing_findings(rows, min_effect)))
     study = rows[rows["variant"] == "naive"]

@@ -16,7 +16,7 @@ from lmstudy.report.sections import plots  # noqa: E402
 from lmstudy.report.sections.labels import PASS_LABELS, size_order  # noqa: E402
 from lmstudy.report.sections.timing.tables import KEY, speedup_frame  # noqa: E402
 
-PRECISION_LINES = {"fp32": "-", "bf16": "--", "fp16": ":"}
+PRECISION_LINES = {"fp32": "-", "bf16": "--", "fp16": ":", "GPU time": "-", "wall time": "--"}
 
 
 def _doubtful(frame: pd.DataFrame) -> pd.Series:
@@ -46,6 +46,12 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
             color = hue[str(size)]
             label = f"{size} {precision}"
             ax.plot(line["context_length"], line[y], style, marker="o", color=color, label=label)
+            if {f"{y}_low", f"{y}_high"} <= set(line) and line[f"{y}_low"].notna().any():
+                # The interval the value's processes allow, where the rows carry one.
+                ax.errorbar(line["context_length"], line[y],
+                            yerr=[(line[y] - line[f"{y}_low"]).clip(lower=0),
+                                  (line[f"{y}_high"] - line[y]).clip(lower=0)],
+                            fmt="none", ecolor=color, capsize=3, linewidth=0.8)
             # Host-bound or noisy cells (the table's own marks, where it has them): hollow points.
             shaky = line[doubtful.reindex(line.index, fill_value=False)]
             if len(shaky):
@@ -101,6 +107,14 @@ def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
 
     speedups = speedup_frame(frame)
     if not speedups.empty:
-        speedups["precision"] = "bf16"
+        # Wall time (what the user waits for; hollow where the host sets it) beside GPU time (what the
+        # GPU gains), each with the interval its processes allow.
+        series = [speedups.assign(precision="wall time")]
+        if "gpu_speedup" in speedups and speedups["gpu_speedup"].notna().any():
+            series.append(speedups.assign(
+                precision="GPU time", speedup=speedups["gpu_speedup"],
+                speedup_low=speedups["gpu_speedup_low"], speedup_high=speedups["gpu_speedup_high"],
+                host_bound=False, noisy=False))
         ylabel = "bf16 speed-up over fp32 (×)"
-        _plot_by_pass(speedups, "speedup", ylabel, out_dir / "speedup.png", logy=False, ratio=True)
+        _plot_by_pass(pd.concat(series, ignore_index=True), "speedup", ylabel, out_dir / "speedup.png",
+                      logy=False, ratio=True)

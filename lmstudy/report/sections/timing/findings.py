@@ -9,17 +9,21 @@ noise, never as a finding.
 
 from __future__ import annotations
 
-import json
 import statistics
 
 import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
-from lmstudy.report.answers import processes_text
+from lmstudy.report.answers import count, processes_text, span
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.sections.labels import PASS_LABELS, cold_start_costs, peak_words
-from lmstudy.report.sections.timing.tables import KEY, backward_frame, speedup_frame
+from lmstudy.report.sections.timing.tables import (
+    KEY,
+    backward_frame,
+    early_over_steady,
+    speedup_frame,
+)
 
 
 def _label(row) -> str:
@@ -46,7 +50,7 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
         passes = ", ".join(PASS_LABELS[p] for p in part["pass"].unique())
         precisions = ", ".join(sorted(part["precision"].unique()))
         items.append(Finding(
-            f"{size} ran out of memory in {len(part)} configuration(s): context {contexts}; "
+            f"{size} ran out of memory in {count(len(part), 'configuration')}: context {contexts}; "
             f"{passes}; {precisions}.", rows_behind(part, "status")))
     return items
 
@@ -100,10 +104,17 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
     sure = trusted(speedups)
     for pass_name, part in speedups.groupby("pass", observed=True):
         kept = sure[sure["pass"] == pass_name]
+        # What the GPU gains, beside the wall time: the busy time does not depend on the host.
+        gpu = part["gpu_speedup"].dropna() if "gpu_speedup" in part else pd.Series(dtype=float)
+        on_gpu = (f"; on the GPU (busy time) bf16 is {span(gpu.min(), gpu.max())}× as fast as fp32 in "
+                  f"{'the' if len(gpu) == 1 else 'all'} {count(len(gpu), 'configuration')}"
+                  ) if len(gpu) else ""
         if kept.empty:
             items.append(Finding(
-                f"{PASS_LABELS[pass_name].capitalize()}: no bf16 speed-up is stated: all {len(part)} "
-                "configurations are host-bound or noisy in fp32 or bf16.", part))
+                f"{PASS_LABELS[pass_name].capitalize()}: no wall-time bf16 speed-up is ranked: "
+                + (f"the {count(len(part), 'configuration')} is" if len(part) == 1 else
+                   f"all {len(part)} configurations are")
+                + f" host-bound or noisy in fp32 or bf16{on_gpu}.", part))
             continue
         lo, hi = kept.loc[kept["speedup"].idxmin()], kept.loc[kept["speedup"].idxmax()]
         low = f"{lo['speedup']:.2f}× ({lo['size']} ctx {lo['context_length']})"
@@ -111,7 +122,7 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
         where = ("in the one configuration" if len(kept) == 1 else "in the configurations") + \
             " neither host-bound nor noisy"
         text = (
-            f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast's speed-up over fp32 is "
+            f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast's wall-time speed-up over fp32 is "
             f"{low if low == high else f'{low} to {high}'}"
             + (" (below 1×: slower than fp32)" if lo["speedup"] < 1 else "")
             + f" {where}" + _left_out(len(part), len(kept))
@@ -120,7 +131,7 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
             slower = kept[kept["speedup_high"] < 1]
             if len(slower):
                 text += f"; bf16 is slower beyond the intervals in {len(slower)} of them"
-        items.append(Finding(text + ".", with_used(part, kept)))
+        items.append(Finding(text + on_gpu + ".", with_used(part, kept)))
     return items
 
 
@@ -139,24 +150,16 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
                    "cv_warm", "timed_steps_cold"]].assign(first_over_steady=ratio, mean_inflation=inflation)
     return [Finding(
         f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
-        f"(median over {len(both)} configurations, up to {ratio.max():.0f}×): "
+        f"(median over {count(len(both), 'configuration')}, up to {ratio.max():.1f}×): "
         f"{cold_start_costs(ok)} are paid there. It inflates the "
         f"mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by {inflation.median() * 100:.0f}% "
-        f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.2f}.", behind)]
-
-
-def _processes_of(cell) -> list[list[float]]:
-    value = json.loads(cell) if isinstance(cell, str) else []
-    return value if value and isinstance(value[0], list) else ([value] if value else [])
+        f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.3f}.", behind)]
 
 
 @finds
 def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) -> list[Finding]:
-    """Steps right after w warm-ups against the steady window, from windows that do not overlap.
-
-    The steady window is steps top..top+timed-1 of each process; the steps
-    after w warm-ups that come before it (w..top-1) share none of them.
-    """
+    """Steps right after w warm-ups against the steady window, from windows that do not overlap
+    (timing.tables.early_over_steady), over the cells neither host-bound nor noisy."""
     warmups = sorted(ok["warmup_steps"].unique())
     if len(warmups) < 3:
         return []
@@ -164,29 +167,22 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
     items = []
     rows = trusted(stable)
     for w in warmups[1:-1]:
-        ratios, behind = [], []
-        for _, row in rows.iterrows():
-            per_process = []
-            for steps in _processes_of(row.get("trajectory_ms")):
-                early, late = steps[w:top], steps[top: top + int(row["timed_steps"])]
-                if early and late:
-                    per_process.append(statistics.median(early) / statistics.median(late))
-            if per_process:
-                ratios.append(statistics.median(per_process))
-                behind.append({**{c: row[c] for c in KEY if c in row}, "used": True,
-                               "processes": len(per_process), "early_over_steady": ratios[-1]})
-        if not ratios:
+        early = early_over_steady(rows, w) if len(rows) else pd.DataFrame()
+        if early.empty:
             continue
+        ratios = early["early_over_steady"]
         median = statistics.median(ratios)
         verdict = "enough" if abs(median - 1) <= max_spread else "not enough"
+        behind = rows.loc[early.index, [c for c in KEY if c in rows]].assign(
+            used=True, processes=early["processes"], early_over_steady=ratios)
         items.append(Finding(
             (f"Step {top}" if w + 1 == top else f"Steps {w + 1} to {top}")
             + f" (after {w} warm-up step{'s' if w > 1 else ''}) take{'s' if w + 1 == top else ''} a median "
-            f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {max(ratios):.2f}×) over "
-            f"{len(ratios)} configurations neither host-bound nor noisy"
+            f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {ratios.max():.3f}×) "
+            f"over {count(len(ratios), 'configuration')} neither host-bound nor noisy"
             + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "
             f"{verdict} (within {max_spread:.0%} of steady).",
-            pd.concat([pd.DataFrame(behind), _left_out_rows(stable, rows)], ignore_index=True).assign(
+            pd.concat([behind, _left_out_rows(stable, rows)], ignore_index=True).assign(
                 warmup_steps=w, steady_from_step=top + 1)))
     return items
 
@@ -228,8 +224,6 @@ def _backward(frame: pd.DataFrame) -> list[Finding]:
     if kept.empty:
         return [Finding(f"The backward pass is not compared with the forward: all {len(backward)} "
                         "configurations are host-bound or noisy.", backward)]
-    from lmstudy.report.answers import count, span
-
     ratio = kept["backward_over_forward"]
     spread = span(ratio.min(), ratio.max())
     return [Finding(
@@ -251,7 +245,8 @@ def _physics(stable: pd.DataFrame) -> list[Finding]:
     beyond = violations[violations["beyond_intervals"]]
     example = violations.iloc[0]
     text = (
-        f"Noise, not physics: in {len(violations)} cell(s) a pass measured faster than a pass it contains "
+        f"Noise, not physics: in {count(len(violations), 'cell')} a pass measured faster than a pass it "
+        "contains "
         f"(e.g. {example['size']} ctx {example['context_length']} {example['precision']}: "
         f"{PASS_LABELS[example['pass']]} {example['median_ms']:.3g} ms against "
         f"{PASS_LABELS[example['contains']]} {example['contained_median_ms']:.3g} ms)"

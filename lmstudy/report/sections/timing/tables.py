@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import math
+import statistics
+
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.analyse.tables import steady_rows
-from lmstudy.analyse.trust import marks
-from lmstudy.report.sections.labels import PASS_LABELS, peak_words
+from lmstudy.analyse.tables import steady_rows, steady_warmup
+from lmstudy.analyse.trust import gpu_ratio, marks
+from lmstudy.report.sections.labels import PASS_LABELS, order_sizes, peak_words
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
@@ -63,9 +67,15 @@ def _ms_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
     return shown.where(frame["status"] == "ok", frame["status"])
 
 
-def _interval(low: pd.Series, high: pd.Series, digits: int = 3) -> pd.Series:
+def _interval(low: pd.Series, high: pd.Series) -> pd.Series:
+    """Intervals as text, every bound of the column written with one number of decimals (the column's
+    typical magnitude to three significant digits): 163.0–171.0 beside 11.0–21.0, never 163–171 beside
+    11–21.0."""
+    bounds = pd.to_numeric(pd.concat([low, high]), errors="coerce").abs()
+    bounds = bounds[bounds > 0]
+    decimals = 0 if bounds.empty else min(4, max(0, 2 - math.floor(math.log10(bounds.median()))))
     return pd.Series([
-        f"{lo:.{digits}g}–{hi:.{digits}g}" if pd.notna(lo) and pd.notna(hi) else ""
+        f"{lo:,.{decimals}f}–{hi:,.{decimals}f}" if pd.notna(lo) and pd.notna(hi) else ""
         for lo, hi in zip(low, high, strict=True)
     ], index=low.index, dtype=object)
 
@@ -151,8 +161,71 @@ def backward_table(backward: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def processes_steps(cell) -> list[list[float]]:
+    """Each process's step times from a trajectory_ms cell (one list per process; one flat list in older
+    runs); [] where the cell holds none."""
+    try:
+        value = json.loads(cell) if isinstance(cell, str) else []
+    except ValueError:
+        return []
+    processes = value if value and isinstance(value[0], list) else ([value] if value else [])
+    return [[float(t) for t in steps] for steps in processes if steps]
+
+
+def early_over_steady(stable: pd.DataFrame, warmup: int) -> pd.DataFrame:
+    """Per steady row, the steps after `warmup` warm-ups that come before the steady window (steps
+    warmup+1 to top) over the steady window (steps top+1 on): the median over processes of each
+    one's median ratio. The two windows share no step, so a ratio of 1 means warm, not overlap."""
+    top = steady_warmup(stable)
+    records = []
+    for index, row in stable.iterrows():
+        per_process = []
+        for steps in processes_steps(row.get("trajectory_ms")):
+            early, late = steps[warmup:top], steps[top: top + int(row["timed_steps"])]
+            if early and late:
+                per_process.append(statistics.median(early) / statistics.median(late))
+        if per_process:
+            records.append({"index": index, "processes": len(per_process),
+                            "early_over_steady": statistics.median(per_process)})
+    return pd.DataFrame(records, columns=["index", "processes", "early_over_steady"]).set_index("index")
+
+
 @computes_table
 def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The first steps of a fresh process against its steady window, from windows that share no step:
+    step 1 (the cold start), step 2 (after one warm-up step), steps 3 to top (after two), and the steady
+    window after them; the median over processes of each. Older runs without per-step trajectories get
+    each warm-up's window (mean ± std), which overlap."""
+    stable = steady_rows(frame)
+    stable = stable[stable["status"] == "ok"]
+    top = steady_warmup(frame)
+    timed = int(frame["timed_steps"].iloc[0])
+    have = "trajectory_ms" in stable and any(
+        len(p) >= top + timed for c in stable["trajectory_ms"] for p in processes_steps(c))
+    if top < 2 or not have:
+        return _overlapping_warmup_table(frame)
+    windows = {"step 1 ms": (0, 1), "step 2 ms": (1, 2), f"steps 3–{top} ms": (2, top),
+               f"steps {top + 1}–{top + timed} (steady) ms": (top, top + timed)}
+    if top == 2:
+        windows.pop(f"steps 3–{top} ms")
+    records = []
+    for _, row in stable.iterrows():
+        processes = processes_steps(row.get("trajectory_ms"))
+        record = {"size": str(row["size"]), "context": row["context_length"],
+                  "pass": PASS_LABELS.get(str(row["pass"]), row["pass"]), "precision": row["precision"]}
+        for name, (a, b) in windows.items():
+            values = [statistics.median(p[a:b]) for p in processes if len(p) >= b]
+            record[name] = statistics.median(values) if values else float("nan")
+        steady = record[list(windows)[-1]]
+        record["step 2 / steady ×"] = record["step 2 ms"] / steady
+        if f"steps 3–{top} ms" in record:
+            record[f"steps 3–{top} / steady ×"] = record[f"steps 3–{top} ms"] / steady
+        record["flags"] = marks(row)
+        records.append(record)
+    return pd.DataFrame(records)
+
+
+def _overlapping_warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = frame.copy()
     rows["cell"] = [
         f"{m:.2f} ± {s:.2f} (CV {c:.2f})" if st == "ok" else st
@@ -192,7 +265,32 @@ def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for flag in ("host_bound", "noisy"):
         if flag in wide:
             out[flag] = wide[flag][["fp32", "bf16"]].fillna(False).astype(bool).any(axis=1)
-    return out.reset_index()
+    out = out.reset_index()
+    gpu = gpu_speedups(rows, index, "fp32", "bf16")
+    return out.merge(gpu, on=index, how="left") if not gpu.empty else out
+
+
+def gpu_speedups(rows: pd.DataFrame, index: list[str], slow: str, fast: str) -> pd.DataFrame:
+    """`slow` precision's GPU busy time over `fast`'s per configuration (index), with the range its
+    processes allow: what the GPU gains, which a host-bound step's wall time hides.
+    Empty where the rows have no GPU busy time (CPU runs, runs before it was recorded)."""
+    if "gpu_busy_ms" not in rows:
+        return pd.DataFrame()
+    by = {p: part.set_index(index) for p, part in rows.groupby("precision", observed=True)}
+    if slow not in by or fast not in by:
+        return pd.DataFrame()
+    records = []
+    for key in by[slow].index.intersection(by[fast].index):
+        a, b = by[slow].loc[key], by[fast].loc[key]
+        if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
+            continue  # the same configuration twice: not one cell
+        ratio, low, high = gpu_ratio(a, b)
+        if ratio == ratio:
+            records.append({**dict(zip(index, key, strict=True)), f"gpu_{slow}_ms": a["gpu_busy_ms"],
+                            f"gpu_{fast}_ms": b["gpu_busy_ms"], "gpu_speedup": ratio,
+                            "gpu_speedup_low": low, "gpu_speedup_high": high})
+    frame = pd.DataFrame(records)
+    return order_sizes(frame) if "size" in frame else frame
 
 
 @computes_table
@@ -201,11 +299,17 @@ def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
         "size": speedups["size"].astype(str),
         "context": speedups["context_length"],
         "pass": speedups["pass"].astype(str).map(PASS_LABELS),
-        "speed-up ×": speedups["speedup"],
+        "wall-time speed-up ×": speedups["speedup"],
         "95% CI ×": _interval(_column(speedups, "speedup_low"), _column(speedups, "speedup_high")),
+        # What the GPU gains, from its busy time per step: stable where the wall time is the host's.
+        "GPU-time speed-up ×": _column(speedups, "gpu_speedup"),
+        "GPU-time range ×": _interval(_column(speedups, "gpu_speedup_low"),
+                                      _column(speedups, "gpu_speedup_high")),
         "flags": _flags(speedups),
     })
-    return table.reset_index(drop=True)
+    keep = [c for c in table.columns
+            if not c.startswith("GPU-time") or table[c].replace("", pd.NA).notna().any()]
+    return table[keep].reset_index(drop=True)
 
 
 @computes_table
@@ -219,5 +323,5 @@ def mfu_table(frame: pd.DataFrame) -> pd.DataFrame:
         index=["size", "precision", "MFU of"], columns="context_length", values="MFU %",
         aggfunc="first", observed=True,
     )
-    table.columns = [f"ctx {c}" for c in table.columns]
+    table.columns = [f"ctx {c} (%)" for c in table.columns]
     return table.reset_index()

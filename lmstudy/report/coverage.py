@@ -1,0 +1,61 @@
+"""What a run did not measure: each section's grid against the full study's (config.yaml, preset full).
+
+A preset (quick, smoke) or a user's --config measures part of the study. A section that says "small to
+2.7B" without saying that medium, large and xl were left out lets a reader believe the trend covers
+them, so each section names what the full study has and this run lacks, computed from its rows.
+No torch, no matplotlib.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+
+# How a sentence names each key of a section's config.
+WORDS = {
+    "sizes": "sizes",
+    "context_lengths": "context lengths",
+    "context_length": "context length",
+    "passes": "passes",
+    "precisions": "precisions",
+    "head_dims": "head dims d",
+    "seq_lens": "sequence lengths",
+    "rungs": "rungs",
+}
+
+
+@functools.cache
+def study_section(section: str) -> dict:
+    from lmstudy.config import study_value
+
+    try:
+        value = study_value(section)
+    except Exception:  # noqa: BLE001 - no readable config.yaml beside the code: nothing to compare with
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _shown(value) -> str:
+    from lmstudy.report.sections.labels import PASS_LABELS
+
+    return PASS_LABELS.get(str(value), str(value))
+
+
+def not_measured(section: str, measured: dict[str, Iterable]) -> str:
+    """One sentence naming, per key, the values of the full study's `section` config that `measured`
+    (the values this run's rows hold) lacks; "" where the run covers the full study."""
+    study = study_section(section)
+    parts = []
+    for key, seen in measured.items():
+        full = study.get(key)
+        if full is None:
+            continue
+        full = full if isinstance(full, list) else [full]
+        seen = {str(v) for v in seen}
+        missing = [v for v in full if str(v) not in seen]
+        if missing:
+            parts.append(f"{WORDS.get(key, key)} {', '.join(_shown(v) for v in missing)}")
+    if not parts:
+        return ""
+    return ("Not measured in this run, though the full study (config.yaml, preset full) has them: "
+            + "; ".join(parts) + ".")
