@@ -36,6 +36,16 @@ def _temporary_files_of_this_process(tmp_path_factory):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _not_a_forking_parent():
+    """A test that runs a script's top level here (tests/test_compile.py's _load_script) marks this
+    process as one that forks measuring processes; the next test starts unmarked, as a process does."""
+    yield
+    from lmstudy.measure import fresh_process
+
+    fresh_process.become_measuring_process()
+
+
 def snakemake(
     workdir: Path, *args: str, check: bool = True, env: dict | None = None
 ) -> subprocess.CompletedProcess:

@@ -31,7 +31,7 @@ JOBS = {
     "compile": ("compile_model", {"attention": "sdpa"}, ()),
     "ladder": ("ladder_rung", {"rung": "bf16"}, ("--matmul-out", "matmul.csv")),
 }
-ONE_PROCESS = {"min_processes": 1, "max_processes": 1, "max_spread": 0.05}
+ONE_PROCESS = {"min_processes": 1, "max_processes": 1, "max_spread": 0.05, "min_gpu_busy": 0.85}
 
 
 def _run_job(job: str, tmp_path, extra_env=None) -> tuple[int, list[tuple[str, int]], pd.DataFrame]:

@@ -9,7 +9,6 @@ import pandas as pd
 
 from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
-from lmstudy.report.answers import between
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.sections.labels import faster
 from lmstudy.report.sections.ladder.tables import (
@@ -251,9 +250,9 @@ def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
         top = pd.to_numeric(found.get("max_sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
         text += (
             f". During the {'steady ' if sustained else ''}bursts themselves the SM clock averaged "
-            f"{between(clock.min(), clock.max(), '.0f', ' MHz')}"
+            f"{span(clock.min(), clock.max(), '.0f', ' MHz')}"
             + (f" (its maximum {top.max():.0f} MHz)" if top.notna().any() else "")
-            + f" and the power {between(power.min(), power.max(), '.0f', ' W')} (NVML's own average over "
+            + f" and the power {span(power.min(), power.max(), '.0f', ' W')} (NVML's own average over "
             "about a second)"
         )
     text += (". This section's shares of the measured ceiling divide by the sustained rate"

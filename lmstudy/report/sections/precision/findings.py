@@ -162,7 +162,7 @@ def _largest_speedup(speedups: pd.DataFrame) -> list[Finding]:
     best = sure.loc[sure["speedup"].idxmax()]
     # Below 1× no configuration sped up: the best is then the smallest slowdown, and called so.
     named = ("The largest wall-time bf16 speed-up is" if best["speedup"] >= 1
-             else "bf16 autocast is slower than fp32 in wall time in every configuration; the least "
+             else "In wall time, bf16 autocast is slower than fp32 in every configuration; the least "
              "slowdown is")
     return [Finding(
         f"{named} {best['speedup']:.2f}× ({best['size']} ctx "
