@@ -984,3 +984,23 @@ def test_the_cost_sections_phases_are_named_for_a_cpu_run_without_cuda():
     gpu = pd.DataFrame({"measuring": [True], "gpu_chosen_by": ["LMSTUDY_GPUS"]})
     assert _phase_label(cpu, "start_s") == "starting fresh processes"
     assert "CUDA" in _phase_label(gpu, "start_s")
+
+
+def test_a_top_kernel_share_is_of_the_configurations_it_is_top_in_and_larger_categories_are_not_next():
+    """Issue 32's reading: 'a GEMM in 1 of 2 configurations, taking 30-65%' took the 65% from a copy,
+    and 'the next categories' named categories larger than the matrix products."""
+    from lmstudy.report.sections import nsys
+    from lmstudy.report.sections.nsys import answers as nsys_answers
+    from lmstudy.report.sections.nsys.findings import words
+
+    data = _nsys_data()
+    copy = data["kernels"].iloc[[5]].assign(kernel="copy_k", category="memory copy/set",
+                                             total_ns=40 * 1e6)
+    data["kernels"] = pd.concat([data["kernels"], copy], ignore_index=True)
+    said = nsys.findings(data)
+    # inference's forward: gemm_a, 70%; the training step's forward: the copy, 40 of 60 ms
+    assert ("The top forward kernel is a GEMM kernel in 1 of 2 configurations, taking 70% of forward GPU "
+            "time (in the others, a memory copy/set kernel).") in said
+    answer = nsys_answers.gemm_answer(data["kernels"], words(data["runs"])).text
+    assert "memory copy/set (40.0%) takes more than matrix products do" in answer
+    assert "next categories" not in answer

@@ -155,10 +155,14 @@ def gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
         f"(over {count(len(both), 'configuration')})"
     )
     if len(second):
-        text += (
-            f"; in the training step the next categories are {second.index[0]} ({second.iloc[0]:.1f}%)"
-            + (f" and {second.index[1]} ({second.iloc[1]:.1f}%)" if len(second) > 1 else "")
-        )
+        # "next" only where GEMM leads; else the categories that outweigh it are named as such.
+        gemm = float(train["GEMM"].mean()) if "GEMM" in train else 0.0
+        larger = second[second > gemm]
+        shown = larger if len(larger) else second.head(2)
+        listed = " and ".join(f"{name} ({share:.1f}%)" for name, share in shown.head(2).items())
+        text += (f"; in the training step {listed} {'take' if len(shown.head(2)) > 1 else 'takes'} more "
+                 "than matrix products do" if len(larger) else
+                 f"; in the training step the next categories are {listed}")
     inference, training = both["inference GEMM %"], both["training GEMM %"]
     headline = (
         f"Matrix products take {span(inference.min(), inference.max(), '.0f')}% of {said['time']} in "

@@ -103,7 +103,10 @@ def _top_kernels(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
         if not len(part):
             continue
         common = part["category"].value_counts()
-        share = f"{_span(part['share of phase %'].min(), part['share of phase %'].max())}%"
+        # The share of the configurations whose top kernel is of that category, not of every one.
+        same = part[part["category"] == common.index[0]]
+        share = f"{_span(same['share of phase %'].min(), same['share of phase %'].max())}%"
+        others = ", ".join(f"{_a(c)} {said['kernel']}" for c in common.index[1:])
         # "The top optimizer kernel is an optimizer kernel" says nothing: only its share then.
         where = "" if len(part) == 1 else (
             (" in both configurations" if len(part) == 2 else f" in all {len(part)} configurations")
@@ -114,7 +117,9 @@ def _top_kernels(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
             if common.index[0] != phase
             else "takes "
         )
-        items.append(Finding(f"The top {phase} {said['kernel']} {kind}{share} of {phase} {said['time']}.",
+        elsewhere = f" (in the others, {others})" if others else ""
+        items.append(Finding(f"The top {phase} {said['kernel']} {kind}{share} of {phase} {said['time']}"
+                             f"{elsewhere}.",
                              rows_behind(part, "phase", "kernel", "category", "ms per step",
                                          "share of phase %")))
     return items
