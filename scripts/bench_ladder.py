@@ -110,8 +110,10 @@ def main(argv=None) -> None:
     for row in rows:
         if row["status"] == "ok":
             print(
-                f"  {row['rung']:<50} {row['median_ms']:9.2f} ms  {row['achieved_tflops']:7.1f} TFLOP/s  "
-                f"{row['share_of_matmul'] * 100:5.1f}% of matmul  (first step {row['first_step_s']:.1f} s)"
+                f"  {row['rung']:<50} {row['median_ms']:9.2f} ms  "
+                f"{row['achieved_tflops'] or float('nan'):7.1f} TFLOP/s  "
+                f"{(row['share_of_matmul'] or float('nan')) * 100:5.1f}% of matmul  "
+                f"(first step {row['first_step_s']:.1f} s)"
             )
             if "gpu_busy_ms" in row:
                 parts = sorted(

@@ -83,7 +83,8 @@ def main(argv=None) -> None:
     write_csv(args.matmul_out, pd.DataFrame(bursts))
     write_csv(args.out, pd.DataFrame([row]))
     detail = (
-        f"median {row['median_ms']:.3f} ms, {row['achieved_tflops']:.3g} TFLOP/s"
+        f"median {row['median_ms']:.3f} ms, "
+        + (f"{row['achieved_tflops']:.3g} TFLOP/s" if row.get("achieved_tflops") else "FLOPs not counted")
         if row["status"] == "ok" else row.get("reason") or row.get("error", "")
     )
     print(f"{spec.size} {row['rung']}: {row['status']} {detail}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -95,7 +96,7 @@ def test_a_parent_without_cuda_passes_the_check():
 
 
 def test_the_refusal_is_one_sentence_naming_what_started_cuda(monkeypatch):
-    """The sentence itself; on a GPU, tests/gpu/check_fork_guard.py starts CUDA for real."""
+    """The sentence itself; on a GPU, tools/check_fork_guard.py starts CUDA for real."""
     monkeypatch.setattr(fresh_process, "cuda_started", lambda: "torch has initialised CUDA")
     monkeypatch.setattr(fresh_process, "_FIRST_CUDA_CALL",
                         ["torch's CUDA initialisation, called from my_model.py:3 (<module>)"])
@@ -105,3 +106,35 @@ def test_the_refusal_is_one_sentence_naming_what_started_cuda(monkeypatch):
     assert "\n" not in sentence and sentence.count(": ") >= 1
     assert "cannot start process 1 of the forward pass: torch has initialised CUDA" in sentence
     assert "my_model.py:3" in sentence
+
+
+PROBE = """
+import ctypes, json, sys
+from lmstudy.measure import fresh_process
+before = fresh_process.cuda_started()  # nothing loaded: untouched
+driver = ctypes.CDLL(sys.argv[1])  # loaded, as torch's first CUDA call loads it, not initialised
+loaded = fresh_process.cuda_started()
+driver.cuInit(0)
+started = fresh_process.cuda_started()
+try:
+    fresh_process.run_forked(dict, what="the forward process")
+    refused = None
+except fresh_process.CudaStartedInParent as error:
+    refused = str(error)
+print(json.dumps([before, loaded, started, refused]))
+"""
+
+
+@pytest.mark.skipif(not shutil.which("cc"), reason="no C compiler to build the stand-in driver")
+def test_the_driver_probe_sees_cuinit_where_torch_cannot(tmp_path):
+    """A driver library loaded but not initialised passes; after cuInit (called past torch, as a user's
+    library may) the fork is refused. The stand-in exports the driver's two calls the probe makes."""
+    library = tmp_path / "libcuda.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library),
+                    str(REPO / "tests/fixtures/fake_driver/libcuda.c")], check=True)
+    done = subprocess.run([sys.executable, "-c", PROBE, str(library)], capture_output=True, text=True,
+                          cwd=REPO, check=True)
+    before, loaded, started, refused = json.loads(done.stdout.strip().splitlines()[-1])
+    assert before is None and loaded is None
+    assert started == "the CUDA driver has been initialised (cuInit)"
+    assert refused.startswith("cannot start the forward process: the CUDA driver has been initialised")

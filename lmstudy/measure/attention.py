@@ -189,8 +189,12 @@ def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
         # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
         row[f"{name}_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
     # One more forward, profiled: its GPU time and kernels (the host's wait is not in them).
-    measures = gpu_measures(lambda: fn(q, k, v), device)
-    row.update({f"forward_{name}": value for name, value in measures.items()})
+    forward = gpu_measures(lambda: fn(q, k, v), device)
+    both = gpu_measures(forward_backward, device)
+    row.update({f"forward_{name}": value for name, value in forward.items()})
+    # The backward's: a forward and backward profiled together, less the forward's.
+    row.update({f"backward_{name}": both[name] - forward[name] if both[name] is not None else None
+                for name in forward})
     if spec.implementation == "sdpa":
         row["sdpa_backend"] = sdpa_backend(q, k, v)
     flops = attention_flops(spec.batch_size, seq, spec.head_dim)
@@ -270,8 +274,12 @@ def run_sweep_in_processes(
         forward, backward = json.loads(row["forward_times_ms"]), json.loads(row["backward_times_ms"])
         return [f + b for f, b in zip(forward, backward, strict=True)]
 
+    def gpu_busy(row):  # the GPU's time of the samples' forward and backward, in their unit (ms)
+        f, b = row.get("forward_gpu_busy_ms"), row.get("backward_gpu_busy_ms")
+        return f + b if f is not None and b is not None else None
+
     by_seq = measure_until_stable(measure, sorted(spec.seq_lens), samples, policy, progress=print,
-                                  clock=clock)
+                                  clock=clock, gpu_busy_of=gpu_busy)
     rows = []
     for seq in sorted(spec.seq_lens):
         row = combine_processes(by_seq[seq], parts=("forward_", "backward_"))

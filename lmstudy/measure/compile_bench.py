@@ -21,6 +21,7 @@ import torch
 from lmstudy import hardware
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
+from lmstudy.measure.factory import import_model_code
 from lmstudy.measure.fresh_process import mark_forking_parent
 from lmstudy.measure.gpu_time import gpu_measures
 from lmstudy.measure.model_facts import counted_here, model_facts
@@ -80,6 +81,8 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
     with clock.timing("start"):
         device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
     peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
+    with clock.timing("imports"):
+        import_model_code(spec.model, spec.dims, spec.context_length)
     facts = counted_here(spec)  # a model too large to count gives no FLOPs, and OOM rows below
     rows = []
     for mode in MODES:

@@ -86,6 +86,22 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
     return factory
 
 
+def import_model_code(choice: ModelChoice, dims: dict, context_length: int) -> None:
+    """Import what the model's factory imports, on first use too, before a measuring process times its
+    build: a cold start excludes imports (STUDY.md), and the process that forked this one could not
+    import the user's code for it. Building the model once on the meta device runs the factory's lazy
+    imports (transformers loads a model's module on first use) and allocates nothing; where that build
+    fails, the real one says why."""
+    if choice.builtin:
+        return
+    load_factory(choice.factory)
+    try:
+        with torch.device("meta"):
+            build_model(choice, dims, context_length)
+    except Exception:  # noqa: BLE001 - the timed build that follows reports the model's own failure
+        pass
+
+
 def accepts_attention(factory: Callable) -> bool:
     """Whether the factory takes an `attention` keyword ("naive" or "sdpa"): the model can switch it."""
     try:

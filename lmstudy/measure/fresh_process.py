@@ -48,7 +48,9 @@ class CudaStartedInParent(UserError):
 _FORKING_PARENT = False
 # Where CUDA was first started in this process, where a watched entry point saw it (watch_cuda_start).
 _FIRST_CUDA_CALL: list[str] = []
-CUDA_ERROR_NOT_INITIALIZED = 3
+CUDA_SUCCESS = 0
+# The torch entry points watched, with their originals: a measuring process puts them back.
+_WATCHED: list[tuple[object, str, object]] = []
 
 
 def mark_forking_parent() -> None:
@@ -65,9 +67,16 @@ def mark_forking_parent() -> None:
 
 
 def become_measuring_process() -> None:
-    """This process measures (nothing forks after it): the user's code may run here."""
+    """This process measures (nothing forks after it): the user's code may run here, and torch's CUDA
+    entry points are torch's own again (no watcher frame in a timed step, nothing for dynamo to trace)."""
     global _FORKING_PARENT
     _FORKING_PARENT = False
+    while _WATCHED:
+        owner, name, original = _WATCHED.pop()
+        setattr(owner, name, original)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch.cuda, "_lmstudy_watched"):
+        del torch.cuda._lmstudy_watched
 
 
 def forks_measuring_processes() -> bool:
@@ -97,6 +106,7 @@ def watch_cuda_start() -> None:
                 _FIRST_CUDA_CALL.append(f"{label}, called from {_caller_outside_torch()}")
             return original(*args, **kwargs)
 
+        _WATCHED.append((owner, name, original))
         setattr(owner, name, wrapper)
 
     watched(torch.cuda, "_lazy_init", "torch's CUDA initialisation")
@@ -105,7 +115,10 @@ def watch_cuda_start() -> None:
 
 
 def _caller_outside_torch() -> str:
-    frame = sys._getframe(2)
+    try:
+        frame = sys._getframe(2)
+    except ValueError:  # called from the bottom of the stack
+        return "an unknown place"
     while frame is not None:
         filename = frame.f_code.co_filename
         if f"{os.sep}torch{os.sep}" not in filename and filename != __file__:
@@ -118,9 +131,11 @@ def cuda_started() -> str | None:
     """How CUDA was started in this process, or None where it is untouched.
 
     Asks torch (its lazy initialisation) and the driver itself: where
-    libcuda is loaded, a driver call that needs cuInit answers "not
-    initialised" until something initialised it. Loading libcuda here would
-    not start it (RTLD_NOLOAD only finds a library already loaded).
+    libcuda is loaded, a driver call that needs cuInit succeeds only once
+    something initialised it ("not initialised" before; a stub library or a
+    failed cuInit answers other errors, and leaves a child free to start
+    CUDA itself). Loading libcuda here would not start it (RTLD_NOLOAD only
+    finds a library already loaded).
     """
     torch = sys.modules.get("torch")
     if torch is not None and (torch.cuda.is_initialized() or torch.cuda._is_in_bad_fork()):
@@ -131,13 +146,15 @@ def cuda_started() -> str | None:
 
 
 def _driver_initialised() -> bool:
-    for path in _loaded_libcuda():
+    loaded = _loaded_libcuda()
+    # A library replaced on disk shows as "... (deleted)": its soname still finds the loaded one.
+    for name in ([*loaded, "libcuda.so.1"] if loaded else []):
         try:
-            libcuda = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+            libcuda = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
         except OSError:
             continue
         count = ctypes.c_int(0)
-        if libcuda.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED:
+        if libcuda.cuDeviceGetCount(ctypes.byref(count)) == CUDA_SUCCESS:
             return True
     return False
 

@@ -32,8 +32,8 @@ from lmstudy.analyse import ladder_table
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
-from lmstudy.measure.factory import NotApplicable, build_model
-from lmstudy.measure.fresh_process import run_forked
+from lmstudy.measure.factory import NotApplicable, build_model, import_model_code
+from lmstudy.measure.fresh_process import mark_forking_parent, run_forked
 from lmstudy.measure.gpu_time import gpu_measures, kernel_breakdown
 from lmstudy.measure.master_weights import MasterWeightAdamW
 from lmstudy.measure.matmul_ceiling import measure_ceiling, summarize
@@ -187,6 +187,8 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
     rung = RUNGS[spec.rung]
     with clock.timing("start"):
         device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
+    with clock.timing("imports"):
+        import_model_code(spec.model, spec.dims, spec.context_length)
     row = {
         "size": spec.size,
         "rung_key": spec.rung,
@@ -350,6 +352,7 @@ def check_losses(base: BenchSpec, rungs: list[str], steps: int = 50, say=_quiet)
 
     `say` gets a line as each training run starts: they take minutes on a large model.
     """
+    mark_forking_parent()
     say(f"losses over {steps} steps: fp32 and bf16, the noise reference")
     fp32, bf16 = (_losses_in_child(dataclasses.replace(base, rung=r), steps) for r in ("fp32", "bf16"))
     rows = []
@@ -378,6 +381,7 @@ def run_bench(
     import pandas as pd
 
     # Every GPU step in fresh processes, the ceilings too: this process forks them and leaves CUDA alone.
+    mark_forking_parent()
     ceiling = CeilingSpec(tuple(matmul_sizes), warmup_s, bursts, burst_products)
     say(f"matmul ceiling before the rungs: bursts of bf16 {', '.join(map(str, matmul_sizes))}^3 products")
     before = _ceiling_in_child(base, ceiling)
@@ -404,7 +408,7 @@ def run_bench(
     }
     ok = [r for r in rows if r["status"] == "ok"]
     if ok:
-        best = max(ok, key=lambda r: r["achieved_tflops"])
+        best = max(ok, key=lambda r: r["achieved_tflops"] or 0.0)
         summary.update(
             best_rung=best["rung"],
             best_tflops=best["achieved_tflops"],

@@ -20,7 +20,7 @@ import statistics
 import time
 from collections.abc import Callable, Hashable, Sequence
 
-from lmstudy.measure.fresh_process import run_forked
+from lmstudy.measure.fresh_process import mark_forking_parent, run_forked
 from lmstudy.phases import PhaseClock
 
 
@@ -94,6 +94,7 @@ def measure_until_stable(
     whose GPU times agree stops at the policy's minimum. `clock` gets each
     round's wall time (PhaseClock.rounds): what the repetition cost.
     """
+    mark_forking_parent()  # torch is imported by now: a refused fork can name what started CUDA
     results: dict[Hashable, list[dict]] = {key: [] for key in keys}
     pending = list(keys)
     round_index = 0
@@ -151,10 +152,14 @@ def gpu_columns(results: Sequence[dict], part: str = "") -> dict:
     """The GPU's busy time and kernels per step over a configuration's processes: the median, and each
     process's value (JSON) for the comparison of two runs. None where no process profiled (a CPU)."""
     columns = {}
+    on_gpu = any(r.get(f"{part}kernels_per_step") is not None for r in results)
     for measure in (f"{part}gpu_busy_ms", f"{part}kernels_per_step"):
         values = [r[measure] for r in results if r.get(measure) is not None]
         columns[measure] = statistics.median(values) if values else None
-        columns[f"{measure}_processes"] = json.dumps([round(v, 6) for v in values]) if values else None
+        # Each process's value for the comparison of two runs: GPU time only (on a CPU, a first
+        # process's profile holds operator time, which the comparison must not read as the GPU's).
+        columns[f"{measure}_processes"] = (json.dumps([round(v, 6) for v in values]) if values and on_gpu
+                                           else None)
     return columns
 
 

@@ -32,6 +32,7 @@ import torch
 from lmstudy import environment, hardware
 from lmstudy.analyse.stats import process_summary, summarize_ms
 from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
+from lmstudy.measure.factory import import_model_code
 from lmstudy.measure.fresh_process import mark_forking_parent, run_forked
 from lmstudy.measure.gpu_monitor import ClockSampler
 from lmstudy.measure.model_facts import ModelFacts, model_facts
@@ -132,7 +133,10 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, pr
     device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
     result = {"pass": pass_name, "device": device.type, "start_s": time.perf_counter() - start, "env": env,
               "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0, "clocks": {},
-              "gpu_busy_ms": None, "kernels_per_step": None}
+              "gpu_busy_ms": None, "kernels_per_step": None, "imports_s": 0.0, "profile_s": 0.0}
+    start = time.perf_counter()
+    import_model_code(spec.model, spec.dims, spec.context_length)
+    result["imports_s"] = time.perf_counter() - start
     start = time.perf_counter()
     times, peaks, starts = [], [], []
     with out_of_memory_is_a_result(device) as oom, ClockSampler() as sampler:
@@ -144,7 +148,9 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, pr
         if profile:
             from lmstudy.measure.gpu_time import gpu_measures
 
+            profiled = time.perf_counter()
             result.update(gpu_measures(step, device))
+            result["profile_s"] = time.perf_counter() - profiled
     if oom:
         if not result["build_s"]:
             result["build_s"] = time.perf_counter() - start
@@ -263,7 +269,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     clock = clock or PhaseClock()
     with clock.timing("imports"):
         import_lazy_modules()  # once here, not in every fresh process's build
-    with clock.timing("build"):
+    with clock.timing("build"):  # the counting child builds the model (on the meta device) to count it
         model = model_facts(spec)
     facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
     if model.not_applicable:  # an attention the model cannot switch to: a row that says so, nothing measured
@@ -316,7 +322,9 @@ def _account(clock: PhaseClock, spec: TimingSpec, result: dict) -> None:
     compile_s = compile_seconds(times) if spec.compiled else 0.0
     steps_s = sum(times) - compile_s
     clock.add("start", result["fork_s"] + result["start_s"])
+    clock.add("imports", result.get("imports_s", 0.0))
     clock.add("build", result["build_s"])
+    clock.add("profile", result.get("profile_s", 0.0))
     clock.add("compile", compile_s)
     clock.add("measure", steps_s)
 

@@ -8,7 +8,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows
 from lmstudy.report.answers import Answer, count, percent, span
-from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.labels import PASS_LABELS, on_cpu
 from lmstudy.report.sections.timing import answers as timing_answers
 
 ALL = "(every operation)"  # as lmstudy.measure.norm_precision names them (no torch here)
@@ -220,7 +220,8 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
         " ".join(sentences),
         "precision_norm_errors",
         headline=headline,
-        trust=f"mean relative error over {int(first['tokens'])} tokens of the model's activations",
+        # The experiment runs the built-in model's norms whatever model: names (scripts/norm_errors.py).
+        trust=f"mean relative error over {int(first['tokens'])} tokens of the built-in model's activations",
     )
 
 
@@ -357,7 +358,9 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
             headline = (
                 f"{low} autocast makes {size}'s {step} at context {context} {on_gpu}"
                 f"{ratio.loc[(size, context)]:.2f}× in wall time"
-                + (" (host-bound or noisy: the host's launches fill part of that step)" if size in hidden
+                + ((" (noisy: its processes disagree, so the wall-time ratio is not decided)"
+                    if on_cpu(every_pass) else
+                    " (host-bound or noisy: the host's launches fill part of that step)") if size in hidden
                    else "") + "."
             )
             spread = gpu_spread(every_pass) if len(cell) else float("nan")

@@ -204,7 +204,8 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
             )
         headline = (
             f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; after one "
-            f"warm-up step the GPU-bound cells are {percent(abs(median - 1))} off steady."
+            f"warm-up step the cells neither host-bound nor noisy are {percent(abs(median - 1))} off "
+            "steady."
         )
     else:
         text += (
