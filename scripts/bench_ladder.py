@@ -115,7 +115,7 @@ def main(argv=None) -> None:
                 f"{(row['share_of_matmul'] or float('nan')) * 100:5.1f}% of matmul  "
                 f"(first step {row['first_step_s']:.1f} s)"
             )
-            if "gpu_busy_ms" in row:
+            if row.get("gpu_busy_ms") is not None:
                 parts = sorted(
                     ((k.removeprefix("gpu_ms_"), v) for k, v in row.items() if k.startswith("gpu_ms_")),
                     key=lambda kv: -kv[1],

@@ -37,7 +37,15 @@ def test_every_size_and_rung_is_a_job_and_a_row_joined_with_its_own_matmul_ceili
     spec = ladder["matmul"]
     per_job = matmul.groupby(["size", "rung_key"])
     assert sorted(per_job.groups) == sorted(expected)
-    assert (per_job.size() == len(spec["n"]) * spec["bursts"]).all()
+    # Sustained bursts until the rate stopped rising (at least `bursts`, at most MAX_BURSTS_FACTOR
+    # times as many per size), then `bursts` short ones.
+    from lmstudy.measure.matmul_ceiling import MAX_BURSTS_FACTOR
+
+    kinds = matmul.groupby(["size", "rung_key", "kind"]).size().unstack()
+    sizes = len(spec["n"])
+    assert (kinds["short"] == sizes * spec["bursts"]).all()
+    least = sizes * spec["bursts"]
+    assert kinds["sustained"].between(least, least * MAX_BURSTS_FACTOR).all()
     assert (matmul["products"] == spec["burst_products"]).all()
     ceiling = per_job["tflops"].max()
     own = [ceiling[(s, r)] for s, r in zip(table["size"], table["rung_key"], strict=True)]
@@ -72,7 +80,8 @@ def test_the_report_has_the_ladder_section_with_its_tables_and_figures(smoke_run
     titles = re.findall(r"^## (\d+)\\\. ", md, re.M)
     assert titles == ["1", "2", "3", "4", "5", "6", "7", "8"]
     section = md.split("## 7\\. The optimization ladder of the training step")[1].split("\n## ")[0]
-    assert re.search(r"^- tiny: the best rung is .* of the dense bf16 matmul ceiling measured on its GPU",
+    assert re.search(r"^- tiny: the best rung is .* of the dense bf16 matmul ceiling measured on its "
+                     r"(CPU|GPU)",
                      section, re.M)
     assert re.search(r"^- Measured dense bf16 matmul ceiling: ", section, re.M)
     assert "on a CPU, torch.profiler records CPU operators, not GPU kernels" in section
@@ -108,7 +117,9 @@ def test_the_pipeline_measures_what_the_benchmark_measures(smoke_run: Path, rung
     # The job measures in fresh processes until they agree (lmstudy.measure.repeat): the same row, with
     # the median over processes, its interval and their number and spread beside it.
     assert [c for c in job.columns if c in row] == list(row)
-    assert set(job.columns) - set(row) <= {"processes", "ci_low_ms", "ci_high_ms", "process_spread"}
+    # ... and each process's GPU time and kernels, for the comparison of two runs (empty on a CPU).
+    assert set(job.columns) - set(row) <= {"processes", "ci_low_ms", "ci_high_ms", "process_spread",
+                                           "gpu_busy_ms_processes", "kernels_per_step_processes"}
     assert job["status"].iloc[0] == row["status"]
     for column in ("rung", "d_model", "context_length", "batch_size", "timed_steps", "profile_steps",
                    "flops_per_step"):

@@ -45,6 +45,10 @@ EXPECTED_REFUSED = {"torch.cuda.init", "tensor on cuda", "is_available without N
 
 
 def main() -> None:
+    import argparse
+
+    formatter = argparse.RawDescriptionHelpFormatter
+    argparse.ArgumentParser(description=__doc__, formatter_class=formatter).parse_args()
     failures = 0
     for how in ("untouched", "is_available through NVML", *sorted(EXPECTED_REFUSED)):
         done = subprocess.run([sys.executable, "-c", CASE.format(root=str(ROOT), how=how)],

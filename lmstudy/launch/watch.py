@@ -28,6 +28,7 @@ import select
 import signal
 import sys
 import time
+from pathlib import Path
 
 from lmstudy.job_process import DUMP_SIGNAL, RUNTIME_ENV, WORKFLOW_PID_ENV
 
@@ -95,10 +96,32 @@ class Watch:
         if not self.workflow_gone():
             with contextlib.suppress(OSError):
                 kill(pid, DUMP_SIGNAL)
-                time.sleep(DUMP_WAIT_S)  # the dump is written by the job, at once; this is its margin
+            # The job's own work may be in a process it forked (a measuring or counting process, which
+            # inherited the stack dump and the log): each says where it is too.
+            for child in _descendants(pid):
+                with contextlib.suppress(OSError):
+                    os.kill(child, DUMP_SIGNAL)
+            time.sleep(DUMP_WAIT_S)  # the dumps are written by the processes, at once; this is their margin
         with contextlib.suppress(OSError):
             kill(pid, signal.SIGKILL)
         print(f"error: {reason}", file=log, flush=True)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid` (its children, theirs, ...), from /proc; none where it cannot be read."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, frontier = [], [pid]
+    while frontier:
+        children = parents.get(frontier.pop(), [])
+        found += children
+        frontier += children
+    return found
 
 
 def wait_readable(fd: int, watch: Watch) -> str | None:
