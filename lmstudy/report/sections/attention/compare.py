@@ -15,13 +15,16 @@ from lmstudy.report.render import Findings, Section, Table, Text
 ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
 
 
-def attention(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
-    """Section 5: forward and backward medians per implementation, precision, d and length."""
-    parts = [(d, f"{d}_median_ms", f"{d}_times_ms") for d in ("forward", "backward")]
-    joined = T.join_table(a, b, "attention", ATTENTION_KEY, [c for _, *columns in parts for c in columns])
+def attention(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -> pd.DataFrame:
+    """Section 5: forward and backward medians per implementation, precision, d and length, with a
+    verdict per measure (a part's GPU columns are named after it: forward_gpu_busy_ms, ...)."""
+    parts = [(d, f"{d}_median_ms", f"{d}_times_ms", f"{d}_") for d in ("forward", "backward")]
+    gpu = [f"{prefix}{c}" for *_, prefix in parts for c in T.GPU_COLUMNS]
+    joined = T.join_table(a, b, "attention", ATTENTION_KEY,
+                          [c for _, median, samples, _ in parts for c in (median, samples)] + gpu)
     if joined.empty:
         return joined
-    return T.sample_comparisons(joined, ATTENTION_KEY, parts, min_effect)
+    return T.sample_comparisons(joined, ATTENTION_KEY, parts, min_effect, noise)
 
 
 def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
@@ -74,9 +77,9 @@ def _not_compared(rows: pd.DataFrame) -> list[Finding]:
 FINDINGS = (_part_ratios, _not_compared)
 
 
-def _section_attention(a, b, min_effect: float) -> Section:
+def _section_attention(a, b, min_effect: float, noise: V.Noise) -> Section:
     section = Section("attention", "5. Attention")
-    rows = attention(a, b, min_effect)
+    rows = attention(a, b, min_effect, noise)
     if rows.empty:
         return section.add(Text("Neither run has attention results (section 5)."))
     section.add(Text(
@@ -99,4 +102,4 @@ def _section_attention(a, b, min_effect: float) -> Section:
 
 
 def section(runs: ComparedRuns) -> Section:
-    return _section_attention(runs.a, runs.b, runs.min_effect)
+    return _section_attention(runs.a, runs.b, runs.min_effect, runs.noise)

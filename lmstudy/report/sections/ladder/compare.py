@@ -19,10 +19,11 @@ from lmstudy.report.sections.timing.compare import matched as matched_timing
 LADDER_KEY = ["size", "context_length", "rung_key"]
 
 
-def ladder_rows(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
-    """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, verdicts from the step
-    samples; each run's share of its own matmul rate beside them."""
-    columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops"]
+def ladder_rows(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -> pd.DataFrame:
+    """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, a verdict per measure
+    (lmstudy.analyse.compare.tables.judge); each run's share of its own matmul rate beside them."""
+    columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops",
+               *T.GPU_COLUMNS]
     parts = [
         run["ladder"][[*LADDER_KEY, *(c for c in columns if c in run["ladder"])]]
         if not run["ladder"].empty else pd.DataFrame(columns=[*LADDER_KEY, "status"])
@@ -39,13 +40,10 @@ def ladder_rows(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
             out[f"median_ms_{side}"] = row.get(f"median_ms_{side}") if ok else math.nan
             out[f"share_{side}"] = row.get(f"share_of_matmul_{side}") if ok else math.nan
             out[f"matmul_tflops_{side}"] = row.get(f"matmul_tflops_{side}")
-        unmatched = T.presence(out["status_a"], out["status_b"])
-        if unmatched:
-            out.update(T.EMPTY_RESULT, verdict=unmatched)
-        else:
-            out.update(T.compared(row.get("step_times_ms_a"), row.get("step_times_ms_b"), min_effect))
+            out.update(T.measures(row, side, "step_times_ms"))
+        out["presence"] = T.presence(out["status_a"], out["status_b"])
         rows.append(out)
-    return pd.DataFrame(rows)
+    return T.judge(pd.DataFrame(rows), min_effect, noise)
 
 
 # The ladder's rungs as timing variants, for runs without a ladder table (made before
@@ -123,10 +121,10 @@ def _rungs_not_compared(rungs: pd.DataFrame) -> list[Finding]:
 FINDINGS = (_rung_ratios, _size_ratios, _rungs_not_compared)
 
 
-def _section_ladder(a, b, rows, min_effect: float) -> Section:
+def _section_ladder(a, b, rows, min_effect: float, noise: V.Noise) -> Section:
     section = Section("ladder", "7. The optimization ladder of the training step")
     if not (a["ladder"].empty and b["ladder"].empty):
-        return _section_ladder_table(section, ladder_rows(a, b, min_effect))
+        return _section_ladder_table(section, ladder_rows(a, b, min_effect, noise))
     # Runs without the ladder's own table: its rungs among the timing variants, if any.
     rungs = ladder(rows)
     if rungs.empty:
@@ -158,4 +156,4 @@ def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
 
 
 def section(runs: ComparedRuns) -> Section:
-    return _section_ladder(runs.a, runs.b, matched_timing(runs), runs.min_effect)
+    return _section_ladder(runs.a, runs.b, matched_timing(runs), runs.min_effect, runs.noise)

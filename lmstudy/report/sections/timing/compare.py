@@ -26,11 +26,12 @@ from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
 TIMING_KEY = ["size", "context_length", "pass", "precision", "variant"]
 
 
-def timing(a: Run, b: Run, min_effect: float,
+def timing(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None,
            unfair_sizes: frozenset = frozenset()) -> pd.DataFrame:
-    """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY."""
+    """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY,
+    with a verdict per measure (lmstudy.analyse.compare.tables.judge)."""
     columns = ["status", "median_ms", "step_times_ms", "tokens_per_s", "mfu", "peak_allocated_bytes",
-               "batch_size", "params"]
+               "batch_size", "params", *T.GPU_COLUMNS]
     parts = []
     for run in (a, b):
         frame = run["timing"]
@@ -51,11 +52,8 @@ def timing(a: Run, b: Run, min_effect: float,
             peak = row.get(f"peak_allocated_bytes_{side}")
             out[f"peak_gib_{side}"] = peak / 2**30 if ok and pd.notna(peak) else math.nan
             out[f"params_{side}"] = row.get(f"params_{side}")
-        unmatched = T.presence(out["status_a"], out["status_b"])
-        if unmatched:
-            out.update(T.EMPTY_RESULT, verdict=unmatched)
-        else:
-            out.update(T.compared(row["step_times_ms_a"], row["step_times_ms_b"], min_effect))
+            out.update(T.measures(row, side, "step_times_ms"))
+        out["presence"] = T.presence(out["status_a"], out["status_b"])
         notes = []
         batch_a, batch_b = row.get("batch_size_a"), row.get("batch_size_b")
         if pd.notna(batch_a) and pd.notna(batch_b) and batch_a != batch_b:
@@ -64,7 +62,7 @@ def timing(a: Run, b: Run, min_effect: float,
             notes.append("other dimensions")
         out["note"] = "; ".join(notes)
         rows.append(out)
-    frame = pd.DataFrame(rows)
+    frame = T.judge(pd.DataFrame(rows), min_effect, noise)
     if not frame.empty:
         frame["tokens_ratio"] = frame["tokens_per_s_b"] / frame["tokens_per_s_a"]
     return frame
@@ -282,7 +280,7 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
 def matched(runs: ComparedRuns) -> pd.DataFrame:
     """The timing rows of A and B matched by configuration, computed once per comparison."""
     unfair = frozenset(R.unfair_sizes(runs.a, runs.b))
-    return runs.once("timing", lambda: timing(runs.a, runs.b, runs.min_effect, unfair))
+    return runs.once("timing", lambda: timing(runs.a, runs.b, runs.min_effect, runs.noise, unfair))
 
 
 def section(runs: ComparedRuns) -> Section:
