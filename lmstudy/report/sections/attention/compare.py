@@ -56,10 +56,9 @@ _ROWS_KEY = (*ATTENTION_KEY, "part")
 def _part_ratios(rows: pd.DataFrame) -> list[Finding]:
     """Per part (forward, backward): the median ratio B/A over the rows compared, with their verdicts."""
     compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
-    return [Finding(f"Attention {part_name}: B/A median {part['ratio'].median():.3f} over {len(part)} "
-                    f"configurations ({cells.counts(part['verdict'])}).",
+    return [Finding(f"Attention {part_name}, {len(part)} configurations: {cells.measure_counts(part)}.",
                     rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
-                                key=_ROWS_KEY))
+                                "gpu_ratio", "gpu_verdict", "kernels_verdict", key=_ROWS_KEY))
             for part_name, part in compared.groupby("part", sort=False)]
 
 
@@ -84,8 +83,9 @@ def _section_attention(a, b, min_effect: float, noise: V.Noise) -> Section:
         return section.add(Text("Neither run has attention results (section 5)."))
     section.add(Text(
         "Forward and backward medians per implementation, precision, head size and sequence length, "
-        "with verdicts from the variation between processes (rows of runs that kept no per-process "
-        "samples say \"one process\")."
+        "with a verdict per measure (wall time; GPU time and kernels per step where the runs measured "
+        "them) from the variation between processes (rows of runs that kept no per-process samples say "
+        "\"one process\"), each side's flags and a reading."
     ))
     section.add(Findings(gather(_part_ratios(rows), _not_compared(rows))))
     section.add(Table("Attention step times, B against A", cells.summary_table(rows, {

@@ -88,7 +88,7 @@ _RUNG_KEY = ("size", "context_length", "rung_key", "rung")
 @finds
 def _rung_ratios(rungs: pd.DataFrame) -> list[Finding]:
     """Runs without a ladder table: per rung (among the timing variants), the median ratio B/A."""
-    return [Finding(f"{rung}: B/A median {part['ratio'].median():.3f} ({cells.counts(part['verdict'])}).",
+    return [Finding(f"{rung}: {cells.measure_counts(part)}.",
                     rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
                                 key=_RUNG_KEY))
             for rung, part in rungs[rungs["ratio"].notna()].groupby("rung", sort=False)]
@@ -97,10 +97,9 @@ def _rung_ratios(rungs: pd.DataFrame) -> list[Finding]:
 @finds
 def _size_ratios(rungs: pd.DataFrame) -> list[Finding]:
     """The ladder's own table: per size, the median ratio B/A over its rungs."""
-    return [Finding(f"{size}: B/A median {part['ratio'].median():.3f} over {len(part)} rungs "
-                    f"({cells.counts(part['verdict'])}).",
+    return [Finding(f"{size}, {len(part)} rungs: {cells.measure_counts(part)}.",
                     rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
-                                key=_RUNG_KEY))
+                                "gpu_ratio", "gpu_verdict", "kernels_verdict", key=_RUNG_KEY))
             for size, part in rungs[rungs["ratio"].notna()].groupby("size", sort=False)]
 
 
@@ -134,9 +133,9 @@ def _section_ladder(a, b, rows, min_effect: float, noise: V.Noise) -> Section:
         "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
         "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
         "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
-        "B/A": rungs["ratio"], "verdict": rungs["verdict"],
+        "B/A": rungs["ratio"], "wall verdict": rungs["verdict"],
         "A × vs fp32": rungs["vs_fp32_a"], "B × vs fp32": rungs["vs_fp32_b"],
-    }), name="ladder_rungs"))
+    }).pipe(cells.add_measures, rungs), name="ladder_rungs"))
     return section
 
 
@@ -149,9 +148,9 @@ def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
         "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
         "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
         "B/A": rungs["ratio"], "95% CI of B/A": rungs.apply(cells.interval, axis=1),
-        "verdict": rungs["verdict"],
+        "processes A/B": cells.processes(rungs), "wall verdict": rungs["verdict"],
         "A share of matmul %": rungs["share_a"] * 100, "B share of matmul %": rungs["share_b"] * 100,
-    }), name="ladder_rungs"))
+    }).pipe(cells.add_measures, rungs), name="ladder_rungs"))
     return section
 
 

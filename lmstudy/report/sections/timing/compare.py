@@ -84,7 +84,8 @@ def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
     table["B/A"] = rows["ratio"]
     table["95% CI of B/A"] = rows.apply(cells.interval, axis=1)
     table["processes A/B"] = cells.processes(rows)
-    table["verdict"] = rows["verdict"]
+    table["wall verdict"] = rows["verdict"]
+    cells.add_measures(table, rows)
     table["A tokens/s"] = rows["tokens_per_s_a"]
     table["B tokens/s"] = rows["tokens_per_s_b"]
     table["A MFU %"] = rows["mfu_a"] * 100
@@ -104,43 +105,56 @@ def _compared(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
 
 
+def _extremes(part: pd.DataFrame, verdict: str, ratio: str, words: str) -> str:
+    """The largest gain and loss among the rows the measure called faster or slower (none: "")."""
+    text = ""
+    faster, slower = part[part[verdict] == V.FASTER], part[part[verdict] == V.SLOWER]
+    if len(faster):
+        best = faster.loc[faster[ratio].idxmin()]
+        text += f"; the largest gain{words} is {cells.config_label(best)} ({cells.times(best[ratio])})"
+    if len(slower):
+        worst = slower.loc[slower[ratio].idxmax()]
+        text += f"; the largest loss{words} is {cells.config_label(worst)} ({cells.times(worst[ratio])})"
+    return text
+
+
+_MEASURE_COLUMNS = ("gpu_ms_a", "gpu_ms_b", "gpu_ratio", "gpu_ci_low", "gpu_ci_high", "gpu_verdict",
+                    "kernels_a", "kernels_b", "kernels_verdict", "host_bound_a", "host_bound_b", "noisy_a",
+                    "noisy_b", "reading")
+
+
 @finds
 def _pass_ratios(rows: pd.DataFrame) -> list[Finding]:
-    """Per pass of the study's model: the median ratio B/A, its verdicts, the largest gain and loss."""
+    """Per pass of the study's model: each measure's verdicts, the decided rows' median ratio, and the
+    largest gain and loss among the rows called faster or slower (never a ratio its verdict calls noise)."""
     items = []
     study = _compared(rows)
     study = study[study["variant"] == "naive"]
     for pass_name in [p for p in PASS_LABELS if p in set(study["pass"])]:
         part = study[study["pass"] == pass_name]
-        median = part["ratio"].median()
-        text = (
-            f"{PASS_LABELS[pass_name]}: the median ratio B/A over {len(part)} "
-            f"configuration{'s' if len(part) != 1 else ''} is {median:.3f} ({cells.counts(part['verdict'])})"
-        )
-        flagged = part[part["verdict"].isin([V.FASTER, V.SLOWER])]
-        if len(flagged):
-            best, worst = part.loc[part["ratio"].idxmin()], part.loc[part["ratio"].idxmax()]
-            if best["ratio"] < 1 and best["verdict"] == V.FASTER:
-                text += f"; the largest gain is {cells.config_label(best)} ({cells.times(best['ratio'])})"
-            if worst["ratio"] > 1 and worst["verdict"] == V.SLOWER:
-                text += f"; the largest loss is {cells.config_label(worst)} ({cells.times(worst['ratio'])})"
-        items.append(Finding(text + ".", rows_behind(part, *_PAIR_COLUMNS)))
+        text = (f"{PASS_LABELS[pass_name]}, {len(part)} configuration{'s' if len(part) != 1 else ''}: "
+                f"{cells.measure_counts(part)}")
+        text += _extremes(part, "verdict", "ratio", "")
+        if cells.has_gpu(part):
+            text += _extremes(part, "gpu_verdict", "gpu_ratio", " of GPU time")
+        items.append(Finding(text + ".", rows_behind(part, *_PAIR_COLUMNS, *_MEASURE_COLUMNS)))
     return items
 
 
 @finds
 def _precision_ratios(rows: pd.DataFrame) -> list[Finding]:
-    """The study's model's median ratio B/A of each precision, where more than one was compared."""
+    """The study's model's median wall-time ratio B/A of each precision, over its decided rows, where
+    more than one precision was compared."""
     study = _compared(rows)
     study = study[study["variant"] == "naive"]
     if study["precision"].nunique() <= 1:
         return []
-    by = study.groupby("precision")["ratio"].median()
+    decided = study[study["verdict"].isin(cells.DECIDED)]
+    said = [f"{p} {cells.decided_ratio(part)}" for p, part in study.groupby("precision")]
     behind = rows_behind(study, *_PAIR_COLUMNS).assign(
-        median_of_precision=study.groupby("precision")["ratio"].transform("median"))
-    return [Finding(
-        "By precision, the median ratio B/A is " + ", ".join(f"{p} {r:.3f}" for p, r in by.items()) + ".",
-        behind)]
+        decided=study["verdict"].isin(cells.DECIDED),
+        median_of_precision=decided.groupby("precision")["ratio"].transform("median"))
+    return [Finding("By precision, wall time: " + "; ".join(said) + ".", behind)]
 
 
 @finds
@@ -174,14 +188,20 @@ def _out_of_memory_in_one(rows: pd.DataFrame) -> list[Finding]:
 def _tokens_per_second(rows: pd.DataFrame) -> list[Finding]:
     """Where the runs' batch sizes differ: B's tokens/s over A's, the fair measure then."""
     compared = _compared(rows)
-    faster_tokens = compared["tokens_ratio"].dropna()
-    if not (len(faster_tokens) and (rows["note"].str.contains("batch")).any()):
+    # tokens/s is batch over step time: stated only where the step time's verdict decided.
+    decided = compared[compared["verdict"].isin(cells.DECIDED)]
+    faster_tokens = decided["tokens_ratio"].dropna()
+    if not (len(compared) and (rows["note"].str.contains("batch")).any()):
         return []
-    behind = rows_behind(compared.loc[faster_tokens.index], "tokens_per_s_a", "tokens_per_s_b",
-                         "tokens_ratio", "note")
+    behind = rows_behind(compared, "tokens_per_s_a", "tokens_per_s_b", "tokens_ratio", "verdict", "note")
+    behind = behind.assign(used=compared.index.isin(faster_tokens.index))
+    if not len(faster_tokens):
+        return [Finding("With different batch sizes, tokens/s is the fair measure; no configuration's "
+                        "step time decided, so no ratio of it is stated.", behind)]
     return [Finding(
         f"With different batch sizes, tokens/s is the fair measure: B's is a median "
-        f"{faster_tokens.median():.2f}× A's.", behind)]
+        f"{faster_tokens.median():.2f}× A's over the {len(faster_tokens)} configurations whose step time "
+        f"decided.", behind)]
 
 
 @finds
@@ -259,9 +279,12 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
         return section.add(Text("Neither run has timing rows."))
     section.add(Text(
         "Each run's steady state (its largest warm-up), matched by size, context length, pass, precision "
-        "and variant. B/A is the ratio of median step times (below 1: B is faster), with a 95% bootstrap "
-        "interval from the per-step samples; p is the test on the two sets of samples "
-        "(lmstudy/analyse/compare/verdict.py)."
+        "and variant. Three measures of a step, each with its verdict: wall time (B/A the ratio of the "
+        "medians over processes, below 1: B is faster, with its 95% interval), the GPU's busy time per step "
+        "and the kernels it launches per step (equal or not), where the runs measured them; the flags of "
+        "each side († host-bound, ‡ noisy) and a reading of the three in one line. A host-bound row's wall "
+        "time measures the host, so its GPU time says what the GPU does "
+        "(lmstudy/analyse/compare/tables.py)."
     ))
     section.add(Findings(timing_findings(rows, min_effect)))
     study = rows[rows["variant"] == "naive"]
