@@ -220,7 +220,7 @@ def test_kernel_counts_are_equal_or_not_and_a_cpu_run_rests_on_wall_time():
     assert list(rows["kernels_verdict"]) == [V.DIFFERS, V.TOO_FEW]
     assert rows["reading"].iloc[0] == "same GPU time, other kernels, wall time same"
     assert rows["gpu_verdict"].iloc[1] == V.TOO_FEW and rows["verdict"].iloc[1] == V.SLOWER
-    assert rows["reading"].iloc[1] == "wall time only (no GPU time): slower"
+    assert rows["reading"].iloc[1] == "wall time slower (no GPU time)"
 
 
 def test_a_row_in_two_humps_is_not_called_once_its_regime_shows_the_humps():

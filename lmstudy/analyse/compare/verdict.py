@@ -4,8 +4,11 @@ As nvbench's compare (FAST, SLOW, SAME, AMBG) and pyperf's `compare_to`
 with worker processes: a configuration is measured in several fresh
 processes a side, and the interval of B/A comes from the variation between
 processes (lmstudy.analyse.stats.ratio_interval: a hierarchical bootstrap,
-widened to Welch's t interval over the processes' log-medians). With the
-minimum-effect band [1/(1+e), 1+e]:
+widened to Welch's t interval over the processes' log-medians; in a
+comparison of many rows, to the spread between processes pooled over the
+rows of the same regime instead: lmstudy.analyse.stats.pooled_intervals,
+lmstudy.analyse.compare.tables.judge). With the minimum-effect band
+[1/(1+e), 1+e]:
 
 - same: the whole interval lies inside the band;
 - faster / slower: the whole interval lies below / above the band;
@@ -201,7 +204,7 @@ def reading(wall: str, gpu: str, kernels: str, host_bound: bool, noisy: bool) ->
     measured_gpu = gpu in (FASTER, SLOWER, SAME, UNDECIDED)
     words = "host time" if host_bound else "wall time"
     if not measured_gpu:
-        text = f"wall time only (no GPU time): {wall}"
+        text = f"wall time {wall} (no GPU time)"
     else:
         if gpu == SAME:
             first = {EQUAL: "same GPU work", DIFFERS: "same GPU time, other kernels"}.get(
