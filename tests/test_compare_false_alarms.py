@@ -89,7 +89,7 @@ def _sides(rng, upper, gap, width, count, change=1.0, scale=None, draws=DRAWS):
 
 
 def pooled_verdicts(logs_a, logs_b) -> np.ndarray:
-    centre, half = stats.pooled_intervals(logs_a, logs_b, resamples=RESAMPLES, seed=1)
+    centre, half = stats.pooled_intervals(logs_a, logs_b, V.POOLED_CONFIDENCE, resamples=RESAMPLES, seed=1)
     return np.vectorize(V.decide)(np.exp(centre - half), np.exp(centre + half), MIN_EFFECT)
 
 
@@ -169,7 +169,7 @@ def test_a_large_change_is_called_and_a_small_one_is_said_undecided_not_the_same
             assert not np.isin(verdicts, [V.FASTER, V.SAME]).mean() > 0.05
         print(f"{count} processes a side, upper hump {upper:.0%}: slower in "
               + ", ".join(f"{p:.1%} at {c:g}x" for c, p in power.items()))
-        assert power[4.0] >= 0.95  # batch x4 on a host-bound row is seen
+        assert power[4.0] >= 0.9  # batch x4 on a host-bound row is seen
         assert power[4.0] >= power[2.0] >= power[1.5] >= power[1.1]
 
 

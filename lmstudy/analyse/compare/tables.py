@@ -124,12 +124,12 @@ def _padded(lists: list[list[float]]) -> np.ndarray:
     return out
 
 
-def _pooled(logs_a: list[list[float]], logs_b: list[list[float]], confidence: float):
+def _pooled(logs_a: list[list[float]], logs_b: list[list[float]]):
     """The pooled (centre, half-width) of every row, or None where the pool is too small."""
     freedom = sum(max(len(x) - 1, 0) for x in (*logs_a, *logs_b))
     if freedom < V.MIN_POOLED_FREEDOM:
         return None
-    return stats.pooled_intervals(_padded(logs_a), _padded(logs_b), confidence)
+    return stats.pooled_intervals(_padded(logs_a), _padded(logs_b), V.POOLED_CONFIDENCE)
 
 
 def _flags(medians: list[float], gpu: list[float], median_ms: float, noise: V.Noise) -> tuple[bool, bool]:
@@ -170,12 +170,12 @@ def judge(rows: pd.DataFrame, min_effect: float, noise: V.Noise | None = None,
         members = list(rows.index[matched & (regime == host)])
         if not members:
             continue
-        pooled = _pooled([medians["a"][i] for i in members], [medians["b"][i] for i in members], confidence)
+        pooled = _pooled([medians["a"][i] for i in members], [medians["b"][i] for i in members])
         if pooled is not None:
             for j, i in enumerate(members):
                 wall[i] = (pooled[0][j], pooled[1][j])
         with_gpu = [i for i in members if gpu["a"][i] and gpu["b"][i]]
-        pooled = _pooled([gpu["a"][i] for i in with_gpu], [gpu["b"][i] for i in with_gpu], confidence)
+        pooled = _pooled([gpu["a"][i] for i in with_gpu], [gpu["b"][i] for i in with_gpu])
         for j, i in enumerate(with_gpu):
             if pooled is not None and math.isfinite(pooled[1][j]):
                 gpu_interval[i] = (pooled[0][j], pooled[1][j])
