@@ -61,12 +61,13 @@ def verdict_rule(min_effect: float) -> str:
     """The sentence that says once what the verdicts mean."""
     low, high = V.noise_band(min_effect)
     return (
-        f"Verdicts come from the variation between fresh processes: the 95% interval of B/A against the "
+        f"Verdicts come from the variation between fresh processes: the interval of B/A against the "
         f"band {low:.3f}–{high:.3f} (minimum effect {min_effect * 100:g}%): same when the interval lies "
         f"inside the band, faster or slower when it lies wholly outside it, undecided when it straddles an "
         f"edge. A wall-time interval is a hierarchical bootstrap over processes, then steps, widened to the "
         f"spread between processes pooled over the section's rows of the same regime (host-bound or not) in "
-        f"both runs, or, where they are too few, to Welch's t interval over the row's own processes; "
+        f"both runs (its {V.POOLED_CONFIDENCE:.0%} quantile), or, where they are too few, to Welch's t "
+        f"interval over the row's own processes; "
         f"\"one process\" where a side was measured in a single process (a run made before repetition), "
         f"which cannot show the variation between processes. GPU time is judged the same way on its "
         f"per-process values, or, where a side has one value, from how closely GPU time agrees between "
