@@ -143,7 +143,7 @@ def add_measures(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
         table["A GPU ms"] = rows["gpu_ms_a"]
         table["B GPU ms"] = rows["gpu_ms_b"]
         table["GPU B/A"] = rows["gpu_ratio"]
-        table["95% CI of GPU B/A"] = rows.apply(gpu_interval, axis=1)
+        table["interval of GPU B/A"] = rows.apply(gpu_interval, axis=1)
         table["GPU verdict"] = rows["gpu_verdict"]
     if "kernels_verdict" in rows and (rows["kernels_verdict"] != V.TOO_FEW).any():
         table["kernels per step A/B"] = kernel_counts(rows)
@@ -157,7 +157,7 @@ def summary_table(rows, key_labels: dict) -> pd.DataFrame:
     table["A median ms"] = rows["median_ms_a"]
     table["B median ms"] = rows["median_ms_b"]
     table["B/A"] = rows["ratio"]
-    table["95% CI of B/A"] = rows.apply(interval, axis=1)
+    table["interval of B/A"] = rows.apply(interval, axis=1)
     table["processes A/B"] = processes(rows)
     table["wall verdict"] = rows["verdict"]
     return add_measures(table, rows)

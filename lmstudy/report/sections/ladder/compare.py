@@ -147,7 +147,7 @@ def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
         "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
         "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
         "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
-        "B/A": rungs["ratio"], "95% CI of B/A": rungs.apply(cells.interval, axis=1),
+        "B/A": rungs["ratio"], "interval of B/A": rungs.apply(cells.interval, axis=1),
         "processes A/B": cells.processes(rungs), "wall verdict": rungs["verdict"],
         "A share of matmul %": rungs["share_a"] * 100, "B share of matmul %": rungs["share_b"] * 100,
     }).pipe(cells.add_measures, rungs), name="ladder_rungs"))

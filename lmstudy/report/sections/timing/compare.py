@@ -82,7 +82,7 @@ def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
     table["A median ms"] = cells.shown(rows["median_ms_a"], rows["status_a"])
     table["B median ms"] = cells.shown(rows["median_ms_b"], rows["status_b"])
     table["B/A"] = rows["ratio"]
-    table["95% CI of B/A"] = rows.apply(cells.interval, axis=1)
+    table["interval of B/A"] = rows.apply(cells.interval, axis=1)
     table["processes A/B"] = cells.processes(rows)
     table["wall verdict"] = rows["verdict"]
     cells.add_measures(table, rows)
@@ -280,7 +280,7 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
     section.add(Text(
         "Each run's steady state (its largest warm-up), matched by size, context length, pass, precision "
         "and variant. Three measures of a step, each with its verdict: wall time (B/A the ratio of the "
-        "medians over processes, below 1: B is faster, with its 95% interval), the GPU's busy time per step "
+        "medians over processes, below 1: B is faster, with its interval), the GPU's busy time per step "
         "and the kernels it launches per step (equal or not), where the runs measured them; the flags of "
         "each side († host-bound, ‡ noisy) and a reading of the three in one line. A host-bound row's wall "
         "time measures the host, so its GPU time says what the GPU does "
@@ -296,7 +296,7 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
                           name="timing_other_variants"))
     if ratio_figure(rows, min_effect, figures / "ratio.png"):
         section.add(Figure(figures / "ratio.png",
-                           "Step time B/A per configuration with its 95% interval; grey: the noise band."))
+                           "Step time B/A per configuration with its interval; grey: the noise band."))
     return section
 
 
