@@ -58,10 +58,10 @@ CONFIDENCE = stats.CONFIDENCE
 # The pooled interval's quantile (lmstudy.analyse.stats.pooled_intervals). The pool sees how far a
 # process wanders within a run, not a drift between the two runs' jobs (another load on the machine
 # while one run's job measured), so the quantile leaves a margin beyond 95%. Measured on the 2-core
-# CPU shared with other test runs, two smoke A/A comparisons of 18 rows and batch x4 A/Bs called:
-# at 95% 2 and 0 rows (A/A), 15, 12 and 10 of 18 slower (A/B); at 97.5% 0 and 0, 14, 11 and 8; at
-# 99% 0 and 0, 14, 8 and 6. On the two-humped model of issue 30, 97.5% calls about 2% of A/A rows
-# and 95% at most 4.3% (tests/test_compare_false_alarms.py).
+# CPU shared with other test runs (docs/trust.md): three smoke A/A comparisons of 18 rows called 2, 0
+# and 1 rows at 95%, none at 97.5%; five batch x4 A/Bs were slower in 15, 12, 10, 16 and 14 of 18 rows
+# at 95%, 14, 11, 8, 16 and 14 at 97.5%. On the two-humped model of issue 30, 97.5% calls at most 2%
+# of A/A rows (tests/test_compare_false_alarms.py).
 POOLED_CONFIDENCE = 0.975
 # A regime's pool of processes gives the interval of its rows only with at least this many degrees
 # of freedom (sum over its rows' sides of processes - 1); with fewer, each row's own Welch interval.
