@@ -210,6 +210,12 @@ def test_gpu_time_of_one_process_a_side_is_judged_by_the_agreement_between_proce
     assert rows["gpu_ci_high"].iloc[3] / rows["gpu_ratio"].iloc[3] == pytest.approx(1.008, rel=1e-6)
     assert not rows["host_bound_a"].any()  # 95 of 100 ms busy
     assert rows["reading"].iloc[3] == "GPU time slower, wall time slower"
+    # A run made before repetition: its wall time is not judged, its GPU time still is.
+    old = (side([[100.0, 100.2, 99.9]]), side([[110.0, 110.1, 110.2]]))
+    old[0]["gpu_busy_ms"], old[1]["gpu_busy_ms"] = 95.0, 104.5
+    row = judged([old]).iloc[0]
+    assert (row["verdict"], row["gpu_verdict"]) == (V.ONE_PROCESS, V.SLOWER)
+    assert row["reading"] == "GPU time slower, wall time not judged (one process)"
 
 
 def test_kernel_counts_are_equal_or_not_and_a_cpu_run_rests_on_wall_time():

@@ -211,15 +211,16 @@ def reading(wall: str, gpu: str, kernels: str, host_bound: bool, noisy: bool) ->
         return ""  # a row not compared: its verdict says why
     measured_gpu = gpu in (FASTER, SLOWER, SAME, UNDECIDED)
     words = "host time" if host_bound else "wall time"
+    said = "not judged (one process)" if wall == ONE_PROCESS else wall
     if not measured_gpu:
-        text = f"wall time {wall} (no GPU time)"
+        text = f"wall time {said} (no GPU time)"
     else:
         if gpu == SAME:
             first = {EQUAL: "same GPU work", DIFFERS: "same GPU time, other kernels"}.get(
                 kernels, "same GPU time")
         else:
             first = f"GPU time {gpu}" + (", other kernels" if kernels == DIFFERS else "")
-        text = f"{first}, {words} {wall}"
+        text = f"{first}, {words} {said}"
         if gpu in (FASTER, SLOWER) and wall != gpu and host_bound:
             text += " (the host hides the GPU's change)"
     marks = [m for m, on in (("host-bound", host_bound), ("noisy", noisy)) if on]
