@@ -283,8 +283,8 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
         "medians over processes, below 1: B is faster, with its interval), the GPU's busy time per step "
         "and the kernels it launches per step (equal or not), where the runs measured them; the flags of "
         "each side († host-bound, ‡ noisy) and a reading of the three in one line. A host-bound row's wall "
-        "time measures the host, so its GPU time says what the GPU does "
-        "(lmstudy/analyse/compare/tables.py)."
+        "time measures the host, so its GPU time says what the GPU does. "
+        + cells.verdict_rule(min_effect) + " (lmstudy/analyse/compare/tables.py)"
     ))
     section.add(Findings(timing_findings(rows, min_effect)))
     study = rows[rows["variant"] == "naive"]
