@@ -175,7 +175,8 @@ def ratio_interval(
 # and so does any difference between A and B), so the pairs of all the regime's rows give its
 # distribution with many degrees of freedom, two humps included. Under "no change" a row's
 # difference of mean log-medians, m processes a side, is the mean of m such differences: its null
-# distribution is simulated from the pool, and its 95% quantile is the half-width of the interval.
+# distribution is simulated from the pool, and its `confidence` quantile is the half-width of the
+# interval (the comparison takes lmstudy.analyse.compare.verdict.POOLED_CONFIDENCE).
 
 POOL_RESAMPLES = 20000
 
@@ -260,7 +261,7 @@ def pooled_intervals(logs_a: np.ndarray, logs_b: np.ndarray, confidence: float =
         warnings.simplefilter("ignore", RuntimeWarning)
         centre = np.nanmean(logs_b, axis=-1) - np.nanmean(logs_a, axis=-1)
     pool = np.concatenate([side_differences(logs_a), side_differences(logs_b)], axis=-1)
-    own, freedom, pooled = pooled_variance(logs_a, logs_b)
+    own, _, pooled = pooled_variance(logs_a, logs_b)
     smaller = np.minimum(count_a, count_b)
     half = np.full(centre.shape, np.nan)
     for m in np.unique(smaller[smaller > 0]):
