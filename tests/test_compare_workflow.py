@@ -187,8 +187,8 @@ def test_four_times_the_work_is_called_slower_more_often_than_noise_and_never_fa
     # Issue 30, item 5: smoke A/B, batch x4, slower in at least 80% of the timing rows. On this 2-core
     # machine shared with other test runs the processes' medians of one side spread up to 3x, and one
     # run's job measured under another load can be 2-4x slow in both of its processes, which no
-    # verdict on two processes a side can tell from a change: three such fixtures called 16, 11 and 6
-    # of 18 rows slower (Welch's interval: 11, 3 and 2; docs/trust.md). So the test asserts what
+    # verdict on two processes a side can tell from a change: four such fixtures called 16, 11, 6 and 5
+    # of 18 rows slower (Welch's interval: 11, 3, 2 and 1; docs/trust.md). So the test asserts what
     # holds at any load, against the A/A measured beside it, and prints the count.
     table = timing_rows(two_runs, "a1", "b")
     assert len(table) >= 8 and (table["note"] == "batch 2 vs 8").all()

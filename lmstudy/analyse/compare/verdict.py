@@ -58,10 +58,10 @@ CONFIDENCE = stats.CONFIDENCE
 # The pooled interval's quantile (lmstudy.analyse.stats.pooled_intervals). The pool sees how far a
 # process wanders within a run, not a drift between the two runs' jobs (another load on the machine
 # while one run's job measured), so the quantile leaves a margin beyond 95%. Measured on the 2-core
-# CPU shared with other test runs (docs/trust.md): four smoke A/A comparisons of 18 rows called 2, 0,
-# 1 and 1 rows at 95%, 0, 0, 0 and 1 at 97.5%; six batch x4 A/Bs were slower in 12, 10, 16, 14, 7 and
-# 5 of 18 rows at 95%, 11, 8, 16, 14, 6 and 2 at 97.5% (Welch's interval: 3, 3, 11, 13, 2 and 2). On
-# the two-humped model of issue 30, 97.5% calls at most 2% of A/A rows (tests/test_compare_false_alarms.py).
+# CPU shared with other test runs (docs/trust.md): five smoke A/A comparisons of 18 rows called 2, 0,
+# 1, 1 and 0 rows at 95%, 0, 0, 0, 1 and 0 at 97.5%; eight batch x4 A/Bs were slower in 5 to 16 of 18
+# rows at 95%, 2 to 16 at 97.5% (Welch's interval: 1 to 13). On the two-humped model of issue 30,
+# 97.5% calls at most 2% of A/A rows (tests/test_compare_false_alarms.py).
 POOLED_CONFIDENCE = 0.975
 # A regime's pool of processes gives the interval of its rows only with at least this many degrees
 # of freedom (sum over its rows' sides of processes - 1); with fewer, each row's own Welch interval.
