@@ -29,11 +29,25 @@ def main(argv=None) -> None:
     p.add_argument("--min-effect", type=float,
                    help="the smallest change a verdict calls faster or slower, e.g. 0.03: 3%% "
                         "(default: config.yaml's compare.min_effect)")
+    p.add_argument("--gpu-agreement", type=float,
+                   help="how closely two processes' GPU busy times of the same work agree, e.g. 0.008 "
+                        "(default: config.yaml's compare.gpu_agreement)")
+    p.add_argument("--min-gpu-busy", type=float,
+                   help="a side is host-bound below this GPU busy share (default: config.yaml's noise)")
+    p.add_argument("--max-spread", type=float,
+                   help="a side is noisy when its processes' medians spread by more (default: config.yaml's)")
     args = p.parse_args(argv)
-    if args.min_effect is None:
-        from lmstudy.config import study_value
+    from lmstudy.analyse.compare.verdict import Noise, noise_of_study
+    from lmstudy.config import study_value
 
+    if args.min_effect is None:
         args.min_effect = study_value("compare", "min_effect")
+    study = noise_of_study()
+    noise = Noise(
+        study.min_gpu_busy if args.min_gpu_busy is None else args.min_gpu_busy,
+        study.max_spread if args.max_spread is None else args.max_spread,
+        study.gpu_agreement if args.gpu_agreement is None else args.gpu_agreement,
+    )
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,7 +57,7 @@ def main(argv=None) -> None:
         plt.style.use(args.style)
     from lmstudy.report.compare import render_comparison
 
-    render_comparison(args.results, args.a, args.b, args.templates, args.out, args.min_effect)
+    render_comparison(args.results, args.a, args.b, args.templates, args.out, args.min_effect, noise)
     print(f"wrote {args.out / 'index.html'} and {args.out / 'report.md'}")
 
 

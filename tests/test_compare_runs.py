@@ -179,3 +179,46 @@ def test_the_timing_comparison_describes_only_the_columns_it_has(tmp_path):
     columns = [c for b in section.blocks if isinstance(b, Table) for c in b.frame.columns]
     assert "p is the test" not in intro and "p" not in columns
     assert "Verdicts come from the variation between fresh processes" in intro
+
+
+def _gpu_run(name: str, work: float, seed: int) -> R.Run:
+    """A run made after issue 30: 12 host-bound timing rows, each with every process's GPU time and
+    kernel count beside its steps (wall time in two humps 1.7x apart, GPU time within 0.2%)."""
+    import json
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for context in (128, 256, 512, 1024):
+        for pass_name in ("forward", "forward_backward", "train_step"):
+            levels = 10.0 * 1.7 ** rng.integers(0, 2, 3)
+            steps = [list(level * np.exp(rng.normal(0, 0.01, 5))) for level in levels]
+            gpu = list(2.0 * work * context / 1024 * np.exp(rng.normal(0, 0.002, 3)))
+            rows.append({**run(name).tables["timing"].iloc[0].to_dict(), "context_length": context,
+                         "pass": pass_name, "median_ms": float(np.median([np.median(s) for s in steps])),
+                         "step_times_ms": json.dumps(steps), "gpu_busy_ms": float(np.median(gpu)),
+                         "gpu_busy_ms_processes": json.dumps(gpu), "kernels_per_step": 300,
+                         "kernels_per_step_processes": json.dumps([300] * 3)})
+    made = run(name)
+    made.tables["timing"] = pd.DataFrame(rows)
+    return made
+
+
+def test_the_timing_comparison_shows_gpu_time_and_kernels_beside_wall_time_and_reads_each_row():
+    from lmstudy.analyse.compare import verdict as V
+    from lmstudy.report.sections.timing.compare import timing_findings, timing_table
+
+    rows = timing(_gpu_run("a", 1.0, 1), _gpu_run("b", 10 / 9, 2), MIN_EFFECT)
+    table = timing_table(rows, variant_column=False)
+    assert {"flags A/B", "A GPU ms", "GPU B/A", "GPU verdict", "kernels per step A/B", "kernels",
+            "reading"} <= set(table.columns)
+    assert set(table["GPU verdict"]) == {V.SLOWER} and set(table["kernels"]) == {V.EQUAL}
+    assert table["flags A/B"].str.startswith("†").all()  # the GPU busy for 20% of a step at most
+    assert table["reading"].str.startswith("GPU time slower, host time ").all()
+    # The findings count each measure, and state no wall-time ratio where none decided.
+    said = timing_findings(rows, MIN_EFFECT)
+    forward = next(f for f in said if f.startswith("forward,"))
+    assert "GPU time 4 slower (median B/A 1.11" in forward
+    assert forward.startswith("forward, 4 configurations: wall time 4 undecided (no ratio stated); ")
+    assert forward.data["gpu_verdict"].eq(V.SLOWER).all()

@@ -132,13 +132,14 @@ def process_summary(
 
 def ratio_interval(
     a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = CONFIDENCE,
-    resamples: int = RESAMPLES, seed: int = 0,
+    resamples: int = RESAMPLES, seed: int = 0, welch: bool = True,
 ) -> tuple[float, float, float]:
     """B/A of two configurations measured in processes: (ratio of medians, low, high).
 
     The interval is the hierarchical bootstrap's (each side resampled on its
     own), widened to Welch's t interval of the difference of the sides' mean
-    log-medians where that is wider (two processes a side or more).
+    log-medians where that is wider (two processes a side or more, and
+    `welch`: a caller with a pooled interval widens to that instead).
     """
     a, b = _clean(a), _clean(b)
     nan = float("nan")
@@ -149,7 +150,7 @@ def ratio_interval(
     draws = bootstrap_medians(b, resamples, seed + 1) / bootstrap_medians(a, resamples, seed)
     tail = (1 - confidence) / 2 * 100
     low, high = (float(x) for x in np.percentile(draws, [tail, 100 - tail]))
-    if len(a) > 1 and len(b) > 1:
+    if welch and len(a) > 1 and len(b) > 1:
         logs_a = np.log([np.median(s) for s in a])
         logs_b = np.log([np.median(s) for s in b])
         if logs_a.var() + logs_b.var() > 0:  # else Welch's interval is 0/0
@@ -161,3 +162,115 @@ def ratio_interval(
                 welch = stats.ttest_ind(logs_b, logs_a, equal_var=False).confidence_interval(confidence)
             low, high = min(low, math.exp(welch.low)), max(high, math.exp(welch.high))
     return med_b / med_a, low, high
+
+
+# Borrowing strength across rows: the variation between processes of many rows, pooled.
+#
+# With 2 to 4 processes a side, one row's own processes cannot say how far its medians wander: on a
+# host-bound row a fresh process's median is drawn from a two-humped distribution about 2x wide, and
+# a t interval over 2 + 2 such medians (1 to 2 degrees of freedom) is either too wide to decide or,
+# when both of A's processes fall in one hump and both of B's in the other, confidently wrong. Rows of
+# one regime (host-bound or not) in both runs share how far a process wanders, though; every pair of
+# processes of one side of one row is a draw of that wander (X - X': the row's own level cancels,
+# and so does any difference between A and B), so the pairs of all the regime's rows give its
+# distribution with many degrees of freedom, two humps included. Under "no change" a row's
+# difference of mean log-medians, m processes a side, is the mean of m such differences: its null
+# distribution is simulated from the pool, and its `confidence` quantile is the half-width of the
+# interval (the comparison takes lmstudy.analyse.compare.verdict.POOLED_CONFIDENCE).
+
+POOL_RESAMPLES = 20000
+
+
+def side_differences(logs: np.ndarray) -> np.ndarray:
+    """Every pair's difference of one side's processes, for `logs` (..., rows, processes), NaN-padded.
+
+    Returns (..., rows * pairs): NaN where a pair has a missing process.
+    """
+    logs = np.asarray(logs, float)
+    count = logs.shape[-1]
+    first, second = np.triu_indices(count, k=1)
+    pairs = logs[..., first] - logs[..., second]
+    return pairs.reshape(*logs.shape[:-2], -1)
+
+
+def pooled_half_width(differences: np.ndarray, m: int, confidence: float = CONFIDENCE,
+                      resamples: int = POOL_RESAMPLES, seed: int = 0) -> np.ndarray:
+    """The `confidence` quantile of |mean of m differences| drawn from each pool (last axis, NaN-padded).
+
+    The null distribution of a row's difference of mean log-medians with m processes a side (see
+    above). Differences are symmetric by construction (X - X' and X' - X are equally likely), so
+    each draw gets a random sign. Vectorised over the leading axes (a simulation's draws); a pool
+    with no finite difference gives NaN.
+    """
+    rng = np.random.default_rng(seed)
+    pools = np.asarray(differences, float)
+    lead = pools.shape[:-1]
+    pools = pools.reshape(-1, pools.shape[-1])
+    # Finite values first, so that an index below a pool's count picks one of them.
+    counts = np.isfinite(pools).sum(axis=1)
+    ordered = np.take_along_axis(pools, np.argsort(~np.isfinite(pools), axis=1, kind="stable"), axis=1)
+    width = np.empty(pools.shape[0])
+    chunk = max(1, 2_000_000 // (resamples * m))  # pools at a time: a few tens of MB of draws
+    for start in range(0, pools.shape[0], chunk):
+        part = slice(start, start + chunk)
+        size = (ordered[part].shape[0], resamples, m)
+        picks = (rng.random(size) * np.maximum(counts[part], 1)[:, None, None]).astype(int)
+        drawn = ordered[part][np.arange(size[0])[:, None, None], picks]
+        drawn *= rng.choice(np.array([-1.0, 1.0]), size=size)
+        width[part] = np.quantile(np.abs(drawn.mean(axis=2)), confidence, axis=1)
+    width[counts == 0] = np.nan
+    return width.reshape(lead)
+
+
+def pooled_variance(logs_a: np.ndarray, logs_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's own variance of log-medians (both sides, each about its own mean), and the pool's.
+
+    `logs_a`, `logs_b`: (..., rows, processes), NaN-padded. Returns (own variance per row, its
+    degrees of freedom per row, the pooled variance over the rows); NaN where there is no degree
+    of freedom.
+    """
+    squares, freedom = 0.0, 0
+    for logs in (np.asarray(logs_a, float), np.asarray(logs_b, float)):
+        count = np.isfinite(logs).sum(axis=-1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a side with no process: its mean is NaN
+            mean = np.nanmean(logs, axis=-1, keepdims=True)
+        squares = squares + np.nansum((logs - mean) ** 2, axis=-1)
+        freedom = freedom + np.maximum(count - 1, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        own = np.where(freedom > 0, squares / np.maximum(freedom, 1), np.nan)
+        total = freedom.sum(axis=-1)
+        pooled = np.where(total > 0, squares.sum(axis=-1) / np.maximum(total, 1), np.nan)
+    return own, freedom, pooled
+
+
+def pooled_intervals(logs_a: np.ndarray, logs_b: np.ndarray, confidence: float = CONFIDENCE,
+                     resamples: int = POOL_RESAMPLES, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The log-interval of B/A for every row of one regime, its processes' spread pooled over the rows.
+
+    `logs_a`, `logs_b`: (..., rows, processes) log-medians of the processes, NaN-padded, all rows of
+    one regime (leading axes: independent comparisons, as a simulation's draws). Returns (centre,
+    half-width) per row: centre the difference of mean log-medians, half-width the pool's null
+    quantile (pooled_half_width) for m = the smaller side's count, scaled to the row's sizes, and
+    never narrower than the row's own spread allows (where its processes disagree more than the
+    regime's, its own variance takes the place of the pool's).
+    """
+    logs_a, logs_b = np.asarray(logs_a, float), np.asarray(logs_b, float)
+    count_a, count_b = np.isfinite(logs_a).sum(axis=-1), np.isfinite(logs_b).sum(axis=-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        centre = np.nanmean(logs_b, axis=-1) - np.nanmean(logs_a, axis=-1)
+    pool = np.concatenate([side_differences(logs_a), side_differences(logs_b)], axis=-1)
+    own, _, pooled = pooled_variance(logs_a, logs_b)
+    smaller = np.minimum(count_a, count_b)
+    half = np.full(centre.shape, np.nan)
+    for m in np.unique(smaller[smaller > 0]):
+        width = pooled_half_width(pool, int(m), confidence, resamples, seed)[..., None]
+        half = np.where(smaller == m, width, half)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # The quantile is for m a side; a row with more on one side has a smaller variance of its
+        # difference, by sqrt((1/na + 1/nb) / (2/m)).
+        half = half * np.sqrt((1 / count_a + 1 / count_b) / (2 / np.maximum(smaller, 1)))
+        widen = np.sqrt(np.where(np.isfinite(own), own, 0) / pooled[..., None])
+    half = half * np.maximum(1.0, np.nan_to_num(widen, nan=1.0))
+    return centre, half

@@ -18,14 +18,14 @@ from lmstudy.report.render import Section, render
 
 
 def build(results: Path, a_name: str, b_name: str, figures: Path,
-          min_effect: float) -> tuple[list[Section], dict]:
+          min_effect: float, noise=None) -> tuple[list[Section], dict]:
     """The comparison's sections and its header (environments, differences, warnings)."""
     from lmstudy.report.sections import compared_products, contracts
 
     products = compared_products()
     a, b = R.load(results, a_name, products), R.load(results, b_name, products)
     figures.mkdir(parents=True, exist_ok=True)
-    runs = ComparedRuns(a, b, min_effect, figures)
+    runs = ComparedRuns(a, b, min_effect, figures, noise=noise)
     sections = [contract.compare.build(runs) for contract in contracts() if contract.compare is not None]
     header = {
         "a": a_name,
@@ -39,13 +39,13 @@ def build(results: Path, a_name: str, b_name: str, figures: Path,
 
 
 def render_comparison(results: Path, a_name: str, b_name: str, templates: Path, out_dir: Path,
-                      min_effect: float) -> None:
+                      min_effect: float, noise=None) -> None:
     """Write out_dir/index.html, report.md, tables/*.csv and figures/*.png."""
     for stale in ("tables", "figures"):
         shutil.rmtree(out_dir / stale, ignore_errors=True)
     work = out_dir / ".figures"
     shutil.rmtree(work, ignore_errors=True)
-    sections, header = build(results, a_name, b_name, work, min_effect)
+    sections, header = build(results, a_name, b_name, work, min_effect, noise)
     header["environment_table"] = header.pop("environments")
     render(sections, {}, templates, out_dir, f"Comparison: {b_name} (B) against {a_name} (A)",
            f"{a_name}_vs_{b_name}", template="compare", **header)

@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from lmstudy.analyse import trust
 from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.report.sections.labels import PASS_LABELS
@@ -60,19 +61,95 @@ def verdict_rule(min_effect: float) -> str:
     """The sentence that says once what the verdicts mean."""
     low, high = V.noise_band(min_effect)
     return (
-        f"Verdicts come from the variation between fresh processes: the 95% interval of B/A (a "
-        f"hierarchical bootstrap over processes, then steps, widened to Welch's t interval over the "
-        f"processes' medians) against the band {low:.3f}–{high:.3f} (minimum effect {min_effect * 100:g}%): "
-        f"same when the interval lies inside the band, faster or slower when it lies wholly outside it, "
-        f"undecided when it straddles an edge; \"one process\" where a side was measured in a single "
-        f"process (a run made before repetition), which cannot show the variation between processes."
+        f"Verdicts come from the variation between fresh processes: the interval of B/A against the "
+        f"band {low:.3f}–{high:.3f} (minimum effect {min_effect * 100:g}%): same when the interval lies "
+        f"inside the band, faster or slower when it lies wholly outside it, undecided when it straddles an "
+        f"edge. A wall-time interval is a hierarchical bootstrap over processes, then steps, widened to the "
+        f"spread between processes pooled over the section's rows of the same regime (host-bound or not) in "
+        f"both runs (its {V.POOLED_CONFIDENCE:.0%} quantile), or, where they are too few, to Welch's t "
+        f"interval over the row's own processes; "
+        f"\"one process\" where a side was measured in a single process (a run made before repetition), "
+        f"which cannot show the variation between processes. GPU time is judged the same way on its "
+        f"per-process values, or, where a side has one value, from how closely GPU time agrees between "
+        f"processes (compare.gpu_agreement); kernels per step are counted exactly: equal or differs."
     )
 
 
 def counts(verdicts: pd.Series) -> str:
     counts = verdicts.value_counts(sort=False)
-    order = [v for v in V.VERDICTS if v in counts] + [v for v in counts.index if v not in V.VERDICTS]
-    return ", ".join(f"{counts[v]} {v}" for v in order)
+    known = (*V.VERDICTS, *V.KERNEL_VERDICTS)
+    order = [v for v in known if v in counts] + [v for v in counts.index if v not in known]
+    return ", ".join(f"{counts[v]} {v}" for v in dict.fromkeys(order))
+
+
+# A ratio is stated only where its verdict decided: same, faster or slower. An undecided ratio is
+# noise, and a median over noise is noise too.
+DECIDED = (V.FASTER, V.SLOWER, V.SAME)
+# Each measure's verdict and ratio columns (lmstudy.analyse.compare.tables.judge), as a sentence names it.
+MEASURES = (("wall time", "verdict", "ratio"), ("GPU time", "gpu_verdict", "gpu_ratio"),
+            ("kernels per step", "kernels_verdict", None))
+
+
+def has_gpu(rows: pd.DataFrame) -> bool:
+    """Whether either run measured the GPU's time of any of `rows` (a CPU run did not)."""
+    return "gpu_verdict" in rows and bool((rows["gpu_verdict"] != V.TOO_FEW).any())
+
+
+def decided_ratio(part: pd.DataFrame, verdict: str = "verdict", ratio: str = "ratio") -> str:
+    """The median ratio over the rows whose verdict decided, or that none is stated."""
+    decided = part[part[verdict].isin(DECIDED)]
+    if not len(decided):
+        return "no ratio stated"
+    return f"median B/A {decided[ratio].median():.3f} over the {len(decided)} decided"
+
+
+def measure_counts(part: pd.DataFrame) -> str:
+    """Each measured measure's verdict counts with its decided rows' median ratio, e.g. "wall time 2
+    slower, 7 undecided (median B/A 1.830 over the 2 decided); GPU time 9 slower (...)"."""
+    said = []
+    for name, verdict, ratio in MEASURES:
+        if verdict in part and (part[verdict] != V.TOO_FEW).any():
+            said.append(f"{name} {counts(part[verdict])}"
+                        + (f" ({decided_ratio(part, verdict, ratio)})" if ratio else ""))
+    return "; ".join(said)
+
+
+def flags(rows: pd.DataFrame) -> pd.Series:
+    """Each side's marks (lmstudy.analyse.trust: † host-bound, ‡ noisy) as "A/B", e.g. "†/†‡"."""
+    def marks(row, side):
+        return trust.marks({flag: row.get(f"{flag}_{side}", False) for flag in trust.FLAG_MARKS})
+
+    return pd.Series([f"{marks(r, 'a')}/{marks(r, 'b')}" if marks(r, "a") or marks(r, "b") else ""
+                      for _, r in rows.iterrows()], index=rows.index, dtype=object)
+
+
+def gpu_interval(row) -> object:
+    if pd.isna(row["gpu_ci_low"]):
+        return math.nan
+    return f"{row['gpu_ci_low']:.3f}–{row['gpu_ci_high']:.3f}"
+
+
+def kernel_counts(rows: pd.DataFrame) -> pd.Series:
+    return pd.Series([f"{int(a)}/{int(b)}" if pd.notna(a) and pd.notna(b) else ""
+                      for a, b in zip(rows["kernels_a"], rows["kernels_b"], strict=True)],
+                     index=rows.index, dtype=object)
+
+
+def add_measures(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """The columns every comparison table carries after its wall time: the sides' flags, the GPU's
+    time and kernels per step with their verdicts (where either run measured them), and the reading."""
+    table["flags A/B"] = flags(rows)
+    if has_gpu(rows):
+        table["A GPU ms"] = rows["gpu_ms_a"]
+        table["B GPU ms"] = rows["gpu_ms_b"]
+        table["GPU B/A"] = rows["gpu_ratio"]
+        table["interval of GPU B/A"] = rows.apply(gpu_interval, axis=1)
+        table["GPU verdict"] = rows["gpu_verdict"]
+    if "kernels_verdict" in rows and (rows["kernels_verdict"] != V.TOO_FEW).any():
+        table["kernels per step A/B"] = kernel_counts(rows)
+        table["kernels"] = rows["kernels_verdict"]
+    table["reading"] = rows["reading"]
+    return table
 
 
 def summary_table(rows, key_labels: dict) -> pd.DataFrame:
@@ -80,7 +157,7 @@ def summary_table(rows, key_labels: dict) -> pd.DataFrame:
     table["A median ms"] = rows["median_ms_a"]
     table["B median ms"] = rows["median_ms_b"]
     table["B/A"] = rows["ratio"]
-    table["95% CI of B/A"] = rows.apply(interval, axis=1)
+    table["interval of B/A"] = rows.apply(interval, axis=1)
     table["processes A/B"] = processes(rows)
-    table["verdict"] = rows["verdict"]
-    return table
+    table["wall verdict"] = rows["verdict"]
+    return add_measures(table, rows)

@@ -31,6 +31,15 @@ class ComparedRuns:
     min_effect: float
     figures: Path
     shared: dict = dataclasses.field(default_factory=dict)
+    # lmstudy.analyse.compare.verdict.Noise: the flags' thresholds and the GPU time's agreement;
+    # None: config.yaml's.
+    noise: object = None
+
+    def __post_init__(self):
+        if self.noise is None:
+            from lmstudy.analyse.compare.verdict import noise_of_study
+
+            self.noise = noise_of_study()
 
     def once(self, key: str, compute: Callable[[], object]):
         """`compute()`, computed once per comparison under `key`."""

@@ -1,6 +1,14 @@
 """Each section's numbers of two runs matched by configuration: the joins, presence and verdicts
 every section's comparison (lmstudy/report/sections/<name>/compare.py) uses.
 
+A section builds its rows with each side's three measures (`measures`: the
+steps of every process, the GPU's busy time of every process, kernels per
+step) and hands them to `judge`, which gives each row a verdict per measure,
+the host-bound and noisy flags of each side, and a one-line reading. The
+wall-time interval of a row borrows strength from the rows of its regime
+(host-bound or not, in both runs: lmstudy.analyse.stats.pooled_intervals)
+where they give enough degrees of freedom.
+
 A joined frame has one row per configuration found in either run, so a
 configuration measured in one run only, or out of memory in one, is a row
 that says so rather than a row dropped.
@@ -8,10 +16,13 @@ that says so rather than a row dropped.
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pandas as pd
 
+from lmstudy.analyse import stats
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 
@@ -59,50 +70,175 @@ def join_table(a: Run, b: Run, table: str, key: list[str], columns) -> pd.DataFr
     return join(parts[0], parts[1], key)
 
 
-def _result_columns(result: V.Comparison) -> dict:
-    return {
-        "ratio": result.ratio,
-        "ci_low": result.ci_low,
-        "ci_high": result.ci_high,
-        "verdict": result.verdict,
-        "processes_a": result.processes_a,
-        "processes_b": result.processes_b,
-    }
-
+# Each side's GPU columns, where the run has them (a run made before they were recorded lacks them;
+# a CPU run leaves them empty): the GPU's busy time per step and kernels launched per step, as the
+# row's median and one per process.
+GPU_COLUMNS = ("gpu_busy_ms", "gpu_busy_ms_processes", "kernels_per_step", "kernels_per_step_processes")
 
 EMPTY_RESULT = {
     "ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "processes_a": 0, "processes_b": 0,
 }
 
 
-def compared(cell_a, cell_b, min_effect: float) -> dict:
-    """The comparison columns of two rows' per-process samples (lmstudy.analyse.compare.verdict)."""
-    return _result_columns(V.compare_processes(V.processes_of(cell_a), V.processes_of(cell_b), min_effect))
+def _numbers(cell) -> list[float]:
+    """A JSON list of numbers (one per process) as positive floats; [] for anything else."""
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except ValueError:
+            return []
+    if not isinstance(cell, list):
+        return []
+    return [float(x) for x in cell if isinstance(x, int | float) and not isinstance(x, bool)
+            and math.isfinite(x) and x > 0]
 
 
-def sample_comparisons(joined, key, parts, min_effect) -> pd.DataFrame:
-    """Rows compared from their per-process samples: one per key x part.
+def measures(row, side: str, samples: str, prefix: str = "") -> dict:
+    """One side ("a" or "b") of a joined row as `judge` reads it.
+
+    `samples`: the column of its step samples (a JSON list per process); `prefix`: what the GPU
+    columns' names start with (attention's "forward_"). The GPU's busy time is the per-process list
+    (gpu_busy_ms_processes) where the run kept one, else the row's single gpu_busy_ms (a run made
+    before every process recorded it: one process's value); kernels per step likewise.
+    """
+    ok = row.get(f"status_{side}") == "ok"
+    gpu = _numbers(row.get(f"{prefix}gpu_busy_ms_processes_{side}")) or _numbers(
+        [row.get(f"{prefix}gpu_busy_ms_{side}")])
+    kernels = row.get(f"{prefix}kernels_per_step_{side}")
+    if pd.isna(kernels):
+        counts = _numbers(row.get(f"{prefix}kernels_per_step_processes_{side}"))
+        kernels = float(np.median(counts)) if counts else math.nan
+    return {
+        f"steps_{side}": V.processes_of(row.get(f"{samples}_{side}")) if ok else [],
+        f"gpu_processes_{side}": gpu if ok else [],
+        f"kernels_{side}": float(kernels) if ok and pd.notna(kernels) else math.nan,
+    }
+
+
+def _padded(lists: list[list[float]]) -> np.ndarray:
+    """Rows of logs of different lengths as one array, NaN-padded."""
+    width = max([len(x) for x in lists] + [1])
+    out = np.full((len(lists), width), np.nan)
+    for i, values in enumerate(lists):
+        out[i, :len(values)] = np.log(values)
+    return out
+
+
+def _pooled(logs_a: list[list[float]], logs_b: list[list[float]]):
+    """The pooled (centre, half-width) of every row, or None where the pool is too small."""
+    freedom = sum(max(len(x) - 1, 0) for x in (*logs_a, *logs_b))
+    if freedom < V.MIN_POOLED_FREEDOM:
+        return None
+    return stats.pooled_intervals(_padded(logs_a), _padded(logs_b), V.POOLED_CONFIDENCE)
+
+
+def _flags(medians: list[float], gpu: list[float], median_ms: float, noise: V.Noise) -> tuple[bool, bool]:
+    """(host-bound, noisy) of one side, as the study's tables flag them (lmstudy.analyse.trust)."""
+    busy = float(np.median(gpu)) if gpu else math.nan
+    host = bool(math.isfinite(busy) and median_ms > 0 and busy / median_ms < noise.min_gpu_busy)
+    noisy = bool(len(medians) > 1 and max(medians) / min(medians) - 1 > noise.max_spread)
+    return host, noisy
+
+
+def judge(rows: pd.DataFrame, min_effect: float, noise: V.Noise | None = None,
+          confidence: float = V.CONFIDENCE) -> pd.DataFrame:
+    """`rows` (a `presence` column, median_ms_a/_b and each side's `measures`) with every verdict.
+
+    Adds: wall time's ratio, ci_low, ci_high, verdict, processes_a/_b and `pooled` (whether its
+    interval borrowed from its regime's rows); the GPU's gpu_ms_a/_b, gpu_ratio, gpu_ci_low,
+    gpu_ci_high, gpu_verdict; kernels_verdict; host_bound_a/_b, noisy_a/_b; reading.
+    """
+    rows = rows.reset_index(drop=True).copy()
+    if rows.empty:
+        return rows
+    noise = noise or V.noise_of_study()
+    nan = math.nan
+    medians = {side: [[float(np.median(p)) for p in steps] for steps in rows[f"steps_{side}"]]
+               for side in ("a", "b")}
+    gpu = {side: list(rows[f"gpu_processes_{side}"]) for side in ("a", "b")}
+    for side in ("a", "b"):
+        flags = [_flags(m, g, x if pd.notna(x) else nan, noise)
+                 for m, g, x in zip(medians[side], gpu[side], rows[f"median_ms_{side}"], strict=True)]
+        rows[f"host_bound_{side}"] = [f[0] for f in flags]
+        rows[f"noisy_{side}"] = [f[1] for f in flags]
+        rows[f"gpu_ms_{side}"] = [float(np.median(g)) if g else nan for g in gpu[side]]
+    matched = rows["presence"].fillna("") == ""
+    regime = rows["host_bound_a"] | rows["host_bound_b"]
+    wall = {i: None for i in rows.index}
+    gpu_interval = {i: None for i in rows.index}
+    for host in (False, True):
+        members = list(rows.index[matched & (regime == host)])
+        if not members:
+            continue
+        pooled = _pooled([medians["a"][i] for i in members], [medians["b"][i] for i in members])
+        if pooled is not None:
+            for j, i in enumerate(members):
+                wall[i] = (pooled[0][j], pooled[1][j])
+        with_gpu = [i for i in members if gpu["a"][i] and gpu["b"][i]]
+        pooled = _pooled([gpu["a"][i] for i in with_gpu], [gpu["b"][i] for i in with_gpu])
+        for j, i in enumerate(with_gpu):
+            if pooled is not None and math.isfinite(pooled[1][j]):
+                gpu_interval[i] = (pooled[0][j], pooled[1][j])
+            else:
+                centre = float(np.mean(np.log(gpu["b"][i])) - np.mean(np.log(gpu["a"][i])))
+                gpu_interval[i] = (centre, V.agreement_half_width(noise.gpu_agreement, len(gpu["a"][i]),
+                                                                  len(gpu["b"][i])))
+    out = []
+    for i, row in rows.iterrows():
+        result = dict(EMPTY_RESULT, verdict=row["presence"], pooled=False, gpu_ratio=nan, gpu_ci_low=nan,
+                      gpu_ci_high=nan, gpu_verdict=V.TOO_FEW, kernels_verdict=V.TOO_FEW)
+        if matched[i]:
+            result.update(_wall(row, wall[i], min_effect, confidence))
+            if gpu_interval[i] is not None:
+                centre, half = gpu_interval[i]
+                low, high = math.exp(centre - half), math.exp(centre + half)
+                result.update(gpu_ratio=row["gpu_ms_b"] / row["gpu_ms_a"], gpu_ci_low=low, gpu_ci_high=high,
+                              gpu_verdict=V.decide(low, high, min_effect))
+            result["kernels_verdict"] = V.kernels_verdict(row.get("kernels_a"), row.get("kernels_b"))
+        result["reading"] = V.reading(
+            result["verdict"], result["gpu_verdict"], result["kernels_verdict"],
+            bool(row["host_bound_a"] or row["host_bound_b"]), bool(row["noisy_a"] or row["noisy_b"]))
+        out.append(result)
+    return pd.concat([rows, pd.DataFrame(out, index=rows.index)], axis=1)
+
+
+def _wall(row, pooled, min_effect: float, confidence: float) -> dict:
+    """Wall time's comparison of one matched row: the bootstrap, widened to the pooled interval
+    where its regime gave one, else to Welch's (lmstudy.analyse.stats.ratio_interval)."""
+    a, b = row["steps_a"], row["steps_b"]
+    if not a or not b:
+        ratio = row["median_ms_b"] / row["median_ms_a"] if row["median_ms_a"] > 0 and row["median_ms_b"] > 0 \
+            else math.nan
+        return dict(EMPTY_RESULT, processes_a=len(a), processes_b=len(b), ratio=ratio,
+                    verdict=V.ONE_PROCESS if math.isfinite(ratio) else V.TOO_FEW)
+    use_pool = pooled is not None and math.isfinite(pooled[1]) and min(len(a), len(b)) > 1
+    ratio, low, high = stats.ratio_interval(a, b, confidence, welch=not use_pool)
+    if use_pool:
+        low, high = min(low, math.exp(pooled[0] - pooled[1])), max(high, math.exp(pooled[0] + pooled[1]))
+    verdict = V.ONE_PROCESS if min(len(a), len(b)) < 2 else V.decide(low, high, min_effect)
+    return {"ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict, "processes_a": len(a),
+            "processes_b": len(b), "pooled": use_pool}
+
+
+def sample_comparisons(joined, key, parts, min_effect, noise: V.Noise | None = None) -> pd.DataFrame:
+    """Rows compared from their per-process samples: one per key x part, judged (`judge`).
 
     `parts`: (part's name, its median column, its per-process samples
-    column). A row whose samples were
+    column, the prefix of its GPU columns). A row whose samples were
     not kept (a run made before they were) shows the ratio of medians with
     the verdict "one process".
     """
     rows = []
     for _, row in joined.iterrows():
-        unmatched = presence(row.get("status_a"), row.get("status_b"))
-        for part, median, samples in parts:
+        for part, median, samples, prefix in parts:
             out = {k: row[k] for k in key}
             if part:
                 out["part"] = part
+            out["status_a"], out["status_b"] = row.get("status_a"), row.get("status_b")
+            out["presence"] = presence(row.get("status_a"), row.get("status_b"))
             out["median_ms_a"] = row.get(f"{median}_a") if row.get("status_a") == "ok" else math.nan
             out["median_ms_b"] = row.get(f"{median}_b") if row.get("status_b") == "ok" else math.nan
-            if unmatched:
-                out.update(EMPTY_RESULT, verdict=unmatched)
-                rows.append(out)
-                continue
-            out.update(compared(row.get(f"{samples}_a"), row.get(f"{samples}_b"), min_effect))
-            if out["verdict"] == V.TOO_FEW and out["median_ms_a"] > 0 and out["median_ms_b"] > 0:
-                out.update(ratio=out["median_ms_b"] / out["median_ms_a"], verdict=V.ONE_PROCESS)
+            for side in ("a", "b"):
+                out.update(measures(row, side, samples, prefix))
             rows.append(out)
-    return pd.DataFrame(rows)
+    return judge(pd.DataFrame(rows), min_effect, noise)

@@ -4,8 +4,11 @@ As nvbench's compare (FAST, SLOW, SAME, AMBG) and pyperf's `compare_to`
 with worker processes: a configuration is measured in several fresh
 processes a side, and the interval of B/A comes from the variation between
 processes (lmstudy.analyse.stats.ratio_interval: a hierarchical bootstrap,
-widened to Welch's t interval over the processes' log-medians). With the
-minimum-effect band [1/(1+e), 1+e]:
+widened to Welch's t interval over the processes' log-medians; in a
+comparison of many rows, to the spread between processes pooled over the
+rows of the same regime instead: lmstudy.analyse.stats.pooled_intervals,
+lmstudy.analyse.compare.tables.judge). With the minimum-effect band
+[1/(1+e), 1+e]:
 
 - same: the whole interval lies inside the band;
 - faster / slower: the whole interval lies below / above the band;
@@ -14,6 +17,13 @@ minimum-effect band [1/(1+e), 1+e]:
 A side measured in one process only (a run made before repetition) cannot
 show the variation between processes, which on a launch-bound model
 dominates: its verdict is "one process", never a claim.
+
+Three measures of a step get a verdict each (lmstudy.analyse.compare.tables.judge):
+wall time (above), the GPU's busy time (the same rule on its per-process
+values; where a side has one value, as runs made before every process
+recorded it, the interval is the between-process agreement of GPU time,
+`Noise.gpu_agreement`), and kernels launched per step (exact: equal or
+differs). `reading` puts the three in one line.
 """
 
 from __future__ import annotations
@@ -32,6 +42,10 @@ UNDECIDED = "undecided"
 ONE_PROCESS = "one process"
 TOO_FEW = "not measured"
 VERDICTS = (FASTER, SLOWER, SAME, UNDECIDED, ONE_PROCESS, TOO_FEW)
+# Kernels launched per step are counted exactly: a count is equal or it is not.
+EQUAL = "equal"
+DIFFERS = "differs"
+KERNEL_VERDICTS = (EQUAL, DIFFERS, TOO_FEW)
 MEANINGS = {
     FASTER: "B's interval lies wholly below the band: B is faster",
     SLOWER: "B's interval lies wholly above the band: B is slower",
@@ -41,6 +55,32 @@ MEANINGS = {
 }
 
 CONFIDENCE = stats.CONFIDENCE
+# The pooled interval's quantile (lmstudy.analyse.stats.pooled_intervals). The pool sees how far a
+# process wanders within a run, not a drift between the two runs' jobs (another load on the machine
+# while one run's job measured), so the quantile leaves a margin beyond 95%. Measured on the 2-core
+# CPU shared with other test runs (docs/trust.md): five smoke A/A comparisons of 18 rows called 2, 0,
+# 1, 1 and 0 rows at 95%, 0, 0, 0, 1 and 0 at 97.5%; eight batch x4 A/Bs were slower in 5 to 16 of 18
+# rows at 95%, 2 to 16 at 97.5% (Welch's interval: 1 to 13). On the two-humped model of issue 30,
+# 97.5% calls at most 2% of A/A rows (tests/test_compare_false_alarms.py).
+POOLED_CONFIDENCE = 0.975
+# A regime's pool of processes gives the interval of its rows only with at least this many degrees
+# of freedom (sum over its rows' sides of processes - 1); with fewer, each row's own Welch interval.
+MIN_POOLED_FREEDOM = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Noise:
+    """What the comparison needs of the study's noise settings (config.yaml's noise and compare).
+
+    min_gpu_busy and max_spread flag a side host-bound or noisy as the study's tables do;
+    gpu_agreement is how closely two processes' GPU busy times of the same work agree (B/A within
+    1 +- it, 95%), used where a side has one process's GPU time and the runs give no pool of their
+    own: measured on H200s, 0.8% between runs in all 27 timing cells.
+    """
+
+    min_gpu_busy: float
+    max_spread: float
+    gpu_agreement: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,3 +174,54 @@ def change_verdict(a: float, b: float, min_effect: float) -> str:
     if low <= ratio <= high:
         return SAME
     return FASTER if ratio < 1 else SLOWER
+
+
+def noise_of_study() -> Noise:
+    """config.yaml's noise settings (noise.min_gpu_busy, noise.max_spread, compare.gpu_agreement)."""
+    from lmstudy.config import study_value
+
+    return Noise(study_value("noise", "min_gpu_busy"), study_value("noise", "max_spread"),
+                 study_value("compare", "gpu_agreement"))
+
+
+def agreement_half_width(agreement: float, count_a: int, count_b: int) -> float:
+    """The log half-width of B/A's interval of GPU time from the agreement of two single processes.
+
+    `agreement` bounds one process against one other (95%); means of more processes agree closer,
+    by sqrt((1/na + 1/nb) / 2).
+    """
+    return math.log1p(agreement) * math.sqrt((1 / count_a + 1 / count_b) / 2)
+
+
+def kernels_verdict(a: float, b: float) -> str:
+    """Kernels launched per step, A against B: equal or differs (not measured where a side lacks it)."""
+    if not (isinstance(a, int | float) and isinstance(b, int | float)) or not (
+            math.isfinite(a) and math.isfinite(b)):
+        return TOO_FEW
+    return EQUAL if a == b else DIFFERS
+
+
+def reading(wall: str, gpu: str, kernels: str, host_bound: bool, noisy: bool) -> str:
+    """The three verdicts of a row in one line, e.g. "same GPU work, host time undecided: host-bound".
+
+    Host-bound: the wall time measures the host's launches, so it is called host time; where the
+    GPU's time decides and the host's does not agree with it, the line says the host hides it.
+    """
+    if wall not in VERDICTS:
+        return ""  # a row not compared: its verdict says why
+    measured_gpu = gpu in (FASTER, SLOWER, SAME, UNDECIDED)
+    words = "host time" if host_bound else "wall time"
+    said = "not judged (one process)" if wall == ONE_PROCESS else wall
+    if not measured_gpu:
+        text = f"wall time {said} (no GPU time)"
+    else:
+        if gpu == SAME:
+            first = {EQUAL: "same GPU work", DIFFERS: "same GPU time, other kernels"}.get(
+                kernels, "same GPU time")
+        else:
+            first = f"GPU time {gpu}" + (", other kernels" if kernels == DIFFERS else "")
+        text = f"{first}, {words} {said}"
+        if gpu in (FASTER, SLOWER) and wall != gpu and host_bound:
+            text += " (the host hides the GPU's change)"
+    marks = [m for m, on in (("host-bound", host_bound), ("noisy", noisy)) if on]
+    return text + (": " + ", ".join(marks) if marks else "")

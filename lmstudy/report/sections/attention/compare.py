@@ -15,13 +15,16 @@ from lmstudy.report.render import Findings, Section, Table, Text
 ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
 
 
-def attention(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
-    """Section 5: forward and backward medians per implementation, precision, d and length."""
-    parts = [(d, f"{d}_median_ms", f"{d}_times_ms") for d in ("forward", "backward")]
-    joined = T.join_table(a, b, "attention", ATTENTION_KEY, [c for _, *columns in parts for c in columns])
+def attention(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -> pd.DataFrame:
+    """Section 5: forward and backward medians per implementation, precision, d and length, with a
+    verdict per measure (a part's GPU columns are named after it: forward_gpu_busy_ms, ...)."""
+    parts = [(d, f"{d}_median_ms", f"{d}_times_ms", f"{d}_") for d in ("forward", "backward")]
+    gpu = [f"{prefix}{c}" for *_, prefix in parts for c in T.GPU_COLUMNS]
+    joined = T.join_table(a, b, "attention", ATTENTION_KEY,
+                          [c for _, median, samples, _ in parts for c in (median, samples)] + gpu)
     if joined.empty:
         return joined
-    return T.sample_comparisons(joined, ATTENTION_KEY, parts, min_effect)
+    return T.sample_comparisons(joined, ATTENTION_KEY, parts, min_effect, noise)
 
 
 def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
@@ -53,10 +56,9 @@ _ROWS_KEY = (*ATTENTION_KEY, "part")
 def _part_ratios(rows: pd.DataFrame) -> list[Finding]:
     """Per part (forward, backward): the median ratio B/A over the rows compared, with their verdicts."""
     compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
-    return [Finding(f"Attention {part_name}: B/A median {part['ratio'].median():.3f} over {len(part)} "
-                    f"configurations ({cells.counts(part['verdict'])}).",
+    return [Finding(f"Attention {part_name}, {len(part)} configurations: {cells.measure_counts(part)}.",
                     rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
-                                key=_ROWS_KEY))
+                                "gpu_ratio", "gpu_verdict", "kernels_verdict", key=_ROWS_KEY))
             for part_name, part in compared.groupby("part", sort=False)]
 
 
@@ -74,15 +76,16 @@ def _not_compared(rows: pd.DataFrame) -> list[Finding]:
 FINDINGS = (_part_ratios, _not_compared)
 
 
-def _section_attention(a, b, min_effect: float) -> Section:
+def _section_attention(a, b, min_effect: float, noise: V.Noise) -> Section:
     section = Section("attention", "5. Attention")
-    rows = attention(a, b, min_effect)
+    rows = attention(a, b, min_effect, noise)
     if rows.empty:
         return section.add(Text("Neither run has attention results (section 5)."))
     section.add(Text(
         "Forward and backward medians per implementation, precision, head size and sequence length, "
-        "with verdicts from the variation between processes (rows of runs that kept no per-process "
-        "samples say \"one process\")."
+        "with a verdict per measure (wall time; GPU time and kernels per step where the runs measured "
+        "them) from the variation between processes (rows of runs that kept no per-process samples say "
+        "\"one process\"), each side's flags and a reading."
     ))
     section.add(Findings(gather(_part_ratios(rows), _not_compared(rows))))
     section.add(Table("Attention step times, B against A", cells.summary_table(rows, {
@@ -99,4 +102,4 @@ def _section_attention(a, b, min_effect: float) -> Section:
 
 
 def section(runs: ComparedRuns) -> Section:
-    return _section_attention(runs.a, runs.b, runs.min_effect)
+    return _section_attention(runs.a, runs.b, runs.min_effect, runs.noise)

@@ -17,13 +17,15 @@ from lmstudy.report.sections.labels import PASS_LABELS
 COMPILE_KEY = ["size", "context_length", "precision", "attention", "pass", "mode"]
 
 
-def compile_rows(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
-    """Section 6: eager and compiled medians per size, precision, attention, pass."""
-    keep = ("median_ms", "step_times_ms", "first_step_excess_s")
+def compile_rows(a: Run, b: Run, min_effect: float, noise=None) -> pd.DataFrame:
+    """Section 6: eager and compiled medians per size, precision, attention, pass, with a verdict
+    per measure."""
+    keep = ("median_ms", "step_times_ms", "first_step_excess_s", *T.GPU_COLUMNS)
     joined = T.join_table(a, b, "compile", COMPILE_KEY, keep)
     if joined.empty:
         return joined
-    rows = T.sample_comparisons(joined, COMPILE_KEY, (("", "median_ms", "step_times_ms"),), min_effect)
+    rows = T.sample_comparisons(joined, COMPILE_KEY, (("", "median_ms", "step_times_ms", ""),), min_effect,
+                                noise)
     for side in ("a", "b"):
         column = f"first_step_excess_s_{side}"
         rows[f"compile_s_{side}"] = (
@@ -68,9 +70,9 @@ def _compile_speedups(speedups: pd.DataFrame) -> list[Finding]:
 FINDINGS = (_compile_speedups,)
 
 
-def _section_compile(a, b, min_effect: float) -> Section:
+def _section_compile(a, b, min_effect: float, noise) -> Section:
     section = Section("compile", "6. torch.compile")
-    rows = compile_rows(a, b, min_effect)
+    rows = compile_rows(a, b, min_effect, noise)
     if rows.empty:
         return section.add(Text("Neither run has torch.compile results (section 6)."))
     section.add(Text("Eager and compiled medians per size, precision and pass, with verdicts from the "
@@ -93,4 +95,4 @@ def _section_compile(a, b, min_effect: float) -> Section:
 
 
 def section(runs: ComparedRuns) -> Section:
-    return _section_compile(runs.a, runs.b, runs.min_effect)
+    return _section_compile(runs.a, runs.b, runs.min_effect, runs.noise)

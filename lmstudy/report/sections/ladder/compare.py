@@ -19,10 +19,11 @@ from lmstudy.report.sections.timing.compare import matched as matched_timing
 LADDER_KEY = ["size", "context_length", "rung_key"]
 
 
-def ladder_rows(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
-    """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, verdicts from the step
-    samples; each run's share of its own matmul rate beside them."""
-    columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops"]
+def ladder_rows(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -> pd.DataFrame:
+    """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, a verdict per measure
+    (lmstudy.analyse.compare.tables.judge); each run's share of its own matmul rate beside them."""
+    columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops",
+               *T.GPU_COLUMNS]
     parts = [
         run["ladder"][[*LADDER_KEY, *(c for c in columns if c in run["ladder"])]]
         if not run["ladder"].empty else pd.DataFrame(columns=[*LADDER_KEY, "status"])
@@ -39,13 +40,10 @@ def ladder_rows(a: Run, b: Run, min_effect: float) -> pd.DataFrame:
             out[f"median_ms_{side}"] = row.get(f"median_ms_{side}") if ok else math.nan
             out[f"share_{side}"] = row.get(f"share_of_matmul_{side}") if ok else math.nan
             out[f"matmul_tflops_{side}"] = row.get(f"matmul_tflops_{side}")
-        unmatched = T.presence(out["status_a"], out["status_b"])
-        if unmatched:
-            out.update(T.EMPTY_RESULT, verdict=unmatched)
-        else:
-            out.update(T.compared(row.get("step_times_ms_a"), row.get("step_times_ms_b"), min_effect))
+            out.update(T.measures(row, side, "step_times_ms"))
+        out["presence"] = T.presence(out["status_a"], out["status_b"])
         rows.append(out)
-    return pd.DataFrame(rows)
+    return T.judge(pd.DataFrame(rows), min_effect, noise)
 
 
 # The ladder's rungs as timing variants, for runs without a ladder table (made before
@@ -90,7 +88,7 @@ _RUNG_KEY = ("size", "context_length", "rung_key", "rung")
 @finds
 def _rung_ratios(rungs: pd.DataFrame) -> list[Finding]:
     """Runs without a ladder table: per rung (among the timing variants), the median ratio B/A."""
-    return [Finding(f"{rung}: B/A median {part['ratio'].median():.3f} ({cells.counts(part['verdict'])}).",
+    return [Finding(f"{rung}: {cells.measure_counts(part)}.",
                     rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
                                 key=_RUNG_KEY))
             for rung, part in rungs[rungs["ratio"].notna()].groupby("rung", sort=False)]
@@ -99,10 +97,9 @@ def _rung_ratios(rungs: pd.DataFrame) -> list[Finding]:
 @finds
 def _size_ratios(rungs: pd.DataFrame) -> list[Finding]:
     """The ladder's own table: per size, the median ratio B/A over its rungs."""
-    return [Finding(f"{size}: B/A median {part['ratio'].median():.3f} over {len(part)} rungs "
-                    f"({cells.counts(part['verdict'])}).",
+    return [Finding(f"{size}, {len(part)} rungs: {cells.measure_counts(part)}.",
                     rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
-                                key=_RUNG_KEY))
+                                "gpu_ratio", "gpu_verdict", "kernels_verdict", key=_RUNG_KEY))
             for size, part in rungs[rungs["ratio"].notna()].groupby("size", sort=False)]
 
 
@@ -123,10 +120,10 @@ def _rungs_not_compared(rungs: pd.DataFrame) -> list[Finding]:
 FINDINGS = (_rung_ratios, _size_ratios, _rungs_not_compared)
 
 
-def _section_ladder(a, b, rows, min_effect: float) -> Section:
+def _section_ladder(a, b, rows, min_effect: float, noise: V.Noise) -> Section:
     section = Section("ladder", "7. The optimization ladder of the training step")
     if not (a["ladder"].empty and b["ladder"].empty):
-        return _section_ladder_table(section, ladder_rows(a, b, min_effect))
+        return _section_ladder_table(section, ladder_rows(a, b, min_effect, noise))
     # Runs without the ladder's own table: its rungs among the timing variants, if any.
     rungs = ladder(rows)
     if rungs.empty:
@@ -136,9 +133,9 @@ def _section_ladder(a, b, rows, min_effect: float) -> Section:
         "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
         "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
         "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
-        "B/A": rungs["ratio"], "verdict": rungs["verdict"],
+        "B/A": rungs["ratio"], "wall verdict": rungs["verdict"],
         "A × vs fp32": rungs["vs_fp32_a"], "B × vs fp32": rungs["vs_fp32_b"],
-    }), name="ladder_rungs"))
+    }).pipe(cells.add_measures, rungs), name="ladder_rungs"))
     return section
 
 
@@ -150,12 +147,12 @@ def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
         "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
         "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
         "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
-        "B/A": rungs["ratio"], "95% CI of B/A": rungs.apply(cells.interval, axis=1),
-        "verdict": rungs["verdict"],
+        "B/A": rungs["ratio"], "interval of B/A": rungs.apply(cells.interval, axis=1),
+        "processes A/B": cells.processes(rungs), "wall verdict": rungs["verdict"],
         "A share of matmul %": rungs["share_a"] * 100, "B share of matmul %": rungs["share_b"] * 100,
-    }), name="ladder_rungs"))
+    }).pipe(cells.add_measures, rungs), name="ladder_rungs"))
     return section
 
 
 def section(runs: ComparedRuns) -> Section:
-    return _section_ladder(runs.a, runs.b, matched_timing(runs), runs.min_effect)
+    return _section_ladder(runs.a, runs.b, matched_timing(runs), runs.min_effect, runs.noise)

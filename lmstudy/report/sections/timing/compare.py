@@ -27,11 +27,12 @@ from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
 TIMING_KEY = ["size", "context_length", "pass", "precision", "variant"]
 
 
-def timing(a: Run, b: Run, min_effect: float,
+def timing(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None,
            unfair_sizes: frozenset = frozenset()) -> pd.DataFrame:
-    """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY."""
+    """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY,
+    with a verdict per measure (lmstudy.analyse.compare.tables.judge)."""
     columns = ["status", "median_ms", "step_times_ms", "tokens_per_s", "mfu", "peak_allocated_bytes",
-               "batch_size", "params"]
+               "batch_size", "params", *T.GPU_COLUMNS]
     parts = []
     for run in (a, b):
         frame = run["timing"]
@@ -52,11 +53,8 @@ def timing(a: Run, b: Run, min_effect: float,
             peak = row.get(f"peak_allocated_bytes_{side}")
             out[f"peak_gib_{side}"] = peak / 2**30 if ok and pd.notna(peak) else math.nan
             out[f"params_{side}"] = row.get(f"params_{side}")
-        unmatched = T.presence(out["status_a"], out["status_b"])
-        if unmatched:
-            out.update(T.EMPTY_RESULT, verdict=unmatched)
-        else:
-            out.update(T.compared(row["step_times_ms_a"], row["step_times_ms_b"], min_effect))
+            out.update(T.measures(row, side, "step_times_ms"))
+        out["presence"] = T.presence(out["status_a"], out["status_b"])
         notes = []
         batch_a, batch_b = row.get("batch_size_a"), row.get("batch_size_b")
         if pd.notna(batch_a) and pd.notna(batch_b) and batch_a != batch_b:
@@ -65,7 +63,7 @@ def timing(a: Run, b: Run, min_effect: float,
             notes.append("other dimensions")
         out["note"] = "; ".join(notes)
         rows.append(out)
-    frame = pd.DataFrame(rows)
+    frame = T.judge(pd.DataFrame(rows), min_effect, noise)
     if not frame.empty:
         frame["tokens_ratio"] = frame["tokens_per_s_b"] / frame["tokens_per_s_a"]
     return frame
@@ -85,9 +83,10 @@ def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
     table["A median ms"] = cells.shown(rows["median_ms_a"], rows["status_a"])
     table["B median ms"] = cells.shown(rows["median_ms_b"], rows["status_b"])
     table["B/A"] = rows["ratio"]
-    table["95% CI of B/A"] = rows.apply(cells.interval, axis=1)
+    table["interval of B/A"] = rows.apply(cells.interval, axis=1)
     table["processes A/B"] = cells.processes(rows)
-    table["verdict"] = rows["verdict"]
+    table["wall verdict"] = rows["verdict"]
+    cells.add_measures(table, rows)
     table["A tokens/s"] = rows["tokens_per_s_a"]
     table["B tokens/s"] = rows["tokens_per_s_b"]
     table["A MFU %"] = rows["mfu_a"] * 100
@@ -107,43 +106,56 @@ def _compared(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
 
 
+def _extremes(part: pd.DataFrame, verdict: str, ratio: str, words: str) -> str:
+    """The largest gain and loss among the rows the measure called faster or slower (none: "")."""
+    text = ""
+    faster, slower = part[part[verdict] == V.FASTER], part[part[verdict] == V.SLOWER]
+    if len(faster):
+        best = faster.loc[faster[ratio].idxmin()]
+        text += f"; the largest gain{words} is {cells.config_label(best)} ({cells.times(best[ratio])})"
+    if len(slower):
+        worst = slower.loc[slower[ratio].idxmax()]
+        text += f"; the largest loss{words} is {cells.config_label(worst)} ({cells.times(worst[ratio])})"
+    return text
+
+
+_MEASURE_COLUMNS = ("gpu_ms_a", "gpu_ms_b", "gpu_ratio", "gpu_ci_low", "gpu_ci_high", "gpu_verdict",
+                    "kernels_a", "kernels_b", "kernels_verdict", "host_bound_a", "host_bound_b", "noisy_a",
+                    "noisy_b", "reading")
+
+
 @finds
 def _pass_ratios(rows: pd.DataFrame) -> list[Finding]:
-    """Per pass of the study's model: the median ratio B/A, its verdicts, the largest gain and loss."""
+    """Per pass of the study's model: each measure's verdicts, the decided rows' median ratio, and the
+    largest gain and loss among the rows called faster or slower (never a ratio its verdict calls noise)."""
     items = []
     study = _compared(rows)
     study = study[study["variant"] == "naive"]
     for pass_name in [p for p in PASS_LABELS if p in set(study["pass"])]:
         part = study[study["pass"] == pass_name]
-        median = part["ratio"].median()
-        text = (
-            f"{PASS_LABELS[pass_name]}: the median ratio B/A over {len(part)} "
-            f"configuration{'s' if len(part) != 1 else ''} is {median:.3f} ({cells.counts(part['verdict'])})"
-        )
-        flagged = part[part["verdict"].isin([V.FASTER, V.SLOWER])]
-        if len(flagged):
-            best, worst = part.loc[part["ratio"].idxmin()], part.loc[part["ratio"].idxmax()]
-            if best["ratio"] < 1 and best["verdict"] == V.FASTER:
-                text += f"; the largest gain is {cells.config_label(best)} ({cells.times(best['ratio'])})"
-            if worst["ratio"] > 1 and worst["verdict"] == V.SLOWER:
-                text += f"; the largest loss is {cells.config_label(worst)} ({cells.times(worst['ratio'])})"
-        items.append(Finding(text + ".", rows_behind(part, *_PAIR_COLUMNS)))
+        text = (f"{PASS_LABELS[pass_name]}, {len(part)} configuration{'s' if len(part) != 1 else ''}: "
+                f"{cells.measure_counts(part)}")
+        text += _extremes(part, "verdict", "ratio", "")
+        if cells.has_gpu(part):
+            text += _extremes(part, "gpu_verdict", "gpu_ratio", " of GPU time")
+        items.append(Finding(text + ".", rows_behind(part, *_PAIR_COLUMNS, *_MEASURE_COLUMNS)))
     return items
 
 
 @finds
 def _precision_ratios(rows: pd.DataFrame) -> list[Finding]:
-    """The study's model's median ratio B/A of each precision, where more than one was compared."""
+    """The study's model's median wall-time ratio B/A of each precision, over its decided rows, where
+    more than one precision was compared."""
     study = _compared(rows)
     study = study[study["variant"] == "naive"]
     if study["precision"].nunique() <= 1:
         return []
-    by = study.groupby("precision")["ratio"].median()
+    decided = study[study["verdict"].isin(cells.DECIDED)]
+    said = [f"{p} {cells.decided_ratio(part)}" for p, part in study.groupby("precision")]
     behind = rows_behind(study, *_PAIR_COLUMNS).assign(
-        median_of_precision=study.groupby("precision")["ratio"].transform("median"))
-    return [Finding(
-        "By precision, the median ratio B/A is " + ", ".join(f"{p} {r:.3f}" for p, r in by.items()) + ".",
-        behind)]
+        decided=study["verdict"].isin(cells.DECIDED),
+        median_of_precision=decided.groupby("precision")["ratio"].transform("median"))
+    return [Finding("By precision, wall time: " + "; ".join(said) + ".", behind)]
 
 
 @finds
@@ -178,14 +190,20 @@ def _out_of_memory_in_one(rows: pd.DataFrame) -> list[Finding]:
 def _tokens_per_second(rows: pd.DataFrame) -> list[Finding]:
     """Where the runs' batch sizes differ: B's tokens/s over A's, the fair measure then."""
     compared = _compared(rows)
-    faster_tokens = compared["tokens_ratio"].dropna()
-    if not (len(faster_tokens) and (rows["note"].str.contains("batch")).any()):
+    # tokens/s is batch over step time: stated only where the step time's verdict decided.
+    decided = compared[compared["verdict"].isin(cells.DECIDED)]
+    faster_tokens = decided["tokens_ratio"].dropna()
+    if not (len(compared) and (rows["note"].str.contains("batch")).any()):
         return []
-    behind = rows_behind(compared.loc[faster_tokens.index], "tokens_per_s_a", "tokens_per_s_b",
-                         "tokens_ratio", "note")
+    behind = rows_behind(compared, "tokens_per_s_a", "tokens_per_s_b", "tokens_ratio", "verdict", "note")
+    behind = behind.assign(used=compared.index.isin(faster_tokens.index))
+    if not len(faster_tokens):
+        return [Finding("With different batch sizes, tokens/s is the fair measure; no configuration's "
+                        "step time decided, so no ratio of it is stated.", behind)]
     return [Finding(
         f"With different batch sizes, tokens/s is the fair measure: B's is a median "
-        f"{faster_tokens.median():.2f}× A's.", behind)]
+        f"{faster_tokens.median():.2f}× A's over the {len(faster_tokens)} configurations whose step time "
+        f"decided.", behind)]
 
 
 @finds
@@ -263,8 +281,12 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
         return section.add(Text("Neither run has timing rows."))
     section.add(Text(
         "Each run's steady state (its largest warm-up), matched by size, context length, pass, precision "
-        "and variant. B/A is the ratio of median step times (below 1: B is faster). "
-        + cells.verdict_rule(min_effect) + " (lmstudy/analyse/compare/verdict.py)"
+        "and variant. Three measures of a step, each with its verdict: wall time (B/A the ratio of the "
+        "medians over processes, below 1: B is faster, with its interval), the GPU's busy time per step "
+        "and the kernels it launches per step (equal or not), where the runs measured them; the flags of "
+        "each side († host-bound, ‡ noisy) and a reading of the three in one line. A host-bound row's wall "
+        "time measures the host, so its GPU time says what the GPU does. "
+        + cells.verdict_rule(min_effect) + " (lmstudy/analyse/compare/tables.py)"
     ))
     section.add(Findings(timing_findings(rows, min_effect)))
     study = rows[rows["variant"] == "naive"]
@@ -276,14 +298,14 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
                           name="timing_other_variants"))
     if ratio_figure(rows, min_effect, figures / "ratio.png"):
         section.add(Figure(figures / "ratio.png",
-                           "Step time B/A per configuration with its 95% interval; grey: the noise band."))
+                           "Step time B/A per configuration with its interval; grey: the noise band."))
     return section
 
 
 def matched(runs: ComparedRuns) -> pd.DataFrame:
     """The timing rows of A and B matched by configuration, computed once per comparison."""
     unfair = frozenset(R.unfair_sizes(runs.a, runs.b))
-    return runs.once("timing", lambda: timing(runs.a, runs.b, runs.min_effect, unfair))
+    return runs.once("timing", lambda: timing(runs.a, runs.b, runs.min_effect, runs.noise, unfair))
 
 
 def section(runs: ComparedRuns) -> Section:
