@@ -348,8 +348,11 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
             sentences.append(_optimizer_clause(every_pass, low, gpu).strip())
         else:
             sentences.append(f"In wall time, {wall}." + (
-                f" Host-bound or noisy there (†‡): {', '.join(hidden)}; the wall-time ratio tells the host's "
-                "overhead more than the GPU's arithmetic, and this run recorded no GPU busy time to tell it."
+                (f" Noisy there (‡): {', '.join(hidden)}; its processes disagree, so the wall-time ratio is "
+                 "not decided." if on_cpu(every_pass) else
+                 f" Host-bound or noisy there (†‡): {', '.join(hidden)}; the wall-time ratio tells the "
+                 "host's overhead more than the GPU's arithmetic, and this run recorded no GPU busy time "
+                 "to tell it.")
                 if hidden else ""))
         if not headline:
             cell = gpu[(gpu["size"] == size) & (gpu["context_length"] == context)

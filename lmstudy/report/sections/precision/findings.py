@@ -12,7 +12,7 @@ import pandas as pd
 
 from lmstudy.analyse.trust import trusted
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
-from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.sections.labels import PASS_LABELS, on_cpu
 from lmstudy.report.sections.precision.tables import PRECISIONS, collapsed_dtypes
 
 
@@ -155,8 +155,10 @@ def _largest_speedup(speedups: pd.DataFrame) -> list[Finding]:
     if sure.empty:
         gpu = "gpu_speedup" in speedups and speedups["gpu_speedup"].notna().any()
         return [Finding(
-            f"No wall-time bf16 speed-up is ranked: all {len(speedups)} configurations are host-bound or "
-            "noisy in fp32 or bf16 (their wall time measures the host's launches, not the GPU)"
+            f"No wall-time bf16 speed-up is ranked: all {len(speedups)} configurations are "
+            + ("noisy in fp32 or bf16 (their processes disagree)" if on_cpu(speedups) else
+               "host-bound or noisy in fp32 or bf16 (their wall time measures the host's launches, not "
+               "the GPU)")
             + ("; the GPU-time speed-up above answers what bf16 changes on the GPU." if gpu else "."),
             rows_behind(speedups, *_SPEEDUP_COLUMNS))]
     best = sure.loc[sure["speedup"].idxmax()]

@@ -68,6 +68,13 @@ def marks_text(frame: pd.DataFrame) -> str:
     spread = f"{limits['max_spread']:.0%} (noise.max_spread)" if "max_spread" in limits else \
         "noise.max_spread"
     text = (
+        # A CPU has no GPU busy time: no row is host-bound there, only noisy.
+        f"Marks (a marked row is greyed in the HTML): ‡ noisy: the processes' medians spread by more "
+        f"than {spread}. The spread is (largest − smallest) / smallest of the fresh processes' medians. "
+        "Findings leave marked cells out of wall-time trends and say so. (On a GPU, † marks a host-bound "
+        "row as well, one whose GPU busy time decides what the GPU does; this run is on the CPU, which "
+        "records none.)"
+        if on_cpu(frame) else
         f"Marks (a marked row is greyed in the HTML): † host-bound: the GPU worked for less than {busy} "
         "of the step (its busy time per step, over the median step), so the time measures the host's "
         f"launches and Python and moves from process to process; ‡ noisy: the processes' medians spread "
