@@ -222,3 +222,35 @@ def test_the_timing_comparison_shows_gpu_time_and_kernels_beside_wall_time_and_r
     assert "GPU time 4 slower (median B/A 1.11" in forward
     assert forward.startswith("forward, 4 configurations: wall time 4 undecided (no ratio stated); ")
     assert forward.data["gpu_verdict"].eq(V.SLOWER).all()
+
+
+def _drifting_run(name: str, work: float, seed: int, drift: float = 0.35) -> R.Run:
+    """18 CPU timing rows, each side one job of 2 processes that agree within 1%, each job's level moved
+    as a whole by the machine's load (log-normal, sd `drift`): what the smoke A/A showed on 2 cores."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for context in (32, 64):
+        for pass_name, base in (("forward", 2.0), ("forward_backward", 6.0), ("train_step", 8.0)):
+            for precision in ("fp32", "bf16", "fp16"):
+                level = base * work * float(np.exp(rng.normal(0, drift)))
+                steps = [list(level * np.exp(rng.normal(0, 0.005, 5))) for _ in range(2)]
+                rows.append({**run(name).tables["timing"].iloc[0].to_dict(), "context_length": context,
+                             "pass": pass_name, "precision": precision, "gpu": "cpu (x86_64)",
+                             "median_ms": level, "step_times_ms": json.dumps(steps)})
+    made = run(name)
+    made.tables["timing"] = pd.DataFrame(rows)
+    return made
+
+
+def test_a_drift_between_jobs_is_no_change_and_a_change_of_every_row_still_is():
+    """Each side of a row is one job: its processes agree, but the job as a whole moved with the
+    machine's load. The rows' scatter around their common change bounds every row's interval
+    (tables._between_jobs), so the A/A calls nothing, and twice the work of every row is still seen."""
+    from lmstudy.analyse.compare import verdict as V
+
+    same = timing(_drifting_run("a", 1.0, 1), _drifting_run("b", 1.0, 2), MIN_EFFECT)
+    assert same["verdict"].isin([V.FASTER, V.SLOWER]).mean() <= 0.1, same[["pass", "ratio", "verdict"]]
+    double = timing(_drifting_run("a", 1.0, 1), _drifting_run("b", 2.0, 1, drift=0.0), MIN_EFFECT)
+    assert (double["verdict"] == V.SLOWER).mean() >= 0.8, double[["pass", "ratio", "verdict"]]
