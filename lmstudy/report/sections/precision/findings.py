@@ -156,7 +156,8 @@ def _largest_speedup(speedups: pd.DataFrame) -> list[Finding]:
         gpu = "gpu_speedup" in speedups and speedups["gpu_speedup"].notna().any()
         return [Finding(
             f"No wall-time bf16 speed-up is ranked: all {len(speedups)} configurations are "
-            + ("noisy in fp32 or bf16 (their processes disagree)" if on_cpu(speedups) else
+            + ("noisy in fp32 or bf16 (their processes disagree)"
+               if on_cpu(speedups) or speedups.attrs.get("device") == "cpu" else
                "host-bound or noisy in fp32 or bf16 (their wall time measures the host's launches, not "
                "the GPU)")
             + ("; the GPU-time speed-up above answers what bf16 changes on the GPU." if gpu else "."),

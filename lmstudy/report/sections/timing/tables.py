@@ -11,7 +11,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import gpu_ratio, marks
-from lmstudy.report.sections.labels import PASS_LABELS, order_sizes, peak_words
+from lmstudy.report.sections.labels import PASS_LABELS, on_cpu, order_sizes, peak_words
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
@@ -267,7 +267,10 @@ def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
             out[flag] = wide[flag][["fp32", "bf16"]].fillna(False).astype(bool).any(axis=1)
     out = out.reset_index()
     gpu = gpu_speedups(rows, index, "fp32", "bf16")
-    return out.merge(gpu, on=index, how="left") if not gpu.empty else out
+    out = out.merge(gpu, on=index, how="left") if not gpu.empty else out
+    # The device, for the words of its findings (a CPU's rows are noisy, never host-bound by launches).
+    out.attrs["device"] = "cpu" if on_cpu(rows) else "gpu"
+    return out
 
 
 def gpu_speedups(rows: pd.DataFrame, index: list[str], slow: str, fast: str) -> pd.DataFrame:
