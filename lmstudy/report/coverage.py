@@ -41,6 +41,17 @@ def _shown(value) -> str:
     return PASS_LABELS.get(str(value), str(value))
 
 
+# The rows' column that holds each config key's values.
+COLUMNS = {"sizes": "size", "context_lengths": "context_length", "context_length": "context_length",
+           "passes": "pass", "precisions": "precision", "head_dims": "head_dim", "seq_lens": "seq_len",
+           "rungs": "rung_key"}
+
+
+def not_measured_in(section: str, rows, *keys: str) -> str:
+    """not_measured of the config `keys` whose values `rows` hold in their columns (COLUMNS)."""
+    return not_measured(section, {key: rows[COLUMNS[key]] for key in keys if COLUMNS[key] in rows})
+
+
 def not_measured(section: str, measured: dict[str, Iterable]) -> str:
     """One sentence naming, per key, the values of the full study's `section` config that `measured`
     (the values this run's rows hold) lacks; "" where the run covers the full study."""

@@ -94,12 +94,7 @@ def build(results: Path, figures: Path) -> Section:
             "the caching allocator reports (n/a on a CPU). Times are medians."
         )
     )
-    left = coverage.not_measured("attention", {
-        "head_dims": frame["head_dim"],
-        "seq_lens": frame["seq_len"],
-        "precisions": frame["precision"],
-    })
-    if left:
+    if left := coverage.not_measured_in("attention", frame, "head_dims", "seq_lens", "precisions"):
         section.add(Text(left))
     section.add(Answers(attention_answers.answers(frame)))
     section.add(Findings(findings(frame)))

@@ -72,13 +72,7 @@ def build(results: Path, figures: Path) -> Section:
             "median; the eager first step's excess is shown beside it for scale."
         )
     )
-    left = coverage.not_measured("compile", {
-        "sizes": frame["size"].astype(str),
-        "context_length": frame["context_length"],
-        "passes": frame["pass"].astype(str),
-        "precisions": frame["precision"],
-    })
-    if left:
+    if left := coverage.not_measured_in("compile", frame, "sizes", "context_length", "passes", "precisions"):
         section.add(Text(left))
     measurements, story = one_story(results, frame)
     section.add(Answers(compile_answers.answers(comparison(frame), story, measurements)))

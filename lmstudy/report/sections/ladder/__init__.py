@@ -137,12 +137,7 @@ def build(results: Path, figures: Path) -> Section:
     if ladder.empty:
         return section.add(Text("No ladder results: the section is switched off or produced no rows."))
     section.add(Text(_how(ladder, data["matmul"])))
-    left = coverage.not_measured("ladder", {
-        "sizes": ladder["size"].astype(str),
-        "context_length": data["rungs"]["context_length"],
-        "rungs": ladder["rung_key"],
-    })
-    if left:
+    if left := coverage.not_measured_in("ladder", ladder, "sizes", "context_length", "rungs"):
         section.add(Text(left))
     section.add(Findings(findings(ladder, data["matmul"])))
     section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs", note=mfu_note(ladder)))

@@ -105,13 +105,7 @@ def build(results: Path, figures: Path) -> Section:
         section.add(Answers(unanswered))
         return section.add(Text(f"{why} Configured: {configs}."))
     section.add(Text(_method_text(rows)))
-    left = coverage.not_measured("memory", {
-        "sizes": frame["size"].astype(str),
-        "context_lengths": frame["context_length"],
-        "passes": frame["pass"].astype(str),
-        "precisions": frame["precision"],
-    })
-    if left:
+    if left := coverage.not_measured_in("memory", frame, "sizes", "context_lengths", "passes", "precisions"):
         section.add(Text(left))
     section.add(Answers(memory_answers.answers(results, frame, rows)))
     section.add(Findings(findings(frame)))

@@ -123,12 +123,7 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     )
-    left = coverage.not_measured("nsys", {
-        "sizes": runs["size"].astype(str),
-        "context_lengths": runs["context_length"],
-        "passes": runs["pass"].astype(str),
-    })
-    if left:
+    if left := coverage.not_measured_in("nsys", runs, "sizes", "context_lengths", "passes"):
         section.add(Text(left))
     chosen = backend_record(results)
     if chosen.get("note"):

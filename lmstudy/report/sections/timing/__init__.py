@@ -139,13 +139,7 @@ def build(results: Path, figures: Path) -> Section:
            "table naming its peak; it is n/a for unknown GPUs.")
     ))
     section.add(Text(marks_text(frame)))
-    left = coverage.not_measured("timing", {
-        "sizes": frame["size"].astype(str),
-        "context_lengths": frame["context_length"],
-        "passes": frame["pass"].astype(str),
-        "precisions": frame["precision"],
-    })
-    if left:
+    if left := coverage.not_measured_in("timing", frame, "sizes", "context_lengths", "passes", "precisions"):
         section.add(Text(left))
     section.add(Answers(timing_answers.answers(frame)))
     section.add(Findings(findings(frame)))
