@@ -74,9 +74,6 @@ def become_measuring_process() -> None:
     while _WATCHED:
         owner, name, original = _WATCHED.pop()
         setattr(owner, name, original)
-    torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch.cuda, "_lmstudy_watched"):
-        del torch.cuda._lmstudy_watched
 
 
 def forks_measuring_processes() -> bool:
@@ -92,9 +89,8 @@ def watch_cuda_start() -> None:
     `cuda_started`, without a name.
     """
     torch = sys.modules.get("torch")
-    if torch is None or getattr(torch.cuda, "_lmstudy_watched", False):
+    if torch is None or _WATCHED:  # not imported yet, or watched already
         return
-    torch.cuda._lmstudy_watched = True
 
     def watched(owner, name: str, label: str) -> None:
         original = getattr(owner, name, None)

@@ -35,6 +35,7 @@ from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
 from lmstudy.measure.factory import import_model_code
 from lmstudy.measure.fresh_process import mark_forking_parent, run_forked
 from lmstudy.measure.gpu_monitor import ClockSampler
+from lmstudy.measure.gpu_time import gpu_measures
 from lmstudy.measure.model_facts import ModelFacts, model_facts
 from lmstudy.measure.repeat import NoisePolicy, gpu_columns, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
@@ -121,13 +122,13 @@ def _build(spec: TimingSpec, device: torch.device):
     return work
 
 
-def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, profile: bool = False) -> dict:
+def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) -> dict:
     """One fresh process's trajectory of `pass_name` (run it in a fresh process).
 
     Plain data: per-step seconds and peaks, the phases' seconds, the
     environment (`facts`: environment.host_facts() of the parent), the SM
-    clock in each warm-up's window, the GPU's busy ms in one more step where
-    `profile` (CUDA only) with the kernels it launched, and the error that ended the trajectory early.
+    clock in each warm-up's window, the GPU's busy ms and the kernels launched in one more step
+    (CUDA only), and the error that ended the trajectory early.
     """
     start = time.perf_counter()
     device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
@@ -145,12 +146,9 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, pr
         result["build_s"] = time.perf_counter() - start
         step = make_step(work, pass_name)
         times, peaks = trajectory(step, device, spec.steps_per_process, starts)
-        if profile:
-            from lmstudy.measure.gpu_time import gpu_measures
-
-            profiled = time.perf_counter()
-            result.update(gpu_measures(step, device))
-            result["profile_s"] = time.perf_counter() - profiled
+        profiled = time.perf_counter()
+        result.update(gpu_measures(step, device))
+        result["profile_s"] = time.perf_counter() - profiled
     if oom:
         if not result["build_s"]:
             result["build_s"] = time.perf_counter() - start
@@ -284,7 +282,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
             what = (f"process {round_index + 1} of the {pass_name} pass of {spec.size} ctx "
                     f"{spec.context_length} {spec.precision} {spec.variant}")
             started = time.perf_counter()
-            result = run_forked(measure_pass, spec, pass_name, facts, True, what=what)
+            result = run_forked(measure_pass, spec, pass_name, facts, what=what)
             result["process_s"] = time.perf_counter() - started
             _account(clock, spec, result)
             # Progress in the job's log: which fresh processes are done.
