@@ -154,56 +154,48 @@ def fork_measuring_processes() -> None:
     mark_forking_parent()
 
 
-def add_spec_arguments(p: argparse.ArgumentParser, job: str) -> None:
-    """--spec (the job's settings, lmstudy.job_spec) and --preset, for filling in what a spec lacks."""
-    from lmstudy.job_spec import BUILDERS, WILDCARD_KEYS
-
-    named = ", ".join(WILDCARD_KEYS.get(n, n) for n in BUILDERS[job][0]) or "nothing"
-    p.add_argument(
-        "--spec", required=True,
-        help=f"the job's settings: a JSON object, or a JSON file. It must name {named}; every "
-        "other key it lacks is config.yaml's value for such a job (lmstudy/job_spec.py builds "
-        "it; the workflow passes a complete one)",
-    )
-    p.add_argument("--preset", help="the preset of config.yaml that fills in the spec (default: its preset)")
-
-
-def read_spec(args: argparse.Namespace, job: str) -> dict:
-    """The job's complete spec: --spec, and what it lacks from config.yaml (--preset), as the workflow's."""
-    import json
-
-    from lmstudy import config as study_config
-    from lmstudy.job_spec import job_spec, wildcards_of
-
-    text = args.spec
+def spec_from_text(text: str, option: str = "--spec") -> dict:
+    """A spec as given: a JSON object, or a JSON file; a user's mistake in one sentence."""
     if not text.lstrip().startswith("{"):
         try:
             text = Path(text).read_text()
         except OSError as error:
             raise UserError(
-                f"--spec: {text!r} is neither a JSON object nor a readable file ({error.strerror})."
+                f"{option}: {text!r} is neither a JSON object nor a readable file ({error.strerror})."
             ) from None
     try:
         given = json.loads(text)
     except json.JSONDecodeError as error:
-        raise UserError(f"--spec: not JSON ({error}): give a JSON object or a JSON file.") from None
+        raise UserError(f"{option}: not JSON ({error}): give a JSON object or a JSON file.") from None
     if not isinstance(given, dict):
-        raise UserError("--spec: must be a JSON object of the job's settings.")
+        raise UserError(f"{option}: must be a JSON object of the job's settings.")
+    return given
+
+
+def complete_spec(job: str, given: dict, configfile: Path, preset: str | None = None) -> dict:
+    """A partial spec made whole, as the workflow would build it: what `given` lacks comes from
+    `configfile` (under `preset`, default its own). For `lmstudy spec`; a job never does this."""
+    from lmstudy import config as study_config
+    from lmstudy.job_spec import job_spec, wildcards_of
+
     try:
         wildcards = wildcards_of(job, given)
     except KeyError as missing:
-        raise UserError(f"--spec: must name {missing.args[0]} (the job's configuration).") from None
-    repo = Path(__file__).resolve().parent.parent
+        raise UserError(f"the spec must name {missing.args[0]} (the job's configuration).") from None
     import yaml
 
-    base = yaml.safe_load((repo / "config.yaml").read_text())
-    if args.preset:
-        base["preset"] = args.preset
-    if "size" in given and given["size"] not in base["sizes"]:
+    try:
+        base = yaml.safe_load(configfile.read_text())
+    except OSError as error:
+        raise UserError(f"--configfile: cannot read {str(configfile)!r} ({error.strerror}).") from None
+    if preset:
+        base["preset"] = preset
+    if "size" in given and given["size"] not in base.get("sizes", {}):
         # a size of the spec's own: its dimensions are the spec's
         base.setdefault("sizes", {})[given["size"]] = {
             k: given.get(k) for k in ("d_model", "d_ff", "num_layers", "num_heads")
         }
+    given = dict(given)
     model = given.pop("model", None)
     if isinstance(model, str):  # a factory alone: "path/to/file.py:build"
         model = {"factory": model}
@@ -211,11 +203,12 @@ def read_spec(args: argparse.Namespace, job: str) -> dict:
         # config model:'s keys the spec gives are laid over config.yaml's (a size's extra keys aside)
         base["model"] = {**base.get("model", {}), **{k: v for k, v in model.items() if k != "extra"}}
     elif model is not None:
-        raise UserError("--spec: model must be a JSON object (config model:'s keys) or a factory's name.")
+        raise UserError("the spec's model must be a JSON object (config model:'s keys) or a factory's name.")
+    schema = Path(__file__).resolve().parent.parent / "workflow/schemas/config.schema.yaml"
     try:
-        config = study_config.load(base, repo / "workflow/schemas/config.schema.yaml")
+        config = study_config.load(base, schema)
     except study_config.ConfigError as error:
-        raise UserError(f"--spec: {error}") from None
+        raise UserError(f"{configfile}: {error}") from None
     spec = {**job_spec(config, job, wildcards), **given}
     if model is not None and "model" in spec:
         spec["model"] = {**spec["model"], **model}

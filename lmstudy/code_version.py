@@ -72,7 +72,7 @@ def _imports(path: Path) -> frozenset[str]:
 # only to complete a spec given by hand; in the workflow the spec arrives
 # complete, as a param that Snakemake compares itself, so what they compute
 # reaches the job through that param and their code is not the job's code.
-SPEC_BUILDERS = frozenset({"lmstudy.config", "lmstudy.job_spec"})
+SPEC_BUILDERS = frozenset({"lmstudy.config", "lmstudy.job_spec", "lmstudy.registry"})
 
 
 @functools.cache
@@ -127,6 +127,15 @@ def digest(*scripts: str | Path) -> str:
             label = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
             total.update(f"{label}\0{_code_digest(path)}\0".encode())
     return total.hexdigest()[:16]
+
+
+def job_digest(job: str, *scripts: str | Path) -> str:
+    """digest() of a measuring job: `lmstudy measure`'s code, the job's runner's module (its section's
+    jobs.py) and what they import, and the scripts it runs besides (nsys's profiled program)."""
+    from lmstudy import registry
+
+    runner = _module_file(registry.job(job).runner_module)
+    return digest(ROOT / PACKAGE / "command.py", runner, *scripts)
 
 
 def factory_digest(reference: str) -> str:

@@ -9,12 +9,9 @@ each other in every job directory) into OUT_DIR/kernels.csv, ranges.csv, runs.cs
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import run_main
 
 
 def main(argv=None) -> None:

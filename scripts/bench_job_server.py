@@ -23,9 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import run_main
 
 RUN_SCRIPT = Path(__file__).resolve().parent / "run_script.py"
 GPU_LEASE = Path(__file__).resolve().parent / "gpu_lease.py"

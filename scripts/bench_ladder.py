@@ -16,18 +16,16 @@ Example (the 2.7B model, context 1024, batch 4):
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from lmstudy.cli import (  # noqa: E402
+from lmstudy.cli import (
     add_dimension_arguments,
     compile_from_scratch,
     dimension_kwargs,
     fork_measuring_processes,
     run_main,
 )
-from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS  # noqa: E402
+from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS
 
 compile_from_scratch()
 fork_measuring_processes()

@@ -17,13 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lmstudy.cli import compile_from_scratch, fork_measuring_processes, model_choice, run_main  # noqa: E402
+from lmstudy.cli import compile_from_scratch, fork_measuring_processes, model_choice, run_main
 
 compile_from_scratch()
 fork_measuring_processes()

@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lmstudy.cli import fork_measuring_processes, run_main  # noqa: E402
+from lmstudy.cli import fork_measuring_processes, run_main
 
 fork_measuring_processes()
 SIZES = {

@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_model import add_workload_args, spec_from_args
 
-from profile_model import add_workload_args, spec_from_args  # noqa: E402
-
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import run_main
 
 
 def main(argv=None) -> None:

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lmstudy.launch.gpu_lease import LeaseError, run_leased  # noqa: E402
+from lmstudy.launch.gpu_lease import LeaseError, run_leased
 
 
 def parse(argv: list[str]) -> list[str]:

@@ -13,12 +13,9 @@ into --matmul-out, the section's table of ceilings. No torch: it runs on any CPU
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lmstudy.cli import run_main  # noqa: E402
+from lmstudy.cli import run_main
 
 
 def main(argv=None) -> None:

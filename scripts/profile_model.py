@@ -16,12 +16,9 @@ nsys included, with its tables: scripts/profile_job.py.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lmstudy.cli import add_model_arguments, model_kwargs, run_main  # noqa: E402
+from lmstudy.cli import add_model_arguments, model_kwargs, run_main
 
 
 def add_workload_args(p: argparse.ArgumentParser) -> None:

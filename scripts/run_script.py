@@ -14,12 +14,9 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lmstudy.launch import job_server  # noqa: E402
-from lmstudy.launch.watch import exec_watched  # noqa: E402
+from lmstudy.launch import job_server
+from lmstudy.launch.watch import exec_watched
 
 
 def parse(argv: list[str]) -> list[str]:

@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 
-sys.path.insert(0, str(REPO))
+# This checkout's lmstudy, in this process (pyproject's pythonpath) and in every program a test
+# starts, whatever else is installed.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 from lmstudy.cli import own_torch_scratch  # noqa: E402
 
 # Tests that build an optimizer or compile in this process import torch._dynamo, which would

@@ -13,7 +13,6 @@ from .conftest import REPO
 WRITE_ALL = """
 import os, sys
 import pandas as pd
-sys.path.insert(0, {repo!r})
 from lmstudy import atomic
 os.umask({umask})
 atomic.write_text("text.txt", "x")
@@ -34,7 +33,7 @@ def test_results_honour_the_umask(tmp_path, umask):
 
 def test_the_umask_is_read_without_changing_it(tmp_path):
     code = (
-        f"import os, sys; sys.path.insert(0, {str(REPO)!r}); from lmstudy.atomic import current_umask; "
+        "import os; from lmstudy.atomic import current_umask; "
         "os.umask(0o037); assert current_umask() == 0o037; assert os.umask(0) == 0o037"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

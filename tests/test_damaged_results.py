@@ -160,7 +160,7 @@ def test_a_full_disk_names_the_file_and_leaves_nothing(tmp_path):
 
 def test_a_script_on_a_full_disk_says_so_in_one_sentence(tmp_path):
     program = (
-        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import sys\n"
         "from lmstudy.cli import run_main\n"
         "def main():\n"
         "    with open('/dev/full', 'w') as f:\n"

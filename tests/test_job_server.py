@@ -24,7 +24,6 @@ LEASE = [sys.executable, str(REPO / "scripts" / "gpu_lease.py"), "--"]
 # A job that reports what it was given and how its time went, and exits as told.
 JOB = """
 import json, os, sys
-sys.path.insert(0, {repo!r})
 from lmstudy.launch import gpu_lease
 from lmstudy.phases import PhaseClock
 clock = PhaseClock()

@@ -8,6 +8,7 @@ CUDA was started, by torch or at the driver, and lets an untouched one fork. Pri
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CASE = """
 import ctypes, json, os, sys
-sys.path.insert(0, {root!r})
 from lmstudy.measure import fresh_process
 fresh_process.mark_forking_parent()
 import torch
@@ -51,8 +51,11 @@ def main() -> None:
     argparse.ArgumentParser(description=__doc__, formatter_class=formatter).parse_args()
     failures = 0
     for how in ("untouched", "is_available through NVML", *sorted(EXPECTED_REFUSED)):
-        done = subprocess.run([sys.executable, "-c", CASE.format(root=str(ROOT), how=how)],
-                              capture_output=True, text=True, timeout=300)
+        # each case imports this checkout's lmstudy
+        paths = (str(ROOT), os.environ.get("PYTHONPATH"))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+        done = subprocess.run([sys.executable, "-c", CASE.format(how=how)],
+                              capture_output=True, text=True, timeout=300, env=env)
         line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else json.dumps(
             {"case": how, "crashed": done.stderr[-2000:]})
         result = json.loads(line)

@@ -14,197 +14,25 @@ is checked against what its producer writes:
 - completeness: one job's rows hold every combination of what it varies
   (every pass x warm-up of a timing job), each once.
 
-A bad file is named with the rule that writes it and how to redo it. This
-module is in the analysis layer: pandas only, never torch.
+What each producer writes is declared by the section that makes it (its
+jobs.py, gathered by lmstudy.registry). A bad file is named with the rule that
+writes it and how to redo it. This module is in the analysis layer: pandas
+only, never torch.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
+from lmstudy import registry
 from lmstudy.errors import UserError
-from lmstudy.phases import PHASES
-from lmstudy.plan import timing_passes
+from lmstudy.products import Product
+from lmstudy.products import first_row as _row
 from lmstudy.spreadsheet import restored_frame
-
-
-@dataclasses.dataclass(frozen=True)
-class Product:
-    """One kind of result file, as its producer writes it."""
-
-    pattern: str  # the end of its path, as PurePath.match reads it: "timing/raw/*.csv"
-    rule: str  # the Snakemake rule that writes it
-    required: tuple[str, ...] = ()  # columns (or JSON keys) with a value in every row
-    numeric: tuple[str, ...] = ()  # columns whose values, where present, are numbers
-    job: tuple[str, ...] = ()  # the columns that name one job's rows ...
-    grid: tuple[str, ...] = ()  # ... which hold every combination of these, once each
-    may_be_empty: bool = False  # a table without rows (nothing to report) is whole
-    # The part of the file's grid that one job measures (default: all of it).
-    job_grid: Callable[[dict, set], set] | None = None
-    # Numbers a row of status "ok" always holds, finite and not negative: the measurement itself.
-    measured: tuple[str, ...] = ()
-    # Columns of per-process step samples: a JSON list of numbers, or of lists of them, where present.
-    samples: tuple[str, ...] = ()
-    # What the producer's rows satisfy between their columns: a sentence naming a row that does not, or None.
-    consistent: Callable[[pd.DataFrame], str | None] | None = None
-
-
-def _timing_job_grid(job: dict, grid: set) -> set:
-    """A timing job measures the passes lmstudy.plan gives its variant (a compiled one: the training step)."""
-    passes = timing_passes(job["variant"], sorted({p for p, _ in grid}))
-    return {(p, w) for p, w in grid if p in passes}
-
-
-_MS = ("mean_ms", "std_ms", "median_ms", "min_ms", "max_ms", "q1_ms", "q3_ms", "iqr_ms")
-
-
-def _timing_consistent(frame: pd.DataFrame) -> str | None:
-    """tokens/s is the batch's tokens over the median step (lmstudy.measure.timing.rows_from_trajectory)."""
-    if not {"tokens_per_s", "median_ms", "batch_size", "context_length", "status"} <= set(frame.columns):
-        return None
-    ok = frame["status"] == "ok"
-    expected = frame["batch_size"] * frame["context_length"] / (frame["median_ms"] / 1e3)
-    off = ok & ((frame["tokens_per_s"] - expected).abs() > 1e-6 * expected.abs())
-    if off.any():
-        value = float(frame["tokens_per_s"][off].iloc[0])
-        return f"row {_row(off)} has tokens_per_s {value!r}, not its median step's"
-    order = ok & ~((frame["min_ms"] <= frame["median_ms"]) & (frame["median_ms"] <= frame["max_ms"]))
-    if order.any():
-        return f"row {_row(order)} has a median_ms outside its min_ms and max_ms"
-    return None
-
-
-_TIMING = dict(
-    required=("size", "context_length", "pass", "precision", "variant", "warmup_steps", "status", "params"),
-    numeric=("context_length", "batch_size", "warmup_steps", "timed_steps", "params", *_MS, "tokens_per_s"),
-    job=("size", "context_length", "precision", "variant"),
-    grid=("pass", "warmup_steps"),
-    job_grid=_timing_job_grid,
-    measured=("mean_ms", "median_ms", "min_ms", "max_ms", "tokens_per_s"),
-    consistent=_timing_consistent,
-    samples=("step_times_ms",),
-)
-_ATTENTION = dict(
-    required=("implementation", "precision", "head_dim", "seq_len", "status"),
-    numeric=("batch_size", "head_dim", "seq_len", "forward_median_ms", "backward_median_ms", "peak_bytes"),
-    job=("implementation", "precision", "head_dim"),
-    grid=("seq_len",),
-)
-_COMPILE = dict(
-    required=("size", "context_length", "precision", "attention", "mode", "pass", "status", "d_model"),
-    numeric=("context_length", "batch_size", "d_model", *_MS, "first_step_ms", "first_step_excess_s"),
-    job=("size", "context_length", "precision", "attention"),
-    grid=("mode", "pass"),
-    samples=("step_times_ms",),
-)
-_RUNG = dict(
-    required=("size", "rung_key", "rung", "context_length", "batch_size", "status"),
-    numeric=("context_length", "batch_size", "d_model", "flops_per_step", *_MS, "first_step_s",
-             "achieved_tflops", "gpu_busy_ms"),
-    samples=("step_times_ms",),
-)
-_LADDER = dict(
-    required=(*_RUNG["required"], "matmul_tflops"),
-    numeric=(*_RUNG["numeric"], "matmul_tflops", "share_of_matmul"),
-)
-# The matmul ceiling's bursts (lmstudy.measure.matmul_ceiling), with the clocks sampled during them.
-_MATMUL = dict(
-    required=("n", "burst", "products", "tflops"),
-    numeric=("n", "burst", "products", "burst_ms", "tflops", "sm_clock_mhz", "min_sm_clock_mhz",
-             "max_sm_clock_mhz", "power_w", "power_limit_w", "clock_samples"),
-)
-_KERNELS = dict(
-    required=("kernel", "kind", "instances", "total_ns", "size", "pass", "status"),
-    numeric=("instances", "total_ns", "adopted_ns", "min_ns", "max_ns", "context_length"),
-    may_be_empty=True,  # an OOM profile has no kernels
-)
-_RANGES = dict(
-    required=("range", "instances", "cpu_ns", "size", "pass", "status"),
-    numeric=("instances", "cpu_ns", "gpu_ns", "gpu_span_ns", "kernels", "context_length"),
-    may_be_empty=True,
-)
-_RUN_RECORD = ("size", "context_length", "pass", "precision", "status", "backend")
-
-PRODUCTS = (
-    Product("timing/raw/*.csv", "time_model", **_TIMING),
-    Product("timing/timing.csv", "aggregate_timing", **_TIMING),
-    Product("attention/raw/*.csv", "attention_sweep", **_ATTENTION),
-    Product("attention/attention.csv", "aggregate_attention", **_ATTENTION),
-    Product("compile/raw/*.csv", "compile_model", **_COMPILE),
-    Product("compile/compile.csv", "aggregate_compile", **_COMPILE),
-    Product("ladder/raw/*.csv", "ladder_rung", **_RUNG),
-    Product("ladder/ladder.csv", "aggregate_ladder", **_LADDER),
-    Product("ladder/raw_matmul/*.csv", "ladder_rung", **_MATMUL),
-    Product("ladder/matmul.csv", "aggregate_ladder", **_MATMUL),
-    Product("nsys/raw/*/*/kernels.csv", "profile_model", **_KERNELS),
-    Product("nsys/raw/*/*/ranges.csv", "profile_model", **_RANGES),
-    Product("nsys/raw/*/*/run.json", "profile_model", required=_RUN_RECORD),
-    Product("nsys/kernels.csv", "aggregate_nsys", **_KERNELS),
-    Product("nsys/ranges.csv", "aggregate_nsys", **_RANGES),
-    Product("nsys/runs.csv", "aggregate_nsys", required=_RUN_RECORD, numeric=("context_length",)),
-    Product(
-        "precision/accumulation.csv",
-        "precision_experiments",
-        required=("method", "steps", "result", "exact"),
-        numeric=("increment", "steps", "result", "exact", "abs_error", "rel_error"),
-    ),
-    Product("precision/toy_dtypes.csv", "precision_experiments", required=("precision", "tensor", "dtype")),
-    Product(
-        "precision/model_dtypes.csv",
-        "precision_experiments",
-        required=("model", "size", "precision", "tensor", "dtype"),
-        numeric=("context_length", "depth"),
-    ),
-    Product(
-        "precision/norm_errors_*.csv",
-        "precision_norms",
-        required=("size", "norm", "precision", "scale", "low_precision_op", "error_mean"),
-        numeric=("scale", "error_mean", "error_max", "nonfinite_tokens", "tokens", "input_rms"),
-    ),
-    Product(
-        "memory/memory.csv",
-        "memory_table",
-        required=("size", "context_length", "pass", "precision", "status"),
-        numeric=("context_length", "peak_bytes", "max_memory_allocated", "allocated_at_start_bytes"),
-    ),
-    Product(
-        "memory/summary/*/timeline.csv",
-        "memory_summary",
-        required=("index", "time_ms", "action", "size_bytes", "allocated_bytes", "phase"),
-        numeric=("index", "time_ms", "size_bytes", "allocated_bytes"),
-    ),
-    Product(
-        "memory/summary/*/largest_allocations.csv",
-        "memory_summary",
-        required=("size_bytes", "count", "total_bytes"),
-        numeric=("size_bytes", "requested_bytes", "count", "total_bytes"),
-        may_be_empty=True,
-    ),
-    Product(
-        "memory/summary/*/kinds.csv", "memory_summary", required=("kind", "bytes"), numeric=("bytes",)
-    ),
-    Product("benchmarks/*/*/*.phases.json", "measuring", required=("phases",)),
-    Product("nsys/backend.json", "nsys_backend", required=("backend", "requested", "executable")),
-    Product(
-        "cost/jobs.csv",
-        "study_cost",
-        required=("section", "rule", "job", "wall_s", "measuring"),
-        numeric=(
-            "wall_s", *(f"{phase}_s" for phase in PHASES), "other_s", "waited_s", "started_at", "ended_at",
-        ),
-    ),
-    Product(
-        "memory/summary/*/summary.json",
-        "memory_summary",
-        required=("snapshot", "peak_bytes", "peak_phase", "kinds_at_peak", "allocated_at_start_bytes"),
-    ),
-)
 
 
 class DamagedResult(UserError):
@@ -218,7 +46,7 @@ class DamagedResult(UserError):
 def product_of(path: str | Path) -> Product | None:
     """The producer of the file at `path`, known by the end of its path; None for a file of unknown kind."""
     tail = PurePosixPath(Path(path).as_posix())
-    return next((p for p in PRODUCTS if tail.match(p.pattern)), None)
+    return next((p for p in registry.products() if tail.match(p.pattern)), None)
 
 
 def damaged(path: str | Path, what: str) -> DamagedResult:
@@ -346,11 +174,6 @@ def _is_samples(cell) -> bool:
 def shorten(text: str, limit: int = 60) -> str:
     """`text`, cut to `limit` characters with an ellipsis: a damaged cell may be long."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _row(mask: pd.Series) -> int:
-    """The line number in the file of the first row in `mask` (the header is line 1)."""
-    return int(mask.to_numpy().nonzero()[0][0]) + 2
 
 
 def _check_complete(frame: pd.DataFrame, product: Product, path) -> None:

@@ -19,7 +19,7 @@ job (default 120). A job whose wrapper dies (Snakemake cancelled it) is
 killed with its whole process group: nothing goes on measuring unseen.
 
 Where it is not used: LMSTUDY_JOB_SERVER=0, a command that is not this
-Python running a script, and SLURM jobs (each job is its own allocation:
+Python running a script or `-m lmstudy` (the study's command), and SLURM jobs (each job is its own allocation:
 a server would die with the first job's, and could not outlive it anyway).
 
 The request is plain data (JSON) and the standard streams and lease travel
@@ -90,9 +90,16 @@ def wanted(command: list[str], environ=os.environ) -> bool:
         len(command) >= 2
         and program is not None
         and os.path.realpath(program) == os.path.realpath(sys.executable)
-        and command[1].endswith(".py")
-        and not command[1].startswith("-")
+        and (
+            (command[1].endswith(".py") and not command[1].startswith("-"))
+            or _module_run(command[1:]) is not None
+        )
     )
+
+
+def _module_run(argv: list[str]) -> str | None:
+    """The module of `-m MODULE ...` (the study's command, python -m lmstudy), else None."""
+    return argv[1] if len(argv) >= 2 and argv[0] == "-m" else None
 
 
 def server_environment(environ) -> dict[str, str]:
@@ -277,17 +284,17 @@ def _open(path: Path, timeout_s: float) -> socket.socket:
 
 
 def _start_server(path: Path, env: dict[str, str], kind: str) -> subprocess.Popen:
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from lmstudy.launch.job_server import serve; serve(sys.argv[2], sys.argv[3])"
-    )
+    code = "import sys; from lmstudy.launch.job_server import serve; serve(sys.argv[1], sys.argv[2])"
+    # The server imports the lmstudy this module is, as the job would: this checkout's.
+    paths = (str(ROOT), env.get("PYTHONPATH", ""))
+    env = {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     log = open(path.with_suffix(".log"), "ab")  # noqa: SIM115 - the server's, closed with our copy below
     try:
         # Its own session: Snakemake cancelling the job that started it must
         # not take the server (and the other jobs' processes) down with it.
         # All the CPUs this job may use, not only its lease's share.
         return subprocess.Popen(
-            [sys.executable, "-c", code, str(ROOT), str(path), kind],
+            [sys.executable, "-c", code, str(path), kind],
             env=server_environment(env), cwd=str(ROOT), stdin=subprocess.DEVNULL,
             stdout=log, stderr=log, start_new_session=True, close_fds=True,
         )
@@ -504,12 +511,17 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
             sys.modules["torch"].set_num_threads(len(cpus))
         job_process.PROCESS_STARTED_AT = float(request["started_at"])
         argv = [str(a) for a in request["argv"]]
-        sys.argv = argv
-        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        module = _module_run(argv)
+        # sys.argv as the interpreter sets it. sys.path stays the server's: its first entry, "" (the
+        # working directory), is what `-m` gives; the workflow's scripts import no sibling of theirs.
+        sys.argv = argv[1:] if module else argv
         import runpy
 
         try:
-            runpy.run_path(argv[0], run_name="__main__")
+            if module:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(argv[0], run_name="__main__")
             status = 0
         except SystemExit as done:
             status = _exit_status(done.code)

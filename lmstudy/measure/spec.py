@@ -133,6 +133,13 @@ def from_fields(cls, fields: dict):
     unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
         raise UserError(f"the spec's {', '.join(sorted(unknown))}: not a setting of this job; remove it.")
+    missing = sorted(f.name for f in dataclasses.fields(cls) if f.name not in fields and f.init
+                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise UserError(
+            f"the spec lacks {', '.join(missing)}: a job takes its spec complete, as the workflow gives "
+            "it; `lmstudy spec <job> ...` completes a partial one from config.yaml."
+        )
     values = {key: tuple(v) if isinstance(v, list) else v for key, v in fields.items()}
     if isinstance(values.get("noise"), dict):
         values["noise"] = NoisePolicy(**values["noise"])

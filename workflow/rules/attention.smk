@@ -33,10 +33,10 @@ rule attention_sweep:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("attention_sweep"),
+        code=job_code_version("attention"),
         spec=lambda w: job_spec("attention", w),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu attention_sweep --spec {params.spec:q} --out {output.rows}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure attention --spec {params.spec:q} --out {output.rows}"
         " --phases {output.phases} > {log} 2>&1"
 
 
@@ -61,7 +61,7 @@ rule aggregate_attention:
         min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
         max_spread=flag("--max-spread", config["noise"]["max_spread"]),
     shell:
-        "lmstudy aggregate --out {output} {params.min_gpu_busy} {params.max_spread}"
+        "lmstudy_cpu aggregate --out {output} {params.min_gpu_busy} {params.max_spread}"
         " {input} > {log} 2>&1"
 
 

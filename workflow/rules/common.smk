@@ -8,15 +8,14 @@ from pathlib import Path
 from snakemake.common.configfile import load_configfile
 from snakemake.settings.types import DeploymentMethod
 
-sys.path.insert(0, workflow.basedir)
-
-from lmstudy import code_version as code_version_of  # noqa: E402
-from lmstudy import config as study_config  # noqa: E402
-from lmstudy import job_spec as job_specs  # noqa: E402
-from lmstudy import plan  # noqa: E402
-from lmstudy import resources as job_resources  # noqa: E402
-from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS  # noqa: E402
-from lmstudy.report.sections import NAMES as SECTION_NAMES  # noqa: E402
+# Snakemake puts the Snakefile's folder first on sys.path: this checkout's lmstudy.
+from lmstudy import code_version as code_version_of
+from lmstudy import config as study_config
+from lmstudy import job_spec as job_specs
+from lmstudy import plan
+from lmstudy import resources as job_resources
+from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS
+from lmstudy.report.sections import NAMES as SECTION_NAMES
 
 # config.yaml < preset < --configfile < --config: Snakemake merged the
 # command line's layers over config.yaml already; they are laid over the
@@ -45,7 +44,7 @@ except study_config.ConfigError as error:
 # Absolute, so the workflow also runs with --directory elsewhere (the tests do).
 BASE = Path(workflow.basedir)
 SCRIPTS = BASE / "scripts"
-# Jobs run scripts/<name>.py through the shell function `lmstudy <name> ARGS`
+# CPU jobs run scripts/<name>.py through the shell function `lmstudy_cpu <name> ARGS`
 # (a fork of a server that imported pandas and matplotlib: lmstudy.launch.job_server),
 # with the Python that runs Snakemake (the project's environment), or the
 # rule's conda environment's under --software-deployment-method conda. A
@@ -57,19 +56,23 @@ PYTHON = (
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
     else sys.executable
 )
-# GPU jobs run theirs through `lmstudy_gpu <name> ARGS`: the script holds an
-# exclusive lease on one GPU of the machine for its whole life, shared by
-# every run on it (lmstudy.launch.gpu_lease; on SLURM the scheduler's GPU as it is).
+# Measuring jobs run `lmstudy_gpu measure <job> ARGS`: the study's command
+# (python -m lmstudy: lmstudy.command) holding an exclusive lease on one GPU of the
+# machine for its whole life, shared by every run on it (lmstudy.launch.gpu_lease;
+# on SLURM the scheduler's GPU as it is). Every job imports this checkout's lmstudy
+# (PYTHONPATH), whatever is installed.
 # (Braces doubled: Snakemake formats the prefix like a command.)
 # The job's wrapper stops it when this Snakemake process dies, and at its time limit, which
 # each GPU rule's command passes as LMSTUDY_RUNTIME_MIN (lmstudy.launch.watch).
 shell.prefix(
     "set -euo pipefail; export LMSTUDY_WORKFLOW_PID=$PPID; "
-    'lmstudy() {{ %(py)s %(scripts)s/run_script.py %(scripts)s/"$1".py "${{@:2}}"; }}; '
+    "export PYTHONPATH=%(base)s${{PYTHONPATH:+:$PYTHONPATH}}; "
+    'lmstudy_cpu() {{ %(py)s %(scripts)s/run_script.py %(scripts)s/"$1".py "${{@:2}}"; }}; '
     "lmstudy_gpu() {{ LMSTUDY_DEVICE=%(device)s %(py)s %(scripts)s/gpu_lease.py"
-    ' -- %(py)s %(scripts)s/"$1".py "${{@:2}}"; }}; '
+    ' -- %(py)s -m lmstudy "$@"; }}; '
     % {
         "py": shlex.quote(PYTHON),
+        "base": shlex.quote(str(BASE)),
         "scripts": shlex.quote(str(SCRIPTS)),
         "device": shlex.quote(config["device"]),
     }
@@ -218,13 +221,23 @@ def code_version(*scripts):
     return f"code {digest}"
 
 
-def model_code_version(*scripts):
-    """code_version of a job that measures the model: its scripts' code and the model factory's
+def job_code_version(job, *scripts):
+    """code_version of a measuring job (`lmstudy measure <job>`): the command's code, the job's
+    runner and what it imports (lmstudy.code_version.job_digest), and any scripts it runs.
+    """
+    digest = code_version_of.job_digest(
+        job, *(SCRIPTS / f"{name}.py" for name in scripts)
+    )
+    return f"code {digest}"
+
+
+def model_code_version(job, *scripts):
+    """job_code_version of a job that measures the model, and the model factory's code
     (lmstudy.code_version.factory_digest), so that editing the user's model reruns exactly those
     jobs. (The model itself, config model:, travels in each job's spec: lmstudy.job_spec.)
     """
     factory = code_version_of.factory_digest(config["model"]["factory"])
-    return f"{code_version(*scripts)} model {factory}"
+    return f"{job_code_version(job, *scripts)} model {factory}"
 
 
 def flag(name, value):

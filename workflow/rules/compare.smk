@@ -46,7 +46,7 @@ rule compare:
         max_spread=flag("--max-spread", config["noise"]["max_spread"]),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
-        "lmstudy compare_runs --results results --a {wildcards.a} --b {wildcards.b}"
+        "lmstudy_cpu compare_runs --results results --a {wildcards.a} --b {wildcards.b}"
         " {params.min_effect} {params.gpu_agreement} {params.min_gpu_busy} {params.max_spread}"
         " --style {input.style}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'

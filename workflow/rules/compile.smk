@@ -34,10 +34,10 @@ rule compile_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=model_code_version("compile_model"),
+        code=model_code_version("compile"),
         spec=lambda w: job_spec("compile", w),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu compile_model --spec {params.spec:q} --out {output.rows}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure compile --spec {params.spec:q} --out {output.rows}"
         " --phases {output.phases} > {log} 2>&1"
 
 
@@ -62,7 +62,7 @@ rule aggregate_compile:
         min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
         max_spread=flag("--max-spread", config["noise"]["max_spread"]),
     shell:
-        "lmstudy aggregate --out {output} {params.min_gpu_busy} {params.max_spread}"
+        "lmstudy_cpu aggregate --out {output} {params.min_gpu_busy} {params.max_spread}"
         " {input} > {log} 2>&1"
 
 

@@ -29,7 +29,7 @@ rule study_cost:
     params:
         code=code_version("study_cost"),
     shell:
-        "lmstudy study_cost --out {output} --benchmarks {input.benchmarks}"
+        "lmstudy_cpu study_cost --out {output} --benchmarks {input.benchmarks}"
         " --phases {input.phases} > {log} 2>&1"
 
 

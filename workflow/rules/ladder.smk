@@ -40,10 +40,10 @@ rule ladder_rung:
     resources:
         **gpu_job_resources(),
     params:
-        code=model_code_version("ladder_rung"),
+        code=model_code_version("ladder"),
         spec=lambda w: job_spec("ladder", w),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu ladder_rung --spec {params.spec:q} --out {output.rows}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure ladder --spec {params.spec:q} --out {output.rows}"
         " --matmul-out {output.matmul} --phases {output.phases} > {log} 2>&1"
 
 
@@ -70,7 +70,7 @@ rule aggregate_ladder:
         min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
         max_spread=flag("--max-spread", config["noise"]["max_spread"]),
     shell:
-        "lmstudy ladder_table --out {output.table} --matmul-out {output.matmul}"
+        "lmstudy_cpu ladder_table --out {output.table} --matmul-out {output.matmul}"
         " {params.min_gpu_busy} {params.max_spread}"
         " --matmul {input.matmul} --rungs {input.rungs} > {log} 2>&1"
 

@@ -59,10 +59,10 @@ rule memory_snapshot:
     resources:
         **gpu_job_resources(),
     params:
-        code=model_code_version("memory_snapshot"),
+        code=model_code_version("memory"),
         spec=lambda w: job_spec("memory", w),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu memory_snapshot --spec {params.spec:q} --out {output.snapshot}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure memory --spec {params.spec:q} --out {output.snapshot}"
         " --meta {output.meta} --phases {output.phases} > {log} 2>&1"
 
 
@@ -88,7 +88,7 @@ rule memory_summary:
         out=MEMORY_SUMMARY,
         top=flag("--top", MEMORY["top_allocations"]),
     shell:
-        "lmstudy memory_summary {input.snapshot} --meta {input.meta}"
+        "lmstudy_cpu memory_summary {input.snapshot} --meta {input.meta}"
         " --out {params.out} {params.top} > {log} 2>&1"
 
 
@@ -116,7 +116,7 @@ rule memory_table:
         precisions=flag("--precisions", MEMORY["precisions"]),
         skipped=MEMORY_SKIPPED,
     shell:
-        "lmstudy memory_table --out {output}"
+        "lmstudy_cpu memory_table --out {output}"
         " {params.sizes} {params.context_lengths}"
         " {params.passes} {params.precisions}"
         " --summaries {input} --skipped-reason={params.skipped:q} > {log} 2>&1"

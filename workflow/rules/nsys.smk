@@ -52,10 +52,10 @@ rule nsys_backend:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("nsys_backend"),
+        code=job_code_version("nsys_backend"),
         spec=job_spec("nsys_backend"),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu nsys_backend --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure nsys_backend --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule profile_model:
@@ -77,11 +77,11 @@ rule profile_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=model_code_version("profile_job", "profile_model"),
+        code=model_code_version("nsys", "profile_model"),
         out_dir=lambda w, output: str(Path(output.profile).parent),
         spec=lambda w: job_spec("nsys", w),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu profile_job --spec {params.spec:q} --out-dir {params.out_dir}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure nsys --spec {params.spec:q} --out-dir {params.out_dir}"
         " --phases {output.phases} --backend-record {input.backend} > {log} 2>&1"
 
 
@@ -118,7 +118,7 @@ rule aggregate_nsys:
     params:
         code=code_version("aggregate_nsys"),
     shell:
-        "lmstudy aggregate_nsys --out-dir $(dirname {output.kernels})"
+        "lmstudy_cpu aggregate_nsys --out-dir $(dirname {output.kernels})"
         " --records {input.records} > {log} 2>&1"
 
 

@@ -35,10 +35,10 @@ rule precision_experiments:
     resources:
         **gpu_job_resources(),
     params:
-        code=model_code_version("precision_experiments"),
+        code=model_code_version("precision"),
         spec=job_spec("precision"),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu precision_experiments --spec {params.spec:q}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure precision --spec {params.spec:q}"
         " --accumulation {output.accumulation} --dtypes {output.dtypes}"
         " --model-dtypes {output.model_dtypes}"
         " --phases {output.phases} > {log} 2>&1"
@@ -70,10 +70,10 @@ rule precision_norms:
     resources:
         **gpu_job_resources(),
     params:
-        code=code_version("norm_errors"),
+        code=job_code_version("norms"),
         spec=lambda w: job_spec("norms", w),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu norm_errors --spec {params.spec:q} --out {output.errors}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure norms --spec {params.spec:q} --out {output.errors}"
         " --phases {output.phases} > {log} 2>&1"
 
 

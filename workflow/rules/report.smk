@@ -58,7 +58,7 @@ rule figures:
         run=RUN,
         sizes=flag("--sizes", list(config["sizes"])),
     shell:
-        "lmstudy make_figures --section {wildcards.section} {params.sizes}"
+        "lmstudy_cpu make_figures --section {wildcards.section} {params.sizes}"
         " --results results/{params.run} --style {input.style} --out {output} > {log} 2>&1"
 
 
@@ -98,6 +98,6 @@ rule report:
         title=flag("--title", config["report"]["title"]),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
-        "lmstudy render_report --results results/{params.run} --run {params.run}"
+        "lmstudy_cpu render_report --results results/{params.run} --run {params.run}"
         " {params.sections} {params.environment} {params.sizes} {params.title}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'

@@ -28,10 +28,10 @@ rule time_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=model_code_version("time_model"),
+        code=model_code_version("timing"),
         spec=lambda w: job_spec("timing", w),
     shell:
-        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu time_model --spec {params.spec:q} --out {output.rows}"
+        "LMSTUDY_RUNTIME_MIN={resources.runtime} lmstudy_gpu measure timing --spec {params.spec:q} --out {output.rows}"
         " --phases {output.phases} > {log} 2>&1"
 
 
@@ -56,7 +56,7 @@ rule aggregate_timing:
         min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
         max_spread=flag("--max-spread", config["noise"]["max_spread"]),
     shell:
-        "lmstudy aggregate --out {output} {params.min_gpu_busy} {params.max_spread}"
+        "lmstudy_cpu aggregate --out {output} {params.min_gpu_busy} {params.max_spread}"
         " {input} > {log} 2>&1"
 
 

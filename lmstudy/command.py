@@ -1,0 +1,120 @@
+"""The study's command: `lmstudy measure <job> --spec ...` and `lmstudy spec <job> key=value ...`.
+
+Installed as the console script `lmstudy` (pip install -e .); from a clone,
+`python -m lmstudy`. Every measuring rule of the workflow runs `lmstudy measure`,
+which looks the job up in the sections' registry (lmstudy.registry) and runs
+its runner on the spec exactly as given: a job reads nothing but its spec and
+its input files. `lmstudy spec` completes a partial spec by hand from a
+config file, as the workflow builds them.
+
+Torch-free until the job's runner is imported: --help and a user's mistake
+cost no torch import, and the measuring job's imports happen before its
+phase clock starts (lmstudy.phases).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+from lmstudy import cli, registry
+from lmstudy.errors import UserError
+
+
+def _path_options(job: registry.Job) -> list[tuple[str, str, bool]]:
+    """The job's path options: (dest, help, required)."""
+    return [(name.rstrip("?"), text, not name.endswith("?")) for name, text in job.paths]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lmstudy", description=__doc__.split("\n\n")[0])
+    commands = p.add_subparsers(dest="command", required=True, metavar="{measure,spec}")
+    measure = commands.add_parser(
+        "measure", help="run one measuring job on a complete spec",
+        description="Run one measuring job on its complete spec (the workflow's jobs do; "
+        "`lmstudy spec` completes a partial one).",
+    )
+    jobs = measure.add_subparsers(dest="job", required=True, metavar="JOB")
+    for name, job in registry.jobs().items():
+        module, _, function = job.runner.partition(":")
+        # jobs.py, where the runner is, is torch-free: its measuring code is imported when it runs
+        runner_doc = getattr(importlib.import_module(module), function).__doc__ or ""
+        sub = jobs.add_parser(name, help=f"the {job.section} section's job", description=runner_doc.strip())
+        sub.add_argument("--spec", required=True,
+                         help="the job's complete settings: a JSON object, or a JSON file")
+        for dest, text, required in _path_options(job):
+            sub.add_argument(f"--{dest.replace('_', '-')}", dest=dest, type=Path, required=required,
+                             help=text if required else f"{text} (optional)")
+        sub.add_argument("--phases", type=Path, help="JSON record of where the job's time went (optional)")
+    spec = commands.add_parser(
+        "spec", help="complete a partial spec from a config file, as the workflow would",
+        description="Print a job's complete spec: KEY=VALUE settings (VALUE read as YAML: 128, bf16, "
+        "[1, 2]) and --spec's, completed from the config file as the workflow builds its jobs' specs.",
+    )
+    spec.add_argument("job", metavar="JOB", help=f"one of: {', '.join(registry.jobs())}")
+    spec.add_argument("settings", nargs="*", metavar="KEY=VALUE")
+    spec.add_argument("--spec", help="settings as a JSON object or file, under the KEY=VALUE ones")
+    spec.add_argument("--configfile", type=Path, default=Path("config.yaml"),
+                      help="the study's config (default: ./config.yaml)")
+    spec.add_argument("--preset", help="its preset to apply (default: the config's own)")
+    return p
+
+
+def _settings(pairs: list[str]) -> dict:
+    import yaml
+
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"{pair!r}: write each setting as KEY=VALUE, e.g. size=small.")
+        settings[key] = yaml.safe_load(value)
+    return settings
+
+
+def _print_spec(args: argparse.Namespace) -> None:
+    registry.job(args.job)  # an unknown job, named
+    given = {**(cli.spec_from_text(args.spec) if args.spec else {}), **_settings(args.settings)}
+    json.dump(cli.complete_spec(args.job, given, args.configfile, args.preset), sys.stdout,
+              indent=2, sort_keys=True)
+    print()
+
+
+def _measure(args: argparse.Namespace) -> None:
+    job = registry.job(args.job)
+    spec = cli.spec_from_text(args.spec)
+    if job.compiles:
+        cli.compile_from_scratch()
+    if job.forks:
+        cli.fork_measuring_processes()
+    module, _, function = job.runner.partition(":")
+    runner = getattr(importlib.import_module(module), function)
+    paths = {dest: getattr(args, dest) for dest, _, _ in _path_options(job)}
+    try:
+        clock = runner(spec, paths)
+    except KeyError as error:
+        key = error.args[0] if error.args else None
+        if not isinstance(key, str) or key in spec:
+            raise
+        raise UserError(
+            f"the spec lacks {key!r}: a job takes its spec complete, as the workflow gives it; "
+            f"`lmstudy spec {args.job} ...` completes a partial one from config.yaml."
+        ) from None
+    if args.phases and clock is not None:
+        clock.write(args.phases)
+
+
+def main(argv=None) -> None:
+    args = _parser().parse_args(argv)
+    if args.command == "spec":
+        _print_spec(args)
+    else:
+        _measure(args)
+
+
+def run() -> None:
+    """The console script's entry point."""
+    cli.run_main(main)
