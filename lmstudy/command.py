@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from lmstudy import cli, registry
-from lmstudy.errors import UserError
+from lmstudy.errors import IncompleteSpec, UserError
 
 
 def _path_options(job: registry.Job) -> list[tuple[str, str, bool]]:
@@ -95,14 +95,14 @@ def _measure(args: argparse.Namespace) -> None:
     paths = {dest: getattr(args, dest) for dest, _, _ in _path_options(job)}
     try:
         clock = runner(spec, paths)
+    except IncompleteSpec as error:
+        raise IncompleteSpec(error.missing, args.job) from None
     except KeyError as error:
+        # a runner reads a setting before it builds its spec: a key the spec lacks, said as such
         key = error.args[0] if error.args else None
         if not isinstance(key, str) or key in spec:
             raise
-        raise UserError(
-            f"the spec lacks {key!r}: a job takes its spec complete, as the workflow gives it; "
-            f"`lmstudy spec {args.job} ...` completes a partial one from config.yaml."
-        ) from None
+        raise IncompleteSpec([key], args.job) from None
     if args.phases and clock is not None:
         clock.write(args.phases)
 

@@ -20,6 +20,7 @@ import functools
 import yaml
 
 from lmstudy import job_spec as builder
+from lmstudy import registry
 from lmstudy.config import load
 from lmstudy.model_choice import STANDARD_KEYS
 
@@ -62,9 +63,8 @@ def spec_fields(job: str, config: dict | None = None, **overrides) -> dict:
     """The spec (a dict, as a job's script reads it) of a `job` of `config` (the smoke preset), with
     `overrides` laid over it."""
     config = copy.deepcopy(config if config is not None else _smoke())
-    names, _ = builder.BUILDERS[job]
     wildcards = dict(SMOKE_JOBS[job])
-    for name in names:
+    for name in registry.job(job).wildcards:
         key = builder.WILDCARD_KEYS.get(name, name)
         if key in overrides:
             wildcards[name] = overrides[key]

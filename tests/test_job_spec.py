@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import json
 
 import pytest
 
-from lmstudy import job_spec, plan
-from lmstudy.cli import read_spec
+from lmstudy import job_spec, plan, registry
+from lmstudy.cli import complete_spec
 from lmstudy.config import ConfigError
 
 from . import specs
+from .conftest import REPO
 from .specs import config_of
+
+CONFIG_YAML = REPO / "config.yaml"
 
 # The smoke jobs of tests/specs.py, with a timing job of a variant other than naive.
 SMOKE_JOBS = {
@@ -27,7 +29,7 @@ def library_fields(cls, *apart: str) -> set[str]:
 
 
 def test_every_job_kind_has_a_case():
-    assert set(SMOKE_JOBS) == set(job_spec.BUILDERS)
+    assert set(SMOKE_JOBS) == set(registry.jobs())
 
 
 @pytest.mark.parametrize("job", sorted(SMOKE_JOBS))
@@ -149,7 +151,7 @@ def test_a_spec_by_hand_is_completed_as_the_workflow_builds_it(tmp_path):
     path = tmp_path / "spec.json"
     path.write_text(json.dumps({"size": "tiny", "context_length": 32, "precision": "bf16", "variant": "sdpa",
                                 "timed_steps": 4}))
-    read = read_spec(argparse.Namespace(spec=str(path), preset="smoke"), "timing")
+    read = complete_spec("timing", json.loads(path.read_text()), CONFIG_YAML, "smoke")
     assert read == {**job_spec.job_spec(config_of("smoke"), "timing", wildcards), "timed_steps": 4}
 
 
@@ -188,14 +190,14 @@ def test_the_precision_job_observes_the_model_at_its_smallest_size_and_shortest_
     assert spec["model"] == job_spec.job_spec(config, "timing", SMOKE_JOBS["timing"])["model"]
     assert spec["model"]["name"] == "encoder"
     # By hand: a factory alone, the rest from the preset.
-    read = read_spec(argparse.Namespace(spec=json.dumps({"model": factory}), preset="smoke"), "precision")
+    read = complete_spec("precision", {"model": factory}, CONFIG_YAML, "smoke")
     assert read["model"]["factory"] == factory and read["size"] == "tiny"
 
 
 def test_a_spec_by_hand_may_name_the_factory_alone():
-    spec = read_spec(argparse.Namespace(spec=json.dumps({
+    spec = complete_spec("timing", {
         "size": "tiny", "context_length": 32, "precision": "bf16", "variant": "sdpa",
-        "model": "tests/fixtures/models/encoder_lm.py:build"}), preset="smoke"), "timing")
+        "model": "tests/fixtures/models/encoder_lm.py:build"}, CONFIG_YAML, "smoke")
     assert spec["model"]["factory"] == "tests/fixtures/models/encoder_lm.py:build"
     assert spec["model"]["range_depth"] == 4  # config's default for a model of the user's own
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
+from .specs import spec_fields
 
 PROGRAMS = sorted([*(REPO / "scripts").glob("*.py"), *(REPO / "tools").glob("*.py")])
 NO_CUDA_HERE = shutil.which("nvidia-smi") is None and not Path("/proc/driver/nvidia").exists()
@@ -40,25 +41,37 @@ def test_the_lease_wrapper_names_a_command_it_cannot_start_in_one_line(tmp_path)
     assert done.stderr.strip().count("\n") == 0 and "no-such-program-here" in done.stderr, done.stderr
 
 
+def complete(job: str, **settings) -> str:
+    """A complete spec of `job`: the smoke preset's with `settings` over it, as `lmstudy spec` makes."""
+    return json.dumps(spec_fields(job, **settings))
+
+
 # A GPU measurement run by hand on a machine without CUDA: the reason in one line, exit 2.
 GPU_RUNS = {
-    "time_model": ["--out", "{tmp}/t.csv", "--spec", json.dumps(
-        {"size": "s", **TINY_SPEC, "precision": "fp32", "variant": "naive"})],
-    "ladder_rung": ["--out", "{tmp}/r.csv", "--matmul-out", "{tmp}/m.csv", "--spec", json.dumps(
-        {"size": "s", **TINY_SPEC, "rung": "bf16"})],
-    "attention_sweep": ["--out", "{tmp}/a.csv", "--spec", json.dumps(
-        {"implementation": "sdpa", "precision": "fp32", "head_dim": 8, "seq_lens": [16]})],
-    "matmul_reference": ["--out", "{tmp}/m.csv", "--n", "64"],
-    "bench_harness": ["--size-dims", "32", "64", "1", "2", "--context-length", "16"],
-    "bench_ladder": ["--out", "{tmp}/b.csv", *TINY],
+    "measure timing": lambda: ["--out", "{tmp}/t.csv", "--spec", complete(
+        "timing", size="s", **TINY_SPEC, precision="fp32", variant="naive", device="cuda")],
+    "measure ladder": lambda: ["--out", "{tmp}/r.csv", "--matmul-out", "{tmp}/m.csv", "--spec", complete(
+        "ladder", size="s", **TINY_SPEC, rung="bf16", device="cuda")],
+    "measure attention": lambda: ["--out", "{tmp}/a.csv", "--spec", complete(
+        "attention", implementation="sdpa", precision="fp32", head_dim=8, seq_lens=[16], device="cuda")],
+    "matmul_reference": lambda: ["--out", "{tmp}/m.csv", "--n", "64"],
+    "bench_harness": lambda: ["--size-dims", "32", "64", "1", "2", "--context-length", "16"],
+    "bench_ladder": lambda: ["--out", "{tmp}/b.csv", *TINY],
 }
+
+
+def program(name: str) -> list:
+    """scripts/<name>.py, or the study's command for "measure <job>"."""
+    if name.startswith("measure "):
+        return ["-m", "lmstudy", *name.split()]
+    return [REPO / "scripts" / f"{name}.py"]
 
 
 @pytest.mark.skipif(not NO_CUDA_HERE, reason="this machine has an NVIDIA driver")
 @pytest.mark.parametrize("script", sorted(GPU_RUNS))
 def test_a_gpu_script_on_a_cpu_says_so_in_one_line(script, tmp_path):
-    args = [a.replace("{tmp}", str(tmp_path)) for a in GPU_RUNS[script]]
-    done = run(REPO / "scripts" / f"{script}.py", *args, timeout=300)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in GPU_RUNS[script]()]
+    done = run(*program(script), *args, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     said = done.stderr.strip().splitlines()
     assert len(said) == 1 and said[0].startswith("error: CUDA is not available"), done.stderr[-3000:]
@@ -84,17 +97,54 @@ def test_bench_ladder_says_each_rung_as_it_goes(tmp_path):
 
 
 @pytest.mark.parametrize(("spec", "named"), [
-    ('{"size": "tiny", "precision": "fp32", "variant": "naive"}', "must name context_length"),
+    ('{"size": "tiny", "precision": "fp32", "variant": "naive"}', "the spec lacks"),
     ("no-such-spec.json", "neither a JSON object nor a readable file"),
-    ('{"size": "tiny", "context_length": 32, "precision": "fp32", "variant": "naive", "warmup": 1}',
-     "warmup: not a setting of this job"),
+    ("extra", "warmup: not a setting of this job"),
 ])
 def test_a_wrong_spec_by_hand_is_named_in_one_line(spec, named, tmp_path):
-    done = run(REPO / "scripts/time_model.py", "--out", tmp_path / "t.csv", "--preset", "smoke",
-               "--spec", spec, timeout=300)
+    if spec == "extra":
+        spec = json.dumps({**spec_fields("timing"), "warmup": 1})
+    done = run(*program("measure timing"), "--out", tmp_path / "t.csv", "--spec", spec, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     said = done.stderr.strip().splitlines()
     assert len(said) == 1 and named in said[0], done.stderr[-3000:]
+    assert not (tmp_path / "t.csv").exists()
+
+
+def test_a_partial_spec_is_completed_by_the_spec_command_only(tmp_path):
+    """A job takes its spec as given (its missing keys named, with the command that completes it);
+    `lmstudy spec` completes it from the config file named, as the workflow builds the job's spec."""
+    partial = {"size": "tiny", "context_length": 32, "precision": "fp32", "variant": "naive"}
+    done = run(*program("measure timing"), "--out", tmp_path / "t.csv", "--spec", json.dumps(partial))
+    assert done.returncode == 2 and "lmstudy spec timing" in done.stderr, done.stderr[-3000:]
+    done = run("-m", "lmstudy", "spec", "timing", "size=tiny", "context_length=32", "precision=fp32",
+               "variant=naive", "timed_steps=4", "--preset", "smoke", "--configfile", REPO / "config.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == {**spec_fields("timing", **partial), "timed_steps": 4}
+    done = run("-m", "lmstudy", "spec", "timing", "size", "--configfile", REPO / "config.yaml")
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "KEY=VALUE" in done.stderr
+
+
+AUDIT_OPENS = """
+import json, sys
+opened = []
+sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
+from lmstudy.command import main
+main(sys.argv[1:])
+print(json.dumps([p for p in opened if p.endswith((".yaml", ".yml"))]))
+"""
+
+
+def test_a_job_reads_nothing_but_its_spec(tmp_path):
+    """No config.yaml, no schema: a measuring job's settings are its spec, as the workflow passes it."""
+    spec = complete("norms")
+    (tmp_path / "config.yaml").write_text("this: [is not the study's config\n")
+    done = subprocess.run([sys.executable, "-c", AUDIT_OPENS, "measure", "norms", "--spec", spec,
+                           "--out", str(tmp_path / "n.csv")], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert (tmp_path / "n.csv").stat().st_size > 0
 
 
 # Issue 32, item 9: a damaged backend record is named as damaged, as a damaged CSV is.
@@ -104,9 +154,9 @@ def test_a_damaged_nsys_backend_record_is_named_in_one_sentence(tmp_path, conten
     record = tmp_path / "results/r/nsys/backend.json"
     record.parent.mkdir(parents=True)
     record.write_text(content)
-    spec = json.dumps({"size": "s", **TINY_SPEC, "precision": "fp32"})
-    done = run(REPO / "scripts/profile_job.py", "--spec", spec, "--preset", "smoke",
-               "--out-dir", tmp_path / "o", "--backend-record", record, timeout=120)
+    spec = complete("nsys", size="s", **TINY_SPEC, precision="fp32")
+    done = run(*program("measure nsys"), "--spec", spec, "--out-dir", tmp_path / "o",
+               "--backend-record", record, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{record} is damaged" in lines[0]

@@ -127,7 +127,7 @@ def _counted(choice: ModelChoice, dims: tuple, context_length: int, batch_size: 
 def from_fields(cls, fields: dict):
     """A `cls` (a spec dataclass) of a job spec's fields (lmstudy.job_spec): its lists as tuples,
     its noise as a NoisePolicy; a UserError names a key `cls` has no field for."""
-    from lmstudy.errors import UserError
+    from lmstudy.errors import IncompleteSpec, UserError
     from lmstudy.measure.repeat import NoisePolicy
 
     unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
@@ -136,10 +136,7 @@ def from_fields(cls, fields: dict):
     missing = sorted(f.name for f in dataclasses.fields(cls) if f.name not in fields and f.init
                      and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
     if missing:
-        raise UserError(
-            f"the spec lacks {', '.join(missing)}: a job takes its spec complete, as the workflow gives "
-            "it; `lmstudy spec <job> ...` completes a partial one from config.yaml."
-        )
+        raise IncompleteSpec(missing)
     values = {key: tuple(v) if isinstance(v, list) else v for key, v in fields.items()}
     if isinstance(values.get("noise"), dict):
         values["noise"] = NoisePolicy(**values["noise"])
