@@ -3,6 +3,8 @@
 #   make study PRESET=quick          every section in a few minutes
 #   make test                        unit tests + the smoke workflow (CPU only), its report;
 #                                    installs nothing outside .venv
+#   make unit                        the unit tests only: the loop while editing (minutes, not
+#                                    the quarter hour of the tests that run the workflow's jobs)
 #   make browser                     (root) Debian's Chromium, without recommends, for the
 #                                    browser test that `make test` otherwise skips
 #   make test-slurm                  the smoke workflow on a private SLURM cluster it
@@ -23,7 +25,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 BROWSER_PACKAGES ?= chromium
 SMOKE := $(VENV)/bin/snakemake --cores 2 --config preset=smoke
 
-.PHONY: study test test-slurm install install-test lint browser check-cuda
+.PHONY: study test unit test-slurm install install-test lint browser check-cuda
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -70,6 +72,15 @@ browser:
 
 test: install-test
 	$(PY) -m pytest -q -rs --durations=20 tests
+
+# Every test but those marked `workflow` (pyproject.toml): the ones that run jobs of the workflow
+# (the smoke run and the like). Installs as `make test` does on the first call only, so the loop
+# stays quick; `make test` and CI run everything.
+unit: $(VENV)/bin/pytest
+	$(PY) -m pytest -q -rs -m "not workflow" tests
+
+$(VENV)/bin/pytest:
+	$(MAKE) install-test VENV=$(VENV)
 
 # Outside CI (CI set), `make test` skips the real-SLURM test; this runs it.
 test-slurm: install-test

@@ -28,6 +28,15 @@ _TORCH_SCRATCH = {"TORCHINDUCTOR_CACHE_DIR": own_torch_scratch()}
 _TORCH_SCRATCH["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
 
 
+def pytest_collection_modifyitems(items):
+    """Every test that reads the session's smoke run, directly or through a fixture built on it, is
+    marked `workflow` (pyproject.toml): the unit loop, `pytest -m "not workflow"`, never starts it.
+    Tests that run jobs of the workflow themselves carry the mark in their own file."""
+    for item in items:
+        if "smoke_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.workflow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _temporary_files_of_this_process(tmp_path_factory):
     """pytest's folders where $TMPDIR says; this process's other temporary files with its torch

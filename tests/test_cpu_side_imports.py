@@ -2,10 +2,13 @@
 
 Loading it costs seconds per job; on a study of ~30 such jobs that is a
 minute of the study's own cost, and those jobs run on CPU nodes, where
-torch may not even be installed. Two checks: each CPU-side module imports
-without torch, and every CPU-side script, run as the workflow runs it (the
-smoke run) or by hand on a real GPU capture (the memory scripts, which the
-CPU smoke run has no snapshot for), exits without torch ever imported.
+torch may not even be installed. Every CPU-side script, run as the workflow
+runs it (the smoke run) or by hand on a real GPU capture (the memory
+scripts, which the CPU smoke run has no snapshot for), exits without torch
+ever imported: what it imports at run time, from the library or from
+elsewhere, whatever the sources say. The sources' side of it (lmstudy/analyse
+and lmstudy/report import no torch, not even in a function) is
+tests/test_import_graph.py's.
 """
 
 from __future__ import annotations
@@ -19,38 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from lmstudy.report.sections import NAMES as SECTION_NAMES
-
 from .conftest import FIXTURES, IMPORT_PROBE, REPO, import_probe_env
-from .fresh_imports import import_each
 
-CPU_SIDE = [
-    "lmstudy.analyse.tables",  # aggregate, render_report
-    "lmstudy.analyse.nsys.aggregate",  # aggregate_nsys
-    "lmstudy.analyse.nsys.sqlite",  # aggregate_nsys, nsys_kernels
-    "lmstudy.analyse.nsys.report_file",  # nsys_kernels
-    "lmstudy.analyse.memory.summary",  # memory_summary
-    "lmstudy.analyse.memory.table",  # memory_table
-    "lmstudy.analyse.study_cost",  # study_cost
-    "lmstudy.report.render",  # render_report
-    "lmstudy.report.compare",  # compare_runs
-    "lmstudy.analyse.ladder_table",  # ladder_table
-    "lmstudy.launch.gpu_lease",  # the GPU jobs' wrapper, before their own imports
-    "lmstudy.launch.job_server",  # the CPU jobs' wrapper (scripts/run_script.py)
-    "lmstudy.errors",
-    "lmstudy.ranges",
-    "lmstudy.analyse.attention_memory",  # the attention section's accounting
-    *(f"lmstudy.report.sections.{name}" for name in SECTION_NAMES),  # figures, report
-]
-# And every module of the CPU-side layers (README, Layout), through whatever they import.
-CPU_SIDE += sorted(
-    {
-        ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
-        for layer in ("analyse", "report")
-        for path in (REPO / "lmstudy" / layer).rglob("*.py")
-    }
-    - set(CPU_SIDE)
-)
 # Every script a CPU-side rule runs.
 CPU_SCRIPTS = [
     "aggregate", "aggregate_nsys", "memory_summary", "memory_table",
@@ -58,17 +31,6 @@ CPU_SCRIPTS = [
 ]
 # Run by hand below: the smoke run is on a CPU and records no memory snapshot.
 BY_HAND = {"memory_summary", "memory_table"}
-
-
-def test_no_cpu_side_module_loads_torch():
-    """Each imported first in a process of its own, through whatever it imports (and so each imports
-    on its own: test_layout checks that of the other modules)."""
-    answers = import_each(CPU_SIDE)
-    failed = [module for module, answer in answers.items() if answer["error"]]
-    assert not failed, f"these do not import: {failed}"
-    loading = [module for module, answer in answers.items() if answer["torch"]]
-    assert not loading, f"these load torch: {loading}"
-    assert set(answers) == set(CPU_SIDE)
 
 
 def _records(folder: Path) -> list[dict]:

@@ -15,14 +15,23 @@ import pytest
 from lmstudy.measure.fresh_process import ChildFailed, run_forked
 
 
-def _pid_and_parent():
-    return {"pid": os.getpid(), "parent": os.getppid()}
+def _pid_parent_and_when():
+    entered = time.perf_counter()
+    sum(range(1_000_000))  # milliseconds of work: longer than the parent's few steps before the fork
+    return {"pid": os.getpid(), "parent": os.getppid(), "entered": entered, "left": time.perf_counter()}
 
 
-def test_the_result_comes_back_from_another_process():
-    result = run_forked(_pid_and_parent)
+def test_the_result_comes_back_from_another_process_with_its_fork_time():
+    # perf_counter is CLOCK_MONOTONIC, one clock for the whole machine: the child's readings and the
+    # parent's are on one time line.
+    before = time.perf_counter()
+    result = run_forked(_pid_parent_and_when)
+    after = time.perf_counter()
     assert result["parent"] == os.getpid() != result["pid"]
-    assert result["fork_s"] >= 0
+    # fork_s, the job's "start" phase of this process, is the fork alone: it took time, and it
+    # ended before the function began, so it holds none of the function's work.
+    assert 0 < result["fork_s"] <= result["entered"] - before < result["left"] - before <= after - before
+    assert "fork_s" not in run_forked(_pid_parent_and_when, with_fork_time=False)
 
 
 def _raises():

@@ -257,6 +257,7 @@ def timing_targets(run: str, count: int) -> list[str]:
     return [f"results/{run}/timing/raw/{job}.csv" for job in TIMING_JOBS[:count]]
 
 
+@pytest.mark.workflow
 def test_two_snakemake_runs_at_once_take_turns_on_one_gpu(tmp_path):
     """As a user would: two runs in one clone, other run names, explicit targets, one GPU."""
     workdir = new_workdir(tmp_path / "clone")
@@ -279,6 +280,7 @@ def test_two_snakemake_runs_at_once_take_turns_on_one_gpu(tmp_path):
     assert spans["waited_s"].sum() > 0
 
 
+@pytest.mark.workflow
 def test_k_gpus_run_k_jobs_at_once_each_on_its_own(tmp_path):
     workdir = new_workdir(tmp_path / "clone")
     env = lease_env(tmp_path, "0,1")

@@ -1,5 +1,5 @@
 """The library's import graph, read from the sources (ast, function-local imports included):
-no cycles, and the launcher (lmstudy.launch) stands apart.
+no cycles, the launcher (lmstudy.launch) stands apart, and the analysing side never imports torch.
 
 The launcher starts and places jobs before their Python imports anything, so
 it is stdlib-only; what a job learns from it reaches the job as data (the
@@ -116,11 +116,20 @@ def test_nothing_in_the_library_reaches_the_launcher():
     assert {"lmstudy.environment", "lmstudy.analyse.study_cost", "lmstudy.report.compare"} <= set(GRAPH)
 
 
-def test_importing_the_analysing_side_never_loads_torch():
-    # tests/test_layout.py forbids torch in their own functions too; this follows what they import.
+def test_the_analysing_side_never_imports_torch():
+    """The jobs after the measurements (aggregation, figures, cost, report, comparison) run on CPU
+    nodes, where torch may not be installed, and loading it costs seconds a job: lmstudy/analyse
+    and lmstudy/report never import torch, not even inside a function (a GPU-only path no CPU test
+    runs), nor through a module they import (lmstudy.environment imports it only in describe(),
+    which they never call). tests/test_cpu_side_imports.py checks the same of the workflow's real
+    CPU-side jobs, as they run."""
+    analysing = [module for module in GRAPH if module.startswith(("lmstudy.analyse", "lmstudy.report"))]
+    assert len(analysing) > 50
+    in_own_code = sorted(module for module in analysing if "torch" in GRAPH[module])
+    assert not in_own_code, f"these import torch (at the top or in a function): {in_own_code}"
     offending = {
-        module: sorted(via for via in {module, *_reached(module, ON_IMPORT)} if "torch" in ON_IMPORT[via])
-        for module in GRAPH if module.startswith(("lmstudy.analyse", "lmstudy.report"))
+        module: sorted(via for via in _reached(module, ON_IMPORT) if "torch" in ON_IMPORT[via])
+        for module in analysing
     }
     offending = {m: via for m, via in offending.items() if via}
-    assert not offending, f"these import torch, directly or through the modules named: {offending}"
+    assert not offending, f"these import torch through the modules named: {offending}"

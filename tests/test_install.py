@@ -83,3 +83,14 @@ def test_make_study_without_cuda_stops_with_one_sentence_and_the_smoke_command(t
     assert said[0].startswith("error: this machine has no CUDA GPU") and "make study PRESET=smoke" in said[0]
     assert not (tmp_path / "venv").exists()  # nothing was installed
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_make_unit_skips_only_the_workflow_tests_and_make_test_runs_everything():
+    def pytest_line(target: str) -> str:
+        return next(line for line in dry(target) if "-m pytest" in line)
+
+    assert '-m "not workflow" tests' in pytest_line("unit")
+    assert " -m " not in pytest_line("test").replace("-m pytest", "")
+    # The mark is registered, so a misspelt one fails instead of leaving a test in the unit loop.
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert '"workflow: ' in pyproject and 'addopts = "--strict-markers"' in pyproject

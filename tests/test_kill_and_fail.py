@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 from .conftest import SNAKEMAKE, new_workdir, snakemake
@@ -38,6 +39,7 @@ def wait_for(condition, what: str, timeout_s: float = 180):
     raise AssertionError(f"gave up after {timeout_s:.0f} s waiting for {what}")
 
 
+@pytest.mark.workflow  # it runs a measuring job, then kills it midway
 def test_a_job_killed_mid_measurement_leaves_no_result_and_reruns(tmp_path):
     workdir = new_workdir(tmp_path / "run")
     # Snakemake, the job's shell and its Python (and any cold-start child) in

@@ -3,8 +3,8 @@
 Some imports happen only inside functions on GPU-only paths, which no CPU test
 executes; this walks the source with the ast module instead, so a stale module
 or name after a move fails here, not on the GPU node. Layers (README, Layout):
-lmstudy/analyse and lmstudy/report never import torch, at module level or in
-a function; lmstudy/measure never imports lmstudy.report.
+lmstudy/measure never imports lmstudy.report; that lmstudy/analyse and
+lmstudy/report never import torch is tests/test_import_graph.py's.
 """
 
 from __future__ import annotations
@@ -14,11 +14,8 @@ import importlib
 import importlib.util
 from pathlib import Path
 
-import pytest
-
 from .conftest import REPO
 from .fresh_imports import import_each
-from .test_cpu_side_imports import CPU_SIDE
 
 SOURCES = sorted(
     path for folder in ("lmstudy", "scripts", "tools") for path in (REPO / folder).rglob("*.py")
@@ -113,31 +110,18 @@ def _package_modules() -> list[str]:
 
 def test_every_module_imports_first_in_a_fresh_process():
     """Each module imports on its own, not only after others have (an import cycle entered from the
-    wrong side fails only then). The CPU-side ones are imported so, without torch, by
-    test_cpu_side_imports; here the rest, with torch loaded beforehand (for speed)."""
-    rest = sorted(set(_package_modules()) - set(CPU_SIDE))
-    assert "lmstudy.measure.timing" in rest and "lmstudy.analyse.stats" not in rest
-    answers = import_each(rest, with_torch=True)
+    wrong side fails only then). Torch is loaded beforehand, for speed: whether a module loads it is
+    tests/test_import_graph.py's question."""
+    modules = _package_modules()
+    assert {"lmstudy.measure.timing", "lmstudy.analyse.stats", "lmstudy.launch.gpu_lease"} <= set(modules)
+    answers = import_each(modules, with_torch=True)
     failed = {module: answer["error"] for module, answer in answers.items() if answer["error"]}
     assert not failed, "\n".join(f"{module}:\n{error}" for module, error in failed.items())
-    assert set(answers) == set(rest)
+    assert set(answers) == set(modules)
 
 
 def _files_under(folder: str) -> list[Path]:
     return [p for p in SOURCES if p.relative_to(REPO).parts[:2] == ("lmstudy", folder)]
-
-
-@pytest.mark.parametrize("layer", ["analyse", "report"])
-def test_analyse_and_report_never_import_torch(layer):
-    files = _files_under(layer)
-    assert files
-    offending = [
-        f"{p.relative_to(REPO)}:{line}: {module}"
-        for p in files
-        for line, module, _ in _imports(p)
-        if module == "torch" or module.startswith("torch.")
-    ]
-    assert not offending, f"lmstudy/{layer} imports torch: {offending}"
 
 
 def test_measure_never_imports_the_report():

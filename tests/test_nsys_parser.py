@@ -149,7 +149,7 @@ def test_not_an_export_is_a_user_error(tmp_path):
         read_events(bogus)
 
 
-def test_cli_writes_the_table(tmp_path):
+def test_cli_writes_the_kernel_and_range_tables_nsys_agrees_with(tmp_path):
     out = tmp_path / "kernels.csv"
     done = subprocess.run(
         [
@@ -168,7 +168,27 @@ def test_cli_writes_the_table(tmp_path):
     assert done.returncode == 0, done.stderr
     written = pd.read_csv(out)
     assert written["total_ns"].sum() == table("nsys_train_bf16")["total_ns"].sum()
-    assert (tmp_path / "ranges.csv").exists()
+    ranges = pd.read_csv(tmp_path / "ranges.csv").set_index("range")
+    # The step holds every GPU activity of the kernel table (copies included).
+    assert ranges.loc["step", ["gpu_ns", "kernels"]].tolist() == [
+        written["total_ns"].sum(), written["instances"].sum()]
+    # Each range as nsys's nvtx_kern_sum has it: as many calls, and the kernels its own thread
+    # launched, once ours take away the copies and the kernels adopted from autograd's thread.
+    theirs = nvtx_sum("nsys_train_bf16")
+    theirs = theirs[theirs["NVTX Range"].str.startswith("lmstudy:")]
+    theirs = theirs.assign(range=theirs["NVTX Range"].str.removeprefix("lmstudy:")).groupby("range").agg(
+        instances=("NVTX Inst", "max"), kernels=("Kern Inst", "sum"), gpu_ns=("Total Time (ns)", "sum"))
+    assert sorted(ranges.index) == sorted(theirs.index)
+    assert ranges["instances"].to_dict() == theirs["instances"].to_dict()
+    is_kernel = written["kind"] == "kernel"
+    not_theirs = written.assign(
+        kernels=written["instances"].where(~is_kernel, written["adopted_instances"]),
+        gpu_ns=written["total_ns"].where(~is_kernel, written["adopted_ns"]))
+    for name in ranges.index:
+        inside = not_theirs[not_theirs["path"].str.split("/").map(lambda parts, name=name: name in parts)]
+        ours = ranges.loc[name, ["kernels", "gpu_ns"]] - inside[["kernels", "gpu_ns"]].sum()
+        assert ours.tolist() == theirs.loc[name, ["kernels", "gpu_ns"]].tolist(), name
+    assert not_theirs["gpu_ns"].sum() > 0  # the export has both, so taking them away is tested too
 
 
 def test_cli_names_the_fix_for_a_missing_report(tmp_path):

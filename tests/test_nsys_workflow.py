@@ -56,6 +56,7 @@ def smoke(tmp_path_factory):
     return workdir / "results" / "default"
 
 
+@pytest.mark.workflow  # the smoke fixture runs the section's jobs
 def test_smoke_profiles_every_configuration(smoke):
     runs = pd.read_csv(smoke / "nsys" / "runs.csv")
     settings = smoke_settings()
@@ -70,6 +71,7 @@ def test_smoke_profiles_every_configuration(smoke):
         assert Path(smoke.parent.parent / path).exists()
 
 
+@pytest.mark.workflow  # the smoke fixture runs the section's jobs
 def test_smoke_section_has_its_tables_figure_and_findings(smoke):
     figures = smoke / "figures" / "nsys"
     assert (figures / section.SHARES_FIGURE).stat().st_size > 0
@@ -115,6 +117,7 @@ def test_missing_nsys_stops_at_the_check_before_any_profile_job(tmp_path):
     assert not (tmp_path / "results/default/nsys/backend.json").exists()
 
 
+@pytest.mark.workflow  # the smoke fixture runs the section's jobs
 def test_auto_backend_without_nsys_profiles_with_torch_and_says_how_to_get_nsys(tmp_path, smoke):
     done = snakemake(
         tmp_path,
@@ -138,6 +141,7 @@ def test_auto_backend_without_nsys_profiles_with_torch_and_says_how_to_get_nsys(
     assert answer["note"] in texts
 
 
+@pytest.mark.workflow  # the smoke fixture runs the section's jobs
 def test_the_profile_jobs_log_which_backend_ran(smoke):
     logs = sorted((smoke.parent.parent / "logs/default/nsys").glob("tiny_*.log"))
     assert logs

@@ -31,6 +31,9 @@ from lmstudy.report.answers import significant
 from .conftest import REPO, new_workdir, snakemake
 from .test_invalidation import dry_run
 
+# Every test reads own_model_run, a run of the workflow's jobs: the unit loop skips them.
+pytestmark = pytest.mark.workflow
+
 FACTORY = "tests/fixtures/models/encoder_lm.py:build"
 NAME = "encoder-lm"
 TINY = {"d_model": 64, "d_ff": 256, "num_layers": 2, "num_heads": 4}

@@ -107,6 +107,19 @@ def test_only_gpu_jobs_go_to_the_gpu_partition(tmp_path, cpu_partition):
                 assert "gpu" not in job, rule
 
 
+def test_a_cpu_job_sent_to_the_cluster_asks_for_the_profiles_defaults(tmp_path):
+    """memory_summary, the one rule without a GPU that is not a localrule, runs only on a GPU run."""
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["default-resources"]
+    planned = planned_resources(new_workdir(tmp_path), "device=cuda")
+    summaries = planned["memory_summary"]
+    assert summaries and "memory_snapshot" in planned
+    for job in summaries:
+        assert "gpu" not in job
+        assert [int(job[name]) for name in ("mem_mb", "runtime", "cpus_per_task")] == [
+            profile["mem_mb"], profile["runtime"], profile["cpus_per_task"]]
+    assert {job["gpu"] for job in planned["memory_snapshot"]} == {"1"}
+
+
 def test_oversized_smoke_jobs_ask_for_what_they_can_use(tmp_path):
     planned = planned_resources(new_workdir(tmp_path), "--forceall")
     asks = {(int(job["mem_mb"]), int(job["runtime"])) for rule in GPU_RULES for job in planned[rule]}

@@ -7,5 +7,5 @@
 - ``sections``: one package per study section, and the registry of them (NAMES);
 - ``compare``: the report comparing two runs, and ``compare_cells`` what its sections share.
 
-No torch (tests/test_layout.py). Importing this package itself imports nothing.
+No torch (tests/test_import_graph.py). Importing this package itself imports nothing.
 """
