@@ -21,7 +21,7 @@ from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Table
 from lmstudy.report.sections import attention as section
 
-from .specs import spec_for
+from .specs import spec_fields, spec_for
 
 REPO = Path(__file__).resolve().parent.parent
 IMPOSSIBLE_D = 2**30  # q alone would need 256 GiB at batch 2, seq 32
@@ -272,19 +272,18 @@ def test_oom_threshold_follows_the_accounting():
 
 
 def test_script_help_and_a_run(tmp_path):
-    """By hand: a spec naming the job's configuration, the rest config.yaml's (here the smoke preset's)."""
-    script = REPO / "scripts" / "attention_sweep.py"
+    """By hand: `lmstudy measure attention` on a complete spec (the smoke preset's, with the sweep's own)."""
+    command = [sys.executable, "-m", "lmstudy", "measure", "attention"]
     assert "--spec" in subprocess.run(
-        [sys.executable, script, "--help"], capture_output=True, text=True, check=True
+        [*command, "--help"], capture_output=True, text=True, check=True, cwd=REPO
     ).stdout
     out = tmp_path / "a.csv"
-    given = {"implementation": "sdpa", "precision": "fp32", "head_dim": 8, "seq_lens": [16], "batch_size": 2,
-             "steps": 2, "warmup": 0}
+    given = spec_fields("attention", implementation="sdpa", precision="fp32", head_dim=8, seq_lens=[16],
+                        batch_size=2, steps=2, warmup=0)
 
     def run(**spec):
         return subprocess.run(
-            [sys.executable, script, "--out", out, "--preset", "smoke", "--spec", json.dumps(spec)],
-            capture_output=True, text=True,
+            [*command, "--out", out, "--spec", json.dumps(spec)], capture_output=True, text=True, cwd=REPO,
         )
 
     done = run(**given)

@@ -28,22 +28,22 @@ from .specs import spec_fields
 FACTORY = "tests/fixtures/models/pid_recording_lm.py:build"
 MODEL = {"factory": FACTORY, "name": "pid-recorder", "range_depth": None, "extra": {}}
 JOBS = {
-    "timing": ("time_model", {"variant": "sdpa", "precision": "bf16"}, ()),
-    "compile": ("compile_model", {"attention": "sdpa"}, ()),
-    "ladder": ("ladder_rung", {"rung": "bf16"}, ("--matmul-out", "matmul.csv")),
+    "timing": ({"variant": "sdpa", "precision": "bf16"}, ()),
+    "compile": ({"attention": "sdpa"}, ()),
+    "ladder": ({"rung": "bf16"}, ("--matmul-out", "matmul.csv")),
 }
 ONE_PROCESS = {"min_processes": 1, "max_processes": 1, "max_spread": 0.05, "min_gpu_busy": 0.85}
 
 
 def _run_job(job: str, tmp_path, extra_env=None) -> tuple[int, list[tuple[str, int]], pd.DataFrame]:
-    script, overrides, extra_args = JOBS[job]
+    overrides, extra_args = JOBS[job]
     spec = spec_fields(job, model=MODEL, **overrides)
     if "noise" in spec:
         spec["noise"] = ONE_PROCESS
     record = tmp_path / f"{job}.pids"
     env = {**os.environ, "LMSTUDY_TEST_PID_FILE": str(record), **(extra_env or {})}
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "scripts" / f"{script}.py"), "--spec", json.dumps(spec),
+        [sys.executable, "-m", "lmstudy", "measure", job, "--spec", json.dumps(spec),
          "--out", str(tmp_path / "rows.csv"), *extra_args],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

@@ -186,7 +186,9 @@ def test_the_analysing_side_runs_as_forks_of_a_server_that_never_imports_torch(t
 
 
 def test_only_this_python_running_a_script_goes_to_the_server():
-    assert job_server.wanted([sys.executable, "scripts/time_model.py"], {})
+    assert job_server.wanted([sys.executable, "scripts/aggregate.py"], {})
+    assert job_server.wanted([sys.executable, "-m", "lmstudy", "measure", "timing"], {})
+    assert not job_server.wanted([sys.executable, "-c", "print(1)"], {})
     assert not job_server.wanted([sys.executable, "-c", "pass"], {})
     assert not job_server.wanted(["nsys", "profile", sys.executable, "x.py"], {})
     assert not job_server.wanted([sys.executable, "x.py"], {"LMSTUDY_JOB_SERVER": "0"})

@@ -8,6 +8,7 @@ domain of its own writes them.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -23,6 +24,7 @@ from lmstudy.analyse.nsys.events import kernel_table
 from lmstudy.measure.nsys.executable import NsysMissing, nsys_version
 
 from .conftest import FIXTURES, REPO
+from .specs import spec_fields
 
 EXPORT = FIXTURES / "gpu" / "nsys_train_fp32.sqlite"
 NVTX_DOMAIN_CREATE = 75
@@ -127,10 +129,9 @@ def test_a_directory_as_nsys_is_called_a_directory(tmp_path):
 def test_a_gpu_profile_job_without_cuda_or_nsys_first_says_cuda_is_missing(tmp_path):
     done = subprocess.run(
         [
-            sys.executable, str(REPO / "scripts/profile_job.py"), "--out-dir", str(tmp_path / "out"),
-            "--preset", "smoke", "--backend", "nsys", "--nsys", str(tmp_path / "no-nsys-here"), "--spec",
-            '{"size": "tiny", "context_length": 32, "precision": "fp32", "passes": ["forward"],'
-            ' "device": "cuda"}',
+            sys.executable, "-m", "lmstudy", "measure", "nsys", "--out-dir", str(tmp_path / "out"), "--spec",
+            json.dumps(spec_fields("nsys", passes=["forward"], device="cuda", backend="nsys",
+                                   nsys=str(tmp_path / "no-nsys-here"))),
         ],
         capture_output=True, text=True,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},  # no CUDA device, as on a CPU machine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import torch
 from lmstudy.measure import precision
 from lmstudy.report.sections import precision as section
 
-from .conftest import REPO
+from .specs import spec_fields
 
 CPU = torch.device("cpu")
 
@@ -73,11 +74,12 @@ def test_script_and_section(tmp_path):
     done = subprocess.run(
         [
             sys.executable,
-            str(REPO / "scripts/precision_experiments.py"),
-            "--preset",
-            "smoke",
+            "-m",
+            "lmstudy",
+            "measure",
+            "precision",
             "--spec",
-            '{"device": "cpu"}',
+            json.dumps(spec_fields("precision")),
             "--accumulation",
             str(results / "precision/accumulation.csv"),
             "--dtypes",

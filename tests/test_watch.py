@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
+from .specs import spec_fields
 from .test_job_server import server_env
 from .test_scripts_by_hand import TINY_SPEC
 
@@ -83,12 +84,12 @@ def test_a_factory_that_blocks_at_import_is_stopped_at_the_time_limit_saying_whe
     factory = tmp_path / "blocking_factory.py"
     factory.write_text("import threading\nthreading.Event().wait()  # a lock nobody releases\n")
     model = {"factory": f"{factory}:build", "name": "", "range_depth": 0, "extra": []}
-    spec = json.dumps({"size": "s", **TINY_SPEC, "precision": "fp32", "variant": "naive", "model": model})
+    spec = json.dumps(spec_fields("timing", size="s", **TINY_SPEC, precision="fp32", variant="naive",
+                                  model=model))
     env = server_env(tmp_path, LMSTUDY_RUNTIME_MIN="0.1")
     done = subprocess.run(
         [sys.executable, str(REPO / "scripts/gpu_lease.py"), "--", sys.executable,
-         str(REPO / "scripts/time_model.py"), "--spec", spec, "--preset", "smoke",
-         "--out", str(tmp_path / "t.csv")],
+         "-m", "lmstudy", "measure", "timing", "--spec", spec, "--out", str(tmp_path / "t.csv")],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     log = done.stdout + done.stderr
     assert done.returncode == 143, log[-3000:]
