@@ -1,4 +1,4 @@
-"""Where a job's own time goes: the study's cost is a result too (section 8).
+"""Where a job's own time goes: the study's cost is a result too (the cost section).
 
 Every GPU job writes a small JSON record of its phases beside Snakemake's
 benchmark of it (the job's wall time). Whatever the phases do not cover is
@@ -77,7 +77,7 @@ class PhaseClock:
             "process_s": job_process.seconds_since_process_start(),
             "rounds_s": list(self.rounds),
             "min_processes": self.min_processes,
-            # When and where it held the device: section 8 counts the jobs that ran at once.
+            # When and where it held the device: the cost section counts the jobs that ran at once.
             "lease": {**lease, "ended_at": time.time()},
         }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Gather every job's wall time and phases into the study's cost table (section 8).
+"""Gather every job's wall time and phases into the cost section's table.
 
 Example, by hand:
     python scripts/study_cost.py --out results/default/cost/jobs.csv \

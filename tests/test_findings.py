@@ -605,7 +605,7 @@ def _cost_job(section, rule, job, wall, measuring=True, gpu=None, start=None, en
     row = {"section": section, "rule": rule, "job": job, "wall_s": wall, "measuring": measuring,
            **{c: 0.0 for c in PHASE_COLUMNS}, **{f"{k}_s": v for k, v in phases.items()}}
     row["other_s"] = wall - sum(row[c] for c in PHASE_COLUMNS)
-    # as section 8 reads jobs.csv back: a GPU index as a float, a blank as NaN
+    # as the cost section reads jobs.csv back: a GPU index as a float, a blank as NaN
     return {**row, "host": "node1", "gpu_index": gpu, "gpu_uuid": None, "gpu_chosen_by": None,
             "cpu_cores": None, "foreign_processes": foreign, "waited_s": waited, "started_at": start,
             "ended_at": end}

@@ -94,7 +94,7 @@ def test_the_pool_and_neighbours_of_a_real_four_gpu_node():
 
 
 def test_section_8_of_a_real_run_on_four_gpus_says_four_ran_at_once():
-    jobs = pd.read_csv(FIXTURES / "qall_jobs.csv")  # as section 8 reads it: GPU indices as numbers
+    jobs = pd.read_csv(FIXTURES / "qall_jobs.csv")  # as the cost section reads it: GPU indices as numbers
     assert study_cost.most_at_once(jobs[jobs["measuring"]]) == 4
     assert study_cost.overlaps_on_one_gpu(jobs[jobs["measuring"]]).empty
     said = " ".join(cost.concurrency_findings(jobs))

@@ -31,7 +31,9 @@ def test_the_snakefile_includes_the_rule_files_from_the_registry():
 def test_a_contract_names_its_package_and_is_numbered_in_the_reports_order(name):
     section = contract(name)
     assert section.name == name
-    assert section.title.startswith(f"{NAMES.index(name) + 1}. ")
+    # The number comes from the registry, never written by hand: a section added or moved renumbers all.
+    assert not section.title[0].isdigit()
+    assert section.start().title == f"{NAMES.index(name) + 1}. {section.title}"
     assert section.measures.endswith(".")
     assert section.products, "a section reads at least one product"
 

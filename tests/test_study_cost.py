@@ -1,4 +1,4 @@
-"""Section 8, the study's own cost, on real records of an H200 run (tests/fixtures/gpu/cost)."""
+"""The cost section, the study's own cost, on real records of an H200 run (tests/fixtures/gpu/cost)."""
 
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ def test_a_cpu_run_is_not_told_about_gpus_it_did_not_use(smoke_run: Path):
                    # nor told its noisy rows are host-bound by the GPU's launches (a second reader's find)
                    "the GPU worked for less than", "the host's launches", "GPU-bound cells"):
         assert phrase not in md, phrase
-    assert "job wrapper" in md  # section 8's name for the phase a GPU run spends on its lease
+    assert "job wrapper" in md  # the cost section's name for the phase a GPU run spends on its lease
 
 
 def test_the_reports_text_holds_no_literal_markdown_backticks(smoke_run: Path):

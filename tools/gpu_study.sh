@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole study on one-GPU machines, across device calls (../shared/gpu/README.md,
 # "Long runs"); run from the repository root. A machine goes back after 30
-# minutes, so the full study runs in two parts, one per machine, and section 8's
+# minutes, so the full study runs in two parts, one per machine, and the cost section's
 # accounting (scripts/study_cost.py) adds up the two parts' job records.
 #   machine 1, call 1:  COMMIT=<hash> tools/gpu_study.sh part1   carry .whl and .gpu-libs:
 #            the real-GPU fixture of section 2, the quick preset from a clean copy

@@ -1,4 +1,4 @@
-"""The study's own cost (section 8): one row per job, from Snakemake's benchmarks.
+"""The study's own cost (the cost section): one row per job, from Snakemake's benchmarks.
 
 Each job's wall time is Snakemake's `benchmark:` record of it,
 results/<run>/benchmarks/<section>/<rule>/<job>.tsv. A job that measures on

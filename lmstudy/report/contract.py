@@ -11,9 +11,11 @@ tests iterate over the same registry. No torch, no matplotlib here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import jinja2
 import pandas as pd
 
 from lmstudy.analyse import result_files
@@ -60,15 +62,38 @@ class Comparison:
     findings: tuple[Callable, ...] = ()
 
 
+@functools.cache
+def _prose() -> jinja2.Environment:
+    """The sections' method templates (lmstudy/report/sections/<name>/method.j2), as plain text: the
+    report escapes a Text block for HTML and Markdown itself."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "sections"),
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def _frame_is_empty(data) -> bool:
+    return data.empty
+
+
 @dataclasses.dataclass(frozen=True)
 class SectionContract:
     name: str  # the package's name, the rule file's (workflow/rules/<name>.smk) and the report's key
-    title: str  # its heading in the report
+    title: str  # its heading in the report, unnumbered: its number is its place in NAMES
     measures: str  # what it measures, in one sentence (the README's and the docs' list)
     # Every product it reads, by key: a path under results/<run>/ ("timing/timing.csv").
     products: Mapping[str, str]
-    # (results/<run>, the folder of its figures) -> lmstudy.report.render.Section: its blocks in order.
-    build: Callable[[Path, Path], object]
+    # (section, what load() read, results/<run>, the folder of its figures) -> None: adds its own blocks
+    # to its part of the report, in order, once build() has found something to show (see build()).
+    body: Callable[[object, object, Path, Path], None]
+    # The sentence its part of the report says where load() found nothing to show.
+    empty: str
+    # (results/<run>) -> what body() reads; None: its first product, as a frame.
+    load: Callable[[Path], object] | None = None
+    # (what load() read) -> True where there is nothing to show; None: the frame is empty.
+    nothing: Callable[[object], bool] | None = None
+    # The config keys whose values the run may have left out (lmstudy.report.coverage), in its words.
+    coverage: tuple[str, ...] = ()
     # (results/<run>, a folder that exists) -> None: draws its PNGs; None for a section without figures.
     make_figures: Callable[[Path, Path], None] | None = None
     # Declared for a reader and the tests; build() places them:
@@ -80,11 +105,56 @@ class SectionContract:
     answers: Callable | None = None  # the function that answers the course's questions
     compare: Comparison | None = None  # None: the comparison of two runs leaves it out
 
+    @property
+    def heading(self) -> str:
+        """Its title numbered by its place in the registry (lmstudy.report.sections.NAMES)."""
+        from lmstudy.report.sections import numbered
+
+        return numbered(self.name, self.title)
+
     def start(self):
-        """The section's empty part of the report, headed by its title."""
+        """The section's empty part of the report, headed by its numbered title."""
         from lmstudy.report.render import Section
 
-        return Section(self.name, self.title)
+        return Section(self.name, self.heading)
+
+    def build(self, results: Path, figures: Path):
+        """Its part of the report (lmstudy.report.render.Section): headed by its title, then the
+        sentence `empty` where load() found nothing to show, else the blocks body() adds."""
+        from lmstudy.report.render import Text
+
+        section = self.start()
+        data = self.load(results) if self.load else self.read(results, next(iter(self.products)))
+        if (self.nothing or _frame_is_empty)(data):
+            return section.add(Text(self.empty))
+        self.body(section, data, results, figures)
+        return section
+
+    def opening(self, section, frame: pd.DataFrame, *texts: str, notes=(), answers=None, findings=None):
+        """Add the blocks every section opens with, in this order: its method `texts`, what this run
+        did not measure of the study's grid (its `coverage` keys, read from `frame`), `notes`, its
+        answers to the course's questions and its findings (each left out where None)."""
+        from lmstudy.report import coverage
+        from lmstudy.report.answers import Answers
+        from lmstudy.report.render import Findings, Text
+
+        for text in texts:
+            section.add(Text(text))
+        if self.coverage and (left := coverage.not_measured_in(self.name, frame, *self.coverage)):
+            section.add(Text(left))
+        for note in notes:
+            section.add(Text(note))
+        if answers is not None:
+            section.add(Answers(answers))
+        if findings is not None:
+            section.add(Findings(findings))
+        return section
+
+    def prose(self, paragraph: str, **values) -> str:
+        """One paragraph of its method template, lmstudy/report/sections/<name>/method.j2: the macro
+        `paragraph` called with `values`, its lines joined by single spaces (a template wraps freely)."""
+        macro = getattr(_prose().get_template(f"{self.name}/method.j2").module, paragraph)
+        return " ".join(str(macro(**values)).split())
 
     def read(self, results: Path, product: str) -> pd.DataFrame:
         """One of its CSV products of run `results`; empty where the run has none."""

@@ -86,7 +86,7 @@ LOGS = f"logs/{RUN}"
 # section name -> its aggregated tables; filled by each section's rule file,
 # read by report.smk.
 SECTION_TABLES = {}
-# The study's own cost (section 8): every job's Snakemake benchmark (its wall
+# The study's own cost (the cost section): every job's Snakemake benchmark (its wall
 # time) and, for the jobs that measure on the device, the record of its
 # phases; filled through count_cost() by each section's rule file.
 BENCHMARKS = f"{RESULTS}/benchmarks"
@@ -104,7 +104,7 @@ def phases_file(section, rule_name, job="all"):
 
 
 def count_cost(section, rule_name, job="all", jobs=({},), measuring=False):
-    """Add the records of `rule_name`'s jobs (wildcard dicts filling `job`) to section 8."""
+    """Add the records of `rule_name`'s jobs (wildcard dicts filling `job`) to the cost section."""
     COST_RECORDS["benchmarks"].extend(
         benchmark_file(section, rule_name, job).format(**w) for w in jobs
     )

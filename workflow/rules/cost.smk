@@ -1,4 +1,4 @@
-# Section 8: the study's own cost. Every job's wall time (Snakemake's
+# The cost section: the study's own cost. Every job's wall time (Snakemake's
 # benchmark records) and the measuring jobs' phases, in one table. Included
 # after every section, so that their jobs and figures are all counted; the
 # report, which shows this table, cannot count itself.

@@ -13,6 +13,11 @@ TEMPLATES = sorted(
     for p in (BASE / "workflow/templates").glob("*.j2")
     if not p.name.startswith("compare.")
 )
+# Each section's method paragraphs (lmstudy/report/sections/<name>/method.j2): an edit rerenders the
+# report, as an edit of its own templates does.
+SECTION_TEMPLATES = sorted(
+    str(p) for p in (BASE / "lmstudy/report/sections").glob("*/*.j2")
+)
 # Each run its own report folder: run=b never overwrites run a's report.
 REPORT_DIR = f"report/{RUN}"
 REPORT_FILES = [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md"]
@@ -67,6 +72,7 @@ rule report:
         tables=[t for tables in SECTION_TABLES.values() for t in tables],
         figures=expand(f"{RESULTS}/figures/{{section}}", section=SECTION_TABLES),
         templates=TEMPLATES,
+        section_templates=SECTION_TEMPLATES,
     output:
         html=report(
             REPORT_FILES[0],

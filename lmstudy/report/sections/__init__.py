@@ -32,6 +32,11 @@ import importlib
 NAMES = ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")
 
 
+def numbered(name: str, title: str) -> str:
+    """`title` numbered by section `name`'s place in the registry: "1. End-to-end timing"."""
+    return f"{NAMES.index(name) + 1}. {title}"
+
+
 def contract(name: str):
     """The registered section `name`'s contract (lmstudy.report.contract.SectionContract)."""
     if name not in NAMES:

@@ -1,4 +1,4 @@
-"""Section 5, attention alone: tables, figures, memory accounting and findings."""
+"""The attention section, attention alone: tables, figures, memory accounting and findings."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report import coverage
-from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
-from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.report.sections.attention import answers as attention_answers
 from lmstudy.report.sections.attention import compare as attention_compare
 from lmstudy.report.sections.attention.figures import draw_figures
@@ -79,25 +77,12 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
-def build(results: Path, figures: Path) -> Section:
-    section = SECTION.start()
-    frame = load(results)
-    if frame.empty:
-        return section.add(Text("No attention results: the section is switched off or produced no rows."))
+def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     first = frame.iloc[0]
-    section.add(
-        Text(
-            f"Causal attention alone: batch {int(first['batch_size'])}, one head, q, k, v of shape "
-            f"batch x 1 x seq x d. Each configuration ran {int(first['steps'])} timed forwards and "
-            f"{int(first['steps'])} timed backwards (a fresh forward before each, untimed) after "
-            f"{int(first['warmup'])} warm-up steps, synchronizing the device around each. Memory is what "
-            "the caching allocator reports (n/a on a CPU). Times are medians."
-        )
-    )
-    if left := coverage.not_measured_in("attention", frame, "head_dims", "seq_lens", "precisions"):
-        section.add(Text(left))
-    section.add(Answers(attention_answers.answers(frame)))
-    section.add(Findings(findings(frame)))
+    method = SECTION.prose("method", batch=int(first["batch_size"]), steps=int(first["steps"]),
+                           warmup=int(first["warmup"]))
+    SECTION.opening(section, frame, method, answers=attention_answers.answers(frame),
+                    findings=findings(frame))
     section.add(
         Table(
             "Forward and backward time and memory before the backward",
@@ -189,15 +174,17 @@ def build(results: Path, figures: Path) -> Section:
                 data="attention_compile",
             )
         )
-    return section
 
 
 SECTION = SectionContract(
     name="attention",
-    title="5. Attention",
+    title="Attention",
     measures="Attention alone, naive vs compiled vs SDPA: time and memory against sequence length.",
     products={"attention": "attention/attention.csv"},
-    build=build,
+    body=body,
+    empty="No attention results: the section is switched off or produced no rows.",
+    load=load,
+    coverage=("head_dims", "seq_lens", "precisions"),
     make_figures=make_figures,
     tables=(main_table, backend_table, compile_table, accounting_table, memory_fit_table),
     findings=FINDINGS,
@@ -205,3 +192,5 @@ SECTION = SectionContract(
     compare=Comparison(reads=("attention",), build=attention_compare.section,
                        findings=attention_compare.FINDINGS),
 )
+
+build = SECTION.build

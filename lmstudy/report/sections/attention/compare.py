@@ -11,6 +11,7 @@ from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
+from lmstudy.report.sections import numbered
 
 ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
 
@@ -77,7 +78,7 @@ FINDINGS = (_part_ratios, _not_compared)
 
 
 def _section_attention(a, b, min_effect: float, noise: V.Noise) -> Section:
-    section = Section("attention", "5. Attention")
+    section = Section("attention", numbered("attention", "Attention"))
     rows = attention(a, b, min_effect, noise)
     if rows.empty:
         return section.add(Text("Neither run has attention results (section 5)."))

@@ -1,4 +1,4 @@
-"""Section 6, the whole model under torch.compile: tables, figures and findings."""
+"""The torch.compile section: the whole model under torch.compile: tables, figures and findings."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report import coverage
-from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
-from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.render import Figure, Section, Table
 from lmstudy.report.sections.compile import across
 from lmstudy.report.sections.compile import answers as compile_answers
 from lmstudy.report.sections.compile import compare as compile_compare
@@ -57,26 +55,14 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(comp, out_dir)
 
 
-def build(results: Path, figures: Path) -> Section:
-    section = SECTION.start()
-    frame = load(results)
-    if frame.empty:
-        return section.add(Text("No torch.compile results: the section is switched off or produced no rows."))
+def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     first = frame.iloc[0]
-    section.add(
-        Text(
-            f"Each size at context length {int(first['context_length'])}, batch {int(first['batch_size'])}: "
-            f"eager, then torch.compile of the model (default mode), from the same weights. The first step "
-            f"is timed alone; then {int(first['warmup_steps'])} warm-up and {int(first['timed_steps'])}"
-            " timed steps give the steady median. Compile time is the compiled first step's excess over that "
-            "median; the eager first step's excess is shown beside it for scale."
-        )
-    )
-    if left := coverage.not_measured_in("compile", frame, "sizes", "context_length", "passes", "precisions"):
-        section.add(Text(left))
+    method = SECTION.prose("method", context=int(first["context_length"]), batch=int(first["batch_size"]),
+                           warmup=int(first["warmup_steps"]), timed=int(first["timed_steps"]))
     measurements, story = one_story(results, frame)
-    section.add(Answers(compile_answers.answers(comparison(frame), story, measurements)))
-    section.add(Findings(findings(frame, measurements, story)))
+    SECTION.opening(section, frame, method,
+                    answers=compile_answers.answers(comparison(frame), story, measurements),
+                    findings=findings(frame, measurements, story))
     if len(story):
         section.add(Table(
             "The eager step as each section measured it (median over its job's fresh processes, 95% "
@@ -96,15 +82,17 @@ def build(results: Path, figures: Path) -> Section:
                 data="compile_eager_vs_compiled",
             )
         )
-    return section
 
 
 SECTION = SectionContract(
     name="compile",
-    title="6. torch.compile of the whole model",
+    title="torch.compile of the whole model",
     measures="The whole model eager and under torch.compile: step times, speed-up and compile time.",
     products={"compile": "compile/compile.csv"},
-    build=build,
+    body=body,
+    empty="No torch.compile results: the section is switched off or produced no rows.",
+    load=load,
+    coverage=("sizes", "context_length", "passes", "precisions"),
     make_figures=make_figures,
     tables=(comparison_table, across_table),
     figures=("speedup.png",),
@@ -113,3 +101,5 @@ SECTION = SectionContract(
     compare=Comparison(reads=("compile",), build=compile_compare.section,
                        findings=compile_compare.FINDINGS),
 )
+
+build = SECTION.build

@@ -12,6 +12,7 @@ from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
+from lmstudy.report.sections import numbered
 from lmstudy.report.sections.labels import PASS_LABELS
 
 COMPILE_KEY = ["size", "context_length", "precision", "attention", "pass", "mode"]
@@ -71,7 +72,7 @@ FINDINGS = (_compile_speedups,)
 
 
 def _section_compile(a, b, min_effect: float, noise) -> Section:
-    section = Section("compile", "6. torch.compile")
+    section = Section("compile", numbered("compile", "torch.compile"))
     rows = compile_rows(a, b, min_effect, noise)
     if rows.empty:
         return section.add(Text("Neither run has torch.compile results (section 6)."))

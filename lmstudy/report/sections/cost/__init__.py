@@ -1,4 +1,4 @@
-"""Section 8, the study's own cost: where this run's time went, by section, rule and phase."""
+"""The cost section, the study's own cost: where this run's time went, by section, rule and phase."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 from lmstudy.analyse.study_cost import PHASE_COLUMNS
 from lmstudy.phases import PHASES
 from lmstudy.report.contract import SectionContract
-from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.render import Figure, Section, Table
 from lmstudy.report.sections.cost.figures import draw_figures
 from lmstudy.report.sections.cost.findings import (
     FINDINGS,
@@ -71,40 +71,32 @@ def _phase_label(frame: pd.DataFrame, column: str) -> str:
     return PHASE_LABELS[column]
 
 
-def build(results: Path, figures: Path) -> Section:
-    section = SECTION.start()
-    frame = load(results)
-    if frame.empty:
-        return section.add(Text("No cost records: the run had no jobs."))
+def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     names = phase_names(frame)
-    section.add(Text(
-        "Every job's wall time is Snakemake's benchmark record of it (results/<run>/benchmarks/). "
-        "Jobs that measure on the device also record their phases: "
-        + "; ".join(f"{names[c]} = {_phase_label(frame, c)}" for c in [*PHASE_COLUMNS, "other_s"])
-        + ". Seconds are added up over jobs ("
-        + ("job-seconds" if phase_names(frame) is not SHORT
-           else "job-seconds: with one GPU job at a time, the GPU's time")
-        + "); where several measuring jobs ran at once, the findings say how many. Not counted: the jobs "
-        "that make this section (study_cost, its figure) and render this report."
-    ))
-    section.add(Findings(findings(frame) + repetition_findings(frame) + concurrency_findings(frame)))
+    phases = "; ".join(f"{names[c]} = {_phase_label(frame, c)}" for c in [*PHASE_COLUMNS, "other_s"])
+    method = SECTION.prose("method", phases=phases, one_gpu_at_a_time=names is SHORT)
+    SECTION.opening(section, frame, method,
+                    findings=findings(frame) + repetition_findings(frame) + concurrency_findings(frame))
     section.add(Figure(figures / "cost.png", "Seconds per section, by phase."))
     section.add(Table("Time by section and rule", by_rule(frame)))
     section.add(Table("The ten slowest jobs (s)", slowest(frame)))
     gpus = by_gpu(frame)
     if not gpus.empty:
         section.add(Table("Measuring jobs per GPU", gpus))
-    return section
 
 
 SECTION = SectionContract(
     name="cost",
-    title="8. The study's own cost",
+    title="The study's own cost",
     measures="Every job's wall time, by section, rule and phase.",
     products={"jobs": "cost/jobs.csv"},
-    build=build,
+    body=body,
+    empty="No cost records: the run had no jobs.",
+    load=load,
     make_figures=make_figures,
     tables=(by_rule, slowest, by_gpu),
     figures=("cost.png",),
     findings=FINDINGS,
 )
+
+build = SECTION.build

@@ -1,4 +1,4 @@
-"""Section 8, the study's own cost: where this run's time went, by section, rule and phase.
+"""The cost section, the study's own cost: where this run's time went, by section, rule and phase.
 
 The functions that compute its tables (pandas only).
 """

@@ -1,4 +1,4 @@
-"""Section 7, the optimization ladder of the training step: tables, figures and findings.
+"""The optimization ladder section of the training step: tables, figures and findings.
 
 From results/<run>/ladder/ladder.csv (one row per size x rung, each rung a
 job of its own, joined with its GPU's matmul ceiling: lmstudy.analyse.ladder_table)
@@ -17,9 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse.ladder_table import SETTLED_WITHIN, ceilings
-from lmstudy.report import coverage
 from lmstudy.report.contract import Comparison, SectionContract
-from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.render import Figure, Section, Table
 from lmstudy.report.sections.labels import mfu_note
 from lmstudy.report.sections.ladder import compare as ladder_compare
 from lmstudy.report.sections.ladder.figures import _share_figure, _time_figure
@@ -83,63 +82,28 @@ def make_figures(results: Path, out_dir: Path) -> None:
 
 def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
     first = ladder.iloc[0]
-    text = (
-        f"The training step (forward, backward, AdamW) at context length {int(first['context_length'])}, "
-        f"batch {int(first['batch_size'])}, one rung after another, each a step up from the one before "
-        "(ladder.rungs in config.yaml; README: the optimization ladder). Each size x rung is a job and a "
-        "process of its own: the first step alone (torch.compile compiles in it), then "
-        f"{int(first['warmup_steps'])} warm-up and {int(first['timed_steps'])} timed steps give the median"
-    )
-    profiled = int(first.get("profile_steps", 0) or 0)
-    if profiled:
-        text += (
-            f", then {profiled} profiled step{'s' if profiled > 1 else ''} (torch.profiler) give the "
-            f"{time_words(ladder)} per step by kernel category"
-        )
-        if on_cpu(ladder):
-            text += " (on a CPU, torch.profiler records CPU operators, not GPU kernels)"
-    text += ". TFLOP/s counts the model's FLOPs (6N + 12·L·H·Q·T per token)."
+    ceiling = None
     if not matmul.empty:
         found = ceilings(matmul)
-        text += (
-            (" MFU is n/a on a CPU, which has no datasheet peak here." if on_cpu(ladder)
-             else " MFU divides each rung's rate by the datasheet dense peak of the precision it ran in "
-             "(the table names it per rung).")
-            + " Separately, each rung's share is of the dense bf16 matmul ceiling "
-            f"its own job measured on the same {'CPU' if on_cpu(ladder) else 'GPU'} right after the rung: "
-            f"for each n ({', '.join(str(int(n)) for n in sorted(matmul['n'].unique()))}), a warm-up of "
-            "products for "
-            + (f"steady clocks, then bursts of {int(found['products'].max())} back-to-back products, each "
-               f"timed as a whole, until the last {int(found['window'].max())} lie within "
-               f"{SETTLED_WITHIN:.0%} of each other (up to {int(found['bursts'].max())} bursts here): their "
-               "median is the sustained ceiling; then single products after an idle pause give the "
-               "short-burst rate"
-               + ("" if on_cpu(ladder) else "; the SM clock and power are read during each burst itself")
-               if "settled" in found else
-               f"steady clocks, then {int(found['bursts'].max())} bursts of {int(found['products'].max())} "
-               "back-to-back products, each timed as a whole; the highest burst is the ceiling"
-               + ("" if on_cpu(ladder) else ", the SM clock and power sampled during the bursts"))
-            + ". Two rungs are ranked only where their intervals do not overlap (without intervals: where "
-            "they differ by more than the larger of their steps' CVs)."
-        )
-    text += (
-        " A rung the device cannot run (CUDA graphs or a forced flash/cuDNN attention on a CPU, a missing "
-        "compiler) is shown as unsupported, with the reason; out of memory as OOM. "
-        "scripts/bench_ladder.py runs the same measurement by hand."
-    )
-    return text
+        settled = "settled" in found
+        ceiling = {
+            "sizes": ", ".join(str(int(n)) for n in sorted(matmul["n"].unique())),
+            "settled": settled,
+            "products": int(found["products"].max()),
+            "bursts": int(found["bursts"].max()),
+            "window": int(found["window"].max()) if settled else None,
+            "within": f"{SETTLED_WITHIN:.0%}",
+        }
+    return SECTION.prose(
+        "method", context=int(first["context_length"]), batch=int(first["batch_size"]),
+        warmup=int(first["warmup_steps"]), timed=int(first["timed_steps"]),
+        profiled=int(first.get("profile_steps", 0) or 0), time_words=time_words(ladder),
+        on_cpu=on_cpu(ladder), ceiling=ceiling)
 
 
-def build(results: Path, figures: Path) -> Section:
-    section = SECTION.start()
-    data = load(results)
+def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures: Path) -> None:
     ladder = ladder_frame(data["rungs"])
-    if ladder.empty:
-        return section.add(Text("No ladder results: the section is switched off or produced no rows."))
-    section.add(Text(_how(ladder, data["matmul"])))
-    if left := coverage.not_measured_in("ladder", ladder, "sizes", "context_length", "rungs"):
-        section.add(Text(left))
-    section.add(Findings(findings(ladder, data["matmul"])))
+    SECTION.opening(section, ladder, _how(ladder, data["matmul"]), findings=findings(ladder, data["matmul"]))
     section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs", note=mfu_note(ladder)))
     if (figures / SHARE_FIGURE).exists():
         section.add(
@@ -190,16 +154,19 @@ def build(results: Path, figures: Path) -> Section:
                     data="ladder_time_by_category",
                 )
             )
-    return section
 
 
 SECTION = SectionContract(
     name="ladder",
-    title="7. The optimization ladder of the training step",
+    title="The optimization ladder of the training step",
     measures="The training step one optimization after another (fp32 → bf16 → SDPA → compile → ...), each "
     "rung as a share of the GPU's dense bf16 matmul rate measured in the same run.",
     products={"ladder": "ladder/ladder.csv", "matmul": "ladder/matmul.csv"},
-    build=build,
+    body=body,
+    empty="No ladder results: the section is switched off or produced no rows.",
+    load=load,
+    nothing=lambda data: ladder_frame(data["rungs"]).empty,
+    coverage=("sizes", "context_length", "rungs"),
     make_figures=make_figures,
     tables=(ladder_table, best_table, breakdown_table, matmul_table),
     figures=(SHARE_FIGURE, TIME_FIGURE),
@@ -207,3 +174,5 @@ SECTION = SectionContract(
     compare=Comparison(reads=("ladder",), build=ladder_compare.section,
                        findings=ladder_compare.FINDINGS),
 )
+
+build = SECTION.build

@@ -14,6 +14,7 @@ from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
+from lmstudy.report.sections import numbered
 from lmstudy.report.sections.timing.compare import matched as matched_timing
 
 LADDER_KEY = ["size", "context_length", "rung_key"]
@@ -121,7 +122,7 @@ FINDINGS = (_rung_ratios, _size_ratios, _rungs_not_compared)
 
 
 def _section_ladder(a, b, rows, min_effect: float, noise: V.Noise) -> Section:
-    section = Section("ladder", "7. The optimization ladder of the training step")
+    section = Section("ladder", numbered("ladder", "The optimization ladder of the training step"))
     if not (a["ladder"].empty and b["ladder"].empty):
         return _section_ladder_table(section, ladder_rows(a, b, min_effect, noise))
     # Runs without the ladder's own table: its rungs among the timing variants, if any.

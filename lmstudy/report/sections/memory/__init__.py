@@ -1,4 +1,4 @@
-"""Section 4, memory: peaks, memory by kind, timelines and largest allocations."""
+"""The memory section: peaks, memory by kind, timelines and largest allocations."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report import coverage
 from lmstudy.report.answers import Answer, Answers
 from lmstudy.report.contract import Comparison, SectionContract
-from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.report.sections.labels import PASS_LABELS, order_sizes
 from lmstudy.report.sections.memory import answers as memory_answers
 from lmstudy.report.sections.memory import compare as memory_compare
@@ -68,32 +67,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(results, frame, out_dir)
 
 
-def _method_text(frame: pd.DataFrame) -> str:
-    warmup = frame["warmup_steps"].dropna() if "warmup_steps" in frame else pd.Series(dtype=float)
-    after = f"{int(warmup.iloc[0])} warm-up steps" if len(warmup) else "warm-up"
-    return (
-        f"Each configuration records one step with torch.cuda.memory._record_memory_history "
-        f"(stacks='python') after {after}, then dumps a snapshot. The peak counts the blocks "
-        "allocated before recording began (parameters, optimizer state, the previous step's "
-        "gradients), rebuilt from the live blocks at dump time and the trace; the job also "
-        "records torch.cuda.max_memory_allocated() over the same step (peak statistics reset "
-        "just before it), shown beside it. Phases come from the step's own forward/backward/"
-        "optimizer ranges, which the allocator records in the snapshot. Memory by kind: "
-        "parameters, optimizer state and gradients by the tensors' addresses; under bf16 autocast, "
-        "autocast's weight copies (one 2-byte copy of each matmul weight per forward, kept until the "
-        "autocast region ends or the backward that saved it is done) by size and lifetime; activations "
-        "are what else forward allocated, temporaries what backward or the optimizer allocated and "
-        "freed (the foreach AdamW update's parameter-sized temporaries among them). Each kind counts "
-        "the bytes requested, so parameters and optimizer state are exact; the caching allocator's "
-        "rounding of blocks beyond the requests is shown apart."
-    )
-
-
-def build(results: Path, figures: Path) -> Section:
-    section = SECTION.start()
-    frame = load(results)
-    if frame.empty:
-        return section.add(Text("No memory results: the section produced no rows."))
+def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     rows = measured(frame)
     if rows.empty:
         reasons = sorted(set(frame["error"].dropna().astype(str))) if "error" in frame else []
@@ -103,12 +77,13 @@ def build(results: Path, figures: Path) -> Section:
         unanswered = [Answer(questions[0], f"Not answered: {why[0].lower()}{why[1:]}")]
         unanswered += [Answer(q, "Not answered: no snapshot, as (a) says.") for q in questions[1:]]
         section.add(Answers(unanswered))
-        return section.add(Text(f"{why} Configured: {configs}."))
-    section.add(Text(_method_text(rows)))
-    if left := coverage.not_measured_in("memory", frame, "sizes", "context_lengths", "passes", "precisions"):
-        section.add(Text(left))
-    section.add(Answers(memory_answers.answers(results, frame, rows)))
-    section.add(Findings(findings(frame)))
+        section.add(Text(f"{why} Configured: {configs}."))
+        return
+    warmup = rows["warmup_steps"].dropna() if "warmup_steps" in rows else pd.Series(dtype=float)
+    after = f"{int(warmup.iloc[0])} warm-up steps" if len(warmup) else "warm-up"
+    method = SECTION.prose("method", after=after)
+    SECTION.opening(section, frame, method, answers=memory_answers.answers(results, frame, rows),
+                    findings=findings(frame))
     section.add(
         Table(
             "Peak allocated memory: snapshot analysis vs the allocator",
@@ -182,12 +157,11 @@ def build(results: Path, figures: Path) -> Section:
         )
     if absent:
         section.add(Text(f"Absent from this run's folder (copied without them?): {absent}."))
-    return section
 
 
 SECTION = SectionContract(
     name="memory",
-    title="4. Memory",
+    title="Memory",
     measures="CUDA memory snapshots of one step: peaks, memory by kind at the peak, timelines and the "
     "largest allocations.",
     # memory.csv names each snapshot's summary folder (summary_dir), which holds the rest.
@@ -195,7 +169,10 @@ SECTION = SectionContract(
         "memory": "memory/memory.csv",
         "summaries": "memory/summary/<snapshot>/ (summary.json, timeline.csv, largest_allocations.csv)",
     },
-    build=build,
+    body=body,
+    empty="No memory results: the section produced no rows.",
+    load=load,
+    coverage=("sizes", "context_lengths", "passes", "precisions"),
     make_figures=make_figures,
     tables=(peak_table, kinds_table, phase_peak_table, residual_table, largest_table),
     figures=("peaks.png",),
@@ -204,3 +181,5 @@ SECTION = SectionContract(
     compare=Comparison(reads=("memory",), build=memory_compare.section,
                        findings=memory_compare.FINDINGS),
 )
+
+build = SECTION.build

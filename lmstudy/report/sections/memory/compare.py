@@ -12,6 +12,7 @@ from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
+from lmstudy.report.sections import numbered
 from lmstudy.report.sections.labels import PASS_LABELS
 
 MEMORY_KEY = ["size", "context_length", "pass", "precision"]
@@ -75,7 +76,7 @@ FINDINGS = (_peak_ratio,)
 
 
 def _section_memory(a, b) -> Section:
-    section = Section("memory", "4. Memory peaks")
+    section = Section("memory", numbered("memory", "Memory peaks"))
     peaks, kinds = memory(a, b)
     if peaks.empty:
         return section.add(Text("Neither run has memory snapshots (section 4)."))

@@ -1,4 +1,4 @@
-"""Section 2, Nsight Systems: kernel tables, category shares and findings."""
+"""The kernel profiles section (Nsight Systems): kernel tables, category shares and findings."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import pandas as pd
 from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
 from lmstudy.analyse.nsys.names import kernel_alias
-from lmstudy.report import coverage
-from lmstudy.report.answers import Answers
 from lmstudy.report.contract import Comparison, SectionContract
-from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.report.sections.labels import in_size_order, sentence_start
 from lmstudy.report.sections.nsys import answers as nsys_answers
 from lmstudy.report.sections.nsys import compare as nsys_compare
@@ -93,43 +91,19 @@ def _as_percent(shares: pd.DataFrame) -> pd.DataFrame:
     return shares.rename(columns={c: f"{c} %" for c in T.CATEGORIES if c in shares})
 
 
-def build(results: Path, figures: Path) -> Section:
-    data = load(results)
+def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures: Path) -> None:
     runs = data["runs"]
-    if runs.empty:
-        section = SECTION.start()
-        return section.add(Text("No profiles: the section is switched off or produced no runs."))
     said = words(runs)
-    section = Section(SECTION.name, said["title"])  # names the profiler it ran
+    section.title = said["title"]  # names the profiler it ran
     first = runs.iloc[0]
-    backends = ", ".join(sorted(set(runs["backend"])))
     versions = ", ".join(sorted({str(v) for v in runs.get("nsys_version", pd.Series()).dropna() if str(v)}))
-    section.add(
-        Text(
-            f"Backend: {backends}" + (f" ({versions})" if versions else "") + ". Each size × context "
-            f"length is one process: it ran each pass's {int(first['warmup_steps'])} warm-up steps "
-            "outside the capture (the training step's first), then each pass's "
-            f"{int(first['profiled_steps'])} profiled steps in one capture, split by pass, the forward's "
-            f"with AdamW's state in memory; batch {int(first['batch_size'])}, {first['precision']}. "
-            + (
-                "A kernel belongs to the innermost NVTX range around the CUDA call that "
-                "launched it; kernels that autograd's thread launches during loss.backward() belong to the "
-                "backward range open on the main thread at that moment. Times are per step."
-                if said["kernel"] == "kernel" else
-                "On a CPU the operators stand in for kernels, and their time is CPU time: an operator "
-                "belongs to the innermost range open around it, and those autograd's thread runs during "
-                "loss.backward() to the backward range open on the main thread at that moment. Times are "
-                "per step."
-            )
-        )
-    )
-    if left := coverage.not_measured_in("nsys", runs, "sizes", "context_lengths", "passes"):
-        section.add(Text(left))
-    chosen = backend_record(results)
-    if chosen.get("note"):
-        section.add(Text(chosen["note"]))
-    section.add(Answers(nsys_answers.answers(data)))
-    section.add(Findings(findings(data)))
+    method = SECTION.prose(
+        "method", backends=", ".join(sorted(set(runs["backend"]))), versions=versions,
+        warmup=int(first["warmup_steps"]), profiled=int(first["profiled_steps"]),
+        batch=int(first["batch_size"]), precision=first["precision"], kernels=said["kernel"] == "kernel")
+    note = backend_record(results).get("note")
+    SECTION.opening(section, runs, method, notes=[note] if note else [], answers=nsys_answers.answers(data),
+                    findings=findings(data))
     a = in_size_order(T.forward_time_table(data["ranges"], runs, data["timing"]))
     section.add(
         Table(
@@ -141,7 +115,8 @@ def build(results: Path, figures: Path) -> Section:
     )
     kernels = data["kernels"]
     if kernels.empty:
-        return section.add(Text("No kernels were captured."))
+        section.add(Text("No kernels were captured."))
+        return
     section.add(
         Table(
             "(b) Top kernel of forward, backward and optimizer",
@@ -207,12 +182,11 @@ def build(results: Path, figures: Path) -> Section:
             data="nsys_category_shares",
         )
     )
-    return section
 
 
 SECTION = SectionContract(
     name="nsys",
-    title="2. Kernel profiles",
+    title="Kernel profiles",
     measures="Nsight Systems (or torch.profiler) profiles: kernels by NVTX range, top kernels, GEMM share, "
     "softmax vs matmul inside attention.",
     products={
@@ -222,7 +196,11 @@ SECTION = SectionContract(
         "backend": "nsys/backend.json",
         "timing": "timing/timing.csv",
     },
-    build=build,
+    body=body,
+    empty="No profiles: the section is switched off or produced no runs.",
+    load=load,
+    nothing=lambda data: data["runs"].empty,
+    coverage=("sizes", "context_lengths", "passes"),
     make_figures=make_figures,
     tables=(T.forward_time_table, T.top_kernels, T.top_non_gemm_forward, T.gemm_share, T.attention_table,
             T.category_shares),
@@ -232,3 +210,5 @@ SECTION = SectionContract(
     compare=Comparison(reads=("kernels", "profiles"), build=nsys_compare.section,
                        findings=nsys_compare.FINDINGS),
 )
+
+build = SECTION.build

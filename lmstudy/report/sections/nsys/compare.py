@@ -17,6 +17,7 @@ from lmstudy.report import compare_cells as cells  # noqa: E402
 from lmstudy.report.contract import ComparedRuns  # noqa: E402
 from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.report.sections import numbered  # noqa: E402
 from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
 
 PROFILE_KEY = ["size", "context_length", "pass", "precision"]
@@ -192,7 +193,7 @@ def kernel_findings(categories: pd.DataFrame, configs: pd.DataFrame, min_effect:
 
 
 def _section_kernels(a, b, min_effect, figures: Path) -> Section:
-    section = Section("nsys", "2. GPU time by kernel category and kernel")
+    section = Section("nsys", numbered("nsys", "GPU time by kernel category and kernel"))
     configs = profiled_configurations(a, b)
     if configs.empty:
         return section.add(Text("Neither run has profiles (section 2)."))

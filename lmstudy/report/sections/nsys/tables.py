@@ -1,4 +1,4 @@
-"""Section 2, Nsight Systems: kernel tables, category shares and findings.
+"""The kernel profiles section (Nsight Systems): kernel tables, category shares and findings.
 
 The functions that compute its tables (pandas only).
 """
@@ -6,6 +6,8 @@ The functions that compute its tables (pandas only).
 from __future__ import annotations
 
 import pandas as pd
+
+from lmstudy.report.sections import numbered
 
 
 def words(runs: pd.DataFrame) -> dict[str, str]:
@@ -20,10 +22,11 @@ def words(runs: pd.DataFrame) -> dict[str, str]:
         "column": "nsys" if nsys else "profiler",
         "time": "CPU time" if on_cpu else "GPU time",
         "kernel": "operator" if on_cpu else "kernel",
-        "title": (
-            "2. Kernel profiles (Nsight Systems)" if nsys
-            else "2. Operator profiles on the CPU (torch.profiler)" if on_cpu
-            else "2. Kernel profiles (torch.profiler)"
+        "title": numbered(
+            "nsys",
+            "Kernel profiles (Nsight Systems)" if nsys
+            else "Operator profiles on the CPU (torch.profiler)" if on_cpu
+            else "Kernel profiles (torch.profiler)",
         ),
     }
 

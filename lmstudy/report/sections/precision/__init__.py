@@ -1,4 +1,4 @@
-"""Section 3, mixed precision: accumulation, autocast dtypes, bf16 speed-ups."""
+"""The mixed precision section: accumulation, autocast dtypes, bf16 speed-ups."""
 
 from __future__ import annotations
 
@@ -71,13 +71,15 @@ def norm_activations(norms: pd.DataFrame, *measured: pd.DataFrame) -> tuple[str,
                    "the experiment does not run that model's norm layers, and model: does not change it.")
 
 
-def build(results: Path, figures: Path) -> Section:
-    section = SECTION.start()
+def load_parts(results: Path) -> dict[str, pd.DataFrame]:
+    """Each of its experiments' rows, by name; empty where the run has none."""
     accumulation, dtypes = load(results)
-    model_dtypes = SECTION.read(results, "model_dtypes")
-    norms = load_norms(results)
-    if accumulation.empty and dtypes.empty and model_dtypes.empty and norms.empty:
-        return section.add(Text("No mixed-precision results: the experiments produced no rows."))
+    return {"accumulation": accumulation, "dtypes": dtypes,
+            "model_dtypes": SECTION.read(results, "model_dtypes"), "norms": load_norms(results)}
+
+
+def body(section: Section, parts: dict[str, pd.DataFrame], results: Path, figures: Path) -> None:
+    accumulation, dtypes, model_dtypes, norms = parts.values()
     timing = timing_section.study_model(timing_section.load(results))
     section.add(Answers(precision_answers.answers(accumulation, dtypes, norms, timing)))
     if not accumulation.empty:
@@ -96,13 +98,7 @@ def build(results: Path, figures: Path) -> Section:
             )
         )
     if not dtypes.empty:
-        section.add(
-            Text(
-                "(b) A toy model, Linear(in, 10, no bias) -> ReLU -> LayerNorm(10) -> Linear(10, out, "
-                "no bias), under autocast: dtypes observed at run time with forward hooks, on the loss "
-                "computed inside autocast, and on the gradients after backward."
-            )
-        )
+        section.add(Text(SECTION.prose("toy_model")))
         section.add(Findings(dtype_findings(dtypes)))
         section.add(
             Table(
@@ -115,16 +111,7 @@ def build(results: Path, figures: Path) -> Section:
         section.add(block)
     if not norms.empty:
         whose, not_the_study_model = norm_activations(norms, timing, model_dtypes)
-        section.add(
-            Text(
-                "(b) The normalisation layer, measured: RMSNorm and LayerNorm written out as their inner "
-                f"operations, run on {whose} with every operation in fp16 or bf16, "
-                "with one operation at a time, and as the model computes RMSNorm (fp32 inside); the error "
-                "is ||y − y_fp32|| / ||y_fp32|| per token, its mean over tokens. The ×100 columns scale the "
-                "activations up 100×: large residual values, where fp16's range matters."
-                + not_the_study_model
-            )
-        )
+        section.add(Text(SECTION.prose("norms", whose=whose, not_the_study_model=not_the_study_model)))
         section.add(
             Table(
                 "Normalisation error against fp32 (mean relative error per token)",
@@ -134,7 +121,7 @@ def build(results: Path, figures: Path) -> Section:
         )
     if timing.empty:
         section.add(Text("(c) No bf16 vs fp32 speed-ups: the timing section is switched off or has no rows."))
-        return section
+        return
     speedups = timing_section.speedup_frame(timing)
     if speedups.empty:
         section.add(
@@ -143,7 +130,7 @@ def build(results: Path, figures: Path) -> Section:
                 "successfully for any configuration."
             )
         )
-        return section
+        return
     section.add(
         Text(
             "(c) bf16 autocast speed-up over fp32 (fp32 median step time / bf16 median step time), "
@@ -167,7 +154,6 @@ def build(results: Path, figures: Path) -> Section:
                 name="precision_fp16_bf16_speedup",
             )
         )
-    return section
 
 
 def model_dtypes_part(frame: pd.DataFrame) -> list:
@@ -178,14 +164,8 @@ def model_dtypes_part(frame: pd.DataFrame) -> list:
     model = first.get("model", "the study's model")
     depth = first.get("depth")
     return [
-        Text(
-            f"(b) The same on the study's model, {model}, at its smallest size ({first['size']}) and context "
-            f"{first['context_length']}: parameters, each module's output"
-            + (f" down to depth {int(depth)} of its module paths" if pd.notna(depth) else "")
-            + " (forward hooks; a repeated block's path is shown once, its index as *, with how many "
-            "tensors the row stands for), the logits, the study's loss (cross-entropy on the logits "
-            "upcast to fp32) and the gradients after backward."
-        ),
+        Text(SECTION.prose("study_model", model=model, size=first["size"], context=first["context_length"],
+                           depth=int(depth) if pd.notna(depth) else None)),
         Findings(model_dtype_findings(frame)),
         Table(f"Dtypes under autocast in {model}", model_dtype_table(frame), name="precision_model_dtypes"),
     ]
@@ -193,7 +173,7 @@ def model_dtypes_part(frame: pd.DataFrame) -> list:
 
 SECTION = SectionContract(
     name="precision",
-    title="3. Mixed precision",
+    title="Mixed precision",
     measures="Accumulation error, dtypes under autocast (a toy model's and the study model's), RMSNorm "
     "and LayerNorm error in fp16 and bf16 "
     "operation by operation, and bf16 (and fp16) speed-ups.",
@@ -204,10 +184,15 @@ SECTION = SectionContract(
         "norm_errors": "precision/norm_errors_*.csv",
         "timing": "timing/timing.csv",
     },
-    build=build,
+    body=body,
+    empty="No mixed-precision results: the experiments produced no rows.",
+    load=load_parts,
+    nothing=lambda parts: all(frame.empty for frame in parts.values()),
     # No make_figures: the speed-up figure belongs to the timing section; this section draws none.
     tables=(accumulation_table, dtype_table, model_dtype_table, precision_answers.norm_table,
             timing_section.speedup_table, precision_answers.low_precision_speedup_table),
     findings=FINDINGS,
     answers=precision_answers.answers,
 )
+
+build = SECTION.build

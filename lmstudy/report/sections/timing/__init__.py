@@ -1,4 +1,4 @@
-"""Section 1, end-to-end timing: tables, figures and findings."""
+"""The end-to-end timing section: tables, figures and findings."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
-from lmstudy.report import coverage
-from lmstudy.report.answers import Answers, processes_text
+from lmstudy.report.answers import processes_text
 from lmstudy.report.contract import Comparison, SectionContract
-from lmstudy.report.render import Figure, Findings, Section, Table, Text
+from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.report.sections import plots
 from lmstudy.report.sections.labels import PASS_LABELS, mfu_note, on_cpu, order_sizes
 from lmstudy.report.sections.timing import answers as timing_answers
@@ -67,38 +66,21 @@ def marks_text(frame: pd.DataFrame) -> str:
         "the config's noise.min_gpu_busy share"
     spread = f"{limits['max_spread']:.0%} (noise.max_spread)" if "max_spread" in limits else \
         "noise.max_spread"
-    text = (
-        # A CPU has no GPU busy time: no row is host-bound there, only noisy.
-        f"Marks (a marked row is greyed in the HTML): ‡ noisy: the processes' medians spread by more "
-        f"than {spread}. The spread is (largest − smallest) / smallest of the fresh processes' medians. "
-        "Findings leave marked cells out of wall-time trends and say so. (On a GPU, † marks a host-bound "
-        "row as well, one whose GPU busy time decides what the GPU does; this run is on the CPU, which "
-        "records none.)"
-        if on_cpu(frame) else
-        f"Marks (a marked row is greyed in the HTML): † host-bound: the GPU worked for less than {busy} "
-        "of the step (its busy time per step, over the median step), so the time measures the host's "
-        f"launches and Python and moves from process to process; ‡ noisy: the processes' medians spread "
-        f"by more than {spread}. The spread is (largest − smallest) / smallest of the fresh processes' "
-        "medians. Findings leave marked cells out of wall-time trends and say so; GPU busy time, which "
-        "the host does not move, answers what the GPU does."
-    )
     rows = steady_rows(frame)
     pairs = rows[(pd.to_numeric(rows.get("processes"), errors="coerce") == 2) & (rows["status"] == "ok")] \
         if "processes" in rows else rows.iloc[0:0]
+    example = None
     if {"ci_low_ms", "ci_high_ms", "process_spread"} <= set(pairs) and len(pairs):
         half = (pairs["ci_high_ms"] - pairs["ci_low_ms"]) / 2 / pairs["median_ms"]
-        example = pairs.loc[(half / pairs["process_spread"].clip(lower=1e-6)).idxmax()]
-        text += (
-            " Why an interval of two processes is wide: it is at least Student's t interval over their "
-            "medians, and with two of them t has one degree of freedom (12.7 where many processes give "
-            f"about 2), so two that agree closely still get a wide interval: {example['size']} ctx "
-            f"{int(example['context_length'])} {PASS_LABELS.get(str(example['pass']), example['pass'])} "
-            f"{example['precision']}'s two processes differ by {example['process_spread'] * 100:.1f}%, its "
-            f"interval is {example['ci_low_ms']:.3g}–{example['ci_high_ms']:.3g} ms "
-            f"(±{half[example.name] * 100:.0f}%). It says how little two processes can tell, not that "
-            "the step varies that much."
-        )
-    return text
+        row = pairs.loc[(half / pairs["process_spread"].clip(lower=1e-6)).idxmax()]
+        example = {
+            "config": f"{row['size']} ctx {int(row['context_length'])} "
+                      f"{PASS_LABELS.get(str(row['pass']), row['pass'])} {row['precision']}",
+            "spread": f"{row['process_spread'] * 100:.1f}%",
+            "interval": f"{row['ci_low_ms']:.3g}–{row['ci_high_ms']:.3g}",
+            "half": f"{half[row.name] * 100:.0f}%",
+        }
+    return SECTION.prose("marks", spread=spread, busy=busy, on_cpu=on_cpu(frame), example=example)
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
@@ -108,41 +90,17 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
-def build(results: Path, figures: Path) -> Section:
-    section = SECTION.start()
-    every_variant = load(results)
+def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: Path) -> None:
     frame = study_model(every_variant)
-    if frame.empty:
-        return section.add(Text("No timing results: the section is switched off or produced no rows."))
     top = steady_warmup(frame)
     # Rows that were measured: an OOM or not-applicable row's processes are those that tried.
     measured = frame[frame["status"] == "ok"] if "status" in frame else frame
     processes = measured["processes"] if "processes" in measured and not measured.empty else pd.Series([1])
-    section.add(Text(
-        f"Each measured pass of each configuration ran in {processes_text(processes)} (the config's "
-        f"noise.min_processes, more while their medians disagreed), each timing all its "
-        f"{top + int(frame['timed_steps'].iloc[0])} steps, synchronizing the device after each, with "
-        f"batch {int(frame['batch_size'].iloc[0])}. Warm-up w's row is the window of "
-        f"{int(frame['timed_steps'].iloc[0])} steps after the first w: what a fresh process with w "
-        f"warm-up steps times. Warm-up 0 is the cold start ("
-        + ("" if on_cpu(frame) else "CUDA initialisation, ")
-        + f"model build, first steps; not the interpreter's start or the imports). Steady-state numbers "
-        f"use {top} warm-up "
-        "steps. A median is the median over processes of each one's median; its 95% interval comes from "
-        "the variation between processes (a hierarchical bootstrap over processes, then steps, at least "
-        "as wide as Student's t interval over the processes' medians). "
-        + ("TFLOP/s counts 6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward "
-           "pass); MFU is n/a on a CPU, which has no datasheet peak here." if on_cpu(frame) else
-           "MFU counts 6N + 12·L·H·Q·T FLOPs per token for a training step (a third for the forward pass) "
-           "over the GPU's datasheet dense peak for the precision the step ran in (fp32 without TF32: the "
-           "CUDA-core peak; with TF32: the TF32 tensor-core peak; bf16: the bf16 tensor-core peak), each "
-           "table naming its peak; it is n/a for unknown GPUs.")
-    ))
-    section.add(Text(marks_text(frame)))
-    if left := coverage.not_measured_in("timing", frame, "sizes", "context_lengths", "passes", "precisions"):
-        section.add(Text(left))
-    section.add(Answers(timing_answers.answers(frame)))
-    section.add(Findings(findings(frame)))
+    timed = int(frame["timed_steps"].iloc[0])
+    method = SECTION.prose("method", processes=processes_text(processes), steps=top + timed, timed=timed,
+                           batch=int(frame["batch_size"].iloc[0]), warmup=top, on_cpu=on_cpu(frame))
+    SECTION.opening(section, frame, method, marks_text(frame), answers=timing_answers.answers(frame),
+                    findings=findings(frame))
     model = timing_answers.model_table(frame)
     if not model.empty:
         section.add(Table("The model of each size", model, name="timing_model"))
@@ -223,16 +181,19 @@ def build(results: Path, figures: Path) -> Section:
                 name="timing_other_variants",
             )
         )
-    return section
 
 
 SECTION = SectionContract(
     name="timing",
-    title="1. End-to-end timing",
+    title="End-to-end timing",
     measures="End-to-end time of every size × context length × pass × precision, with warm-up effects, "
     "MFU and peak memory.",
     products={"timing": "timing/timing.csv"},
-    build=build,
+    body=body,
+    empty="No timing results: the section is switched off or produced no rows.",
+    load=load,
+    nothing=lambda every_variant: study_model(every_variant).empty,
+    coverage=("sizes", "context_lengths", "passes", "precisions"),
     make_figures=make_figures,
     tables=(timing_answers.model_table, main_table, warmup_table, backward_table, speedup_table, mfu_table,
             timing_answers.fit_table, variants_table),
@@ -242,3 +203,5 @@ SECTION = SectionContract(
     compare=Comparison(reads=("timing",), build=timing_compare.section,
                        findings=timing_compare.FINDINGS),
 )
+
+build = SECTION.build

@@ -22,6 +22,7 @@ from lmstudy.report.answers import count  # noqa: E402
 from lmstudy.report.contract import ComparedRuns  # noqa: E402
 from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
+from lmstudy.report.sections import numbered  # noqa: E402
 from lmstudy.report.sections.labels import PASS_LABELS  # noqa: E402
 
 TIMING_KEY = ["size", "context_length", "pass", "precision", "variant"]
@@ -276,7 +277,7 @@ def ratio_figure(rows: pd.DataFrame, min_effect: float, out: Path) -> bool:
 
 
 def _section_timing(rows, min_effect, figures: Path) -> Section:
-    section = Section("timing", "1. End-to-end timing")
+    section = Section("timing", numbered("timing", "End-to-end timing"))
     if rows.empty:
         return section.add(Text("Neither run has timing rows."))
     section.add(Text(
