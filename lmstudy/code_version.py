@@ -28,7 +28,7 @@ PACKAGE = "lmstudy"
 # (parenthesised over several lines or not), and import_module(f"lmstudy.x.{name}") with a computed name.
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+(lmstudy[\w.]*)", re.MULTILINE)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(lmstudy[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.MULTILINE)
-_DYNAMIC = re.compile(r"import_module\(f[\"'](lmstudy[\w.]*)\.\{")
+_DYNAMIC = re.compile(r"import_module\(f[\"'](lmstudy[\w.]*)\.\{[^}]*\}([\w.]*)[\"']")
 
 
 @functools.cache
@@ -53,7 +53,8 @@ def _imports(path: Path) -> frozenset[str]:
 
     `from lmstudy.a import b` is module lmstudy.a.b where that is a module, else a
     name of lmstudy.a; import_module(f"lmstudy.x.{...}") stands for every module
-    of the package lmstudy.x.
+    of the package lmstudy.x, and import_module(f"lmstudy.x.{...}.y") for every
+    lmstudy.x.<name>.y there is.
     """
     text = path.read_text(encoding="utf-8")
     found = set(_IMPORT.findall(text))
@@ -61,9 +62,12 @@ def _imports(path: Path) -> frozenset[str]:
         found.add(module)
         for name in re.findall(r"\w+", names.split("#")[0] if "(" not in names else names):
             found.add(f"{module}.{name}")
-    for package in _DYNAMIC.findall(text):
+    for package, suffix in _DYNAMIC.findall(text):
         folder = ROOT.joinpath(*package.split("."))
-        found |= {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in folder.rglob("*.py")}
+        if suffix:
+            found |= {f"{package}.{p.name}{suffix}" for p in folder.iterdir() if p.is_dir()}
+        else:
+            found |= {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in folder.rglob("*.py")}
     found = {name.removesuffix(".__init__") for name in found}
     return frozenset(m for name in found for m in _with_packages(name) if _module_file(m))
 

@@ -401,7 +401,7 @@ def test_the_operation_of_an_allocation_is_the_code_at_its_line(tmp_path: Path):
 
 
 def test_the_report_points_only_at_profiles_that_are_in_the_run_folder(tmp_path: Path):
-    from lmstudy.report.sections.nsys import _kept_profiles
+    from lmstudy.report.sections.nsys.section import _kept_profiles
 
     results = tmp_path / "results" / "run"
     kept = results / "nsys/raw/a/profile/profile.nsys-rep"

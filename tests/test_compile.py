@@ -17,7 +17,7 @@ from lmstudy.environment import REPO_ROOT
 from lmstudy.measure import ladder_bench
 from lmstudy.report.answers import Answers
 from lmstudy.report.render import Findings, Table
-from lmstudy.report.sections import compile as section
+from lmstudy.report.sections.compile import section
 
 from .specs import spec_for
 
@@ -197,7 +197,7 @@ def test_one_compiled_configuration_gives_no_range_of_one_value():
 
 def test_a_run_where_every_compiled_configuration_ran_out_of_memory_has_a_table_and_figures(tmp_path):
     """A GPU too small for every size: the table shows OOM, the figures draw, nothing crashes."""
-    from lmstudy.report.sections import compile as section
+    from lmstudy.report.sections.compile import section
 
     frame = pd.DataFrame([
         {"size": "oversized", "context_length": 32, "d_model": 64, "precision": "fp32", "attention": "naive",

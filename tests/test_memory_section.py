@@ -16,7 +16,7 @@ from lmstudy.measure.model import ModelConfig
 from lmstudy.measure.steps import build_workload, make_step
 from lmstudy.report.answers import Answers, percent
 from lmstudy.report.render import Figure, Findings, Table, Text
-from lmstudy.report.sections import memory as section
+from lmstudy.report.sections.memory import section
 
 from .conftest import FIXTURES
 

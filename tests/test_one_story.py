@@ -230,7 +230,7 @@ def test_attention_ratios_carry_their_intervals_and_noise_is_not_ranked():
 
 def test_the_timing_section_names_the_thresholds_and_why_two_processes_give_a_wide_interval():
     from lmstudy.report.render import display_frame
-    from lmstudy.report.sections.timing import marks_text
+    from lmstudy.report.sections.timing.section import marks_text
     from lmstudy.report.sections.timing.tables import main_table
 
     text = marks_text(quick_run.timing())

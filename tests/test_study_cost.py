@@ -10,7 +10,7 @@ import pytest
 
 from lmstudy.analyse.study_cost import PHASE_COLUMNS, job_table
 from lmstudy.errors import UserError
-from lmstudy.report.sections import cost
+from lmstudy.report.sections.cost import section as cost
 
 RECORDS = Path(__file__).parent / "fixtures" / "gpu" / "cost"
 

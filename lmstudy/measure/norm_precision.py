@@ -128,3 +128,15 @@ def model_activations(model: torch.nn.Module, token_ids: torch.Tensor) -> torch.
     finally:
         hook.remove()
     return captured["x"].float()
+
+
+def built_in_model_errors(dims: dict, batch_size: int, device: torch.device, scales) -> list[dict]:
+    """norm_errors on the activations of the built-in model of these dimensions (ModelConfig's fields),
+    from a fixed seed: the norms' experiment studies its RMSNorm whatever model the study measures."""
+    from lmstudy.measure.model import ModelConfig, TransformerLM
+
+    torch.manual_seed(0)
+    config = ModelConfig(**dims)
+    model = TransformerLM(config).to(device)
+    tokens = torch.randint(config.vocab_size, (batch_size, config.context_length), device=device)
+    return norm_errors(model_activations(model, tokens), scales=tuple(scales))

@@ -6,14 +6,18 @@ Snakefile) and the tests check exactly these sections. It stays a plain list
 of names so that the workflow reads it at parse time without importing pandas
 or matplotlib.
 
-A section is a package lmstudy/report/sections/<name>/ that ends its
-``__init__.py`` with ``SECTION = SectionContract(...)`` (lmstudy.report.contract):
-its title, what it measures, the products it reads, its tables, figures,
-findings and answers, how to build its part of the report and how two runs of
-it compare. Inside the package, one module per job:
+A section is a package lmstudy/report/sections/<name>/ whose ``section.py`` ends
+with ``SECTION = SectionContract(...)`` (lmstudy.report.contract): its title,
+what it measures, the products it reads, its tables, figures, findings and
+answers, how to build its part of the report and how two runs of it compare.
+Inside the package, one module per job:
 
-- ``__init__.py``: loads its products, draws (``make_figures``) and builds
-  (``build``) its part of the report, and declares the contract;
+- ``__init__.py``: a docstring only, so that importing ``jobs.py`` imports nothing else;
+- ``jobs.py``: what it measures (lmstudy.registry): its jobs (the spec each is given,
+  the runner ``lmstudy measure <job>`` calls) and the result files they and its
+  aggregation write; torch- and pandas-free, read by the workflow at parse time;
+- ``section.py``: loads its products, draws (``make_figures``) and builds its part
+  of the report, and declares the contract; ``method.j2``: its method paragraphs;
 - ``tables.py``: the functions that compute its tables (pandas only);
 - ``figures.py``: the functions that draw its figures (matplotlib; the only part that
   imports it);
@@ -21,7 +25,8 @@ it compare. Inside the package, one module per job:
   questions, computed from its tables;
 - ``compare.py``: its part of the comparison of two runs (where it has one).
 
-tables.py, findings.py and answers.py never import figures.py. Neither part touches a GPU.
+tables.py, findings.py and answers.py never import figures.py. Only jobs.py's runners touch a GPU,
+through lmstudy.measure, imported when the job runs.
 docs/layout.md shows how to add a section, on an example.
 """
 
@@ -41,7 +46,7 @@ def contract(name: str):
     """The registered section `name`'s contract (lmstudy.report.contract.SectionContract)."""
     if name not in NAMES:
         raise ValueError(f"no report section named {name!r}: the sections are {', '.join(NAMES)}")
-    return importlib.import_module(f"lmstudy.report.sections.{name}").SECTION
+    return importlib.import_module(f"lmstudy.report.sections.{name}.section").SECTION
 
 
 def contracts(names=NAMES) -> list:

@@ -69,25 +69,18 @@ def norm_errors(fields: dict, paths: dict):
     """The error of RMSNorm and LayerNorm in fp16 and bf16, operation by operation, on the built-in
     model's activations (lmstudy.measure.norm_precision): a CSV to paths["out"]."""
     import pandas as pd
-    import torch
 
     from lmstudy.atomic import write_csv
     from lmstudy.measure import norm_precision
     from lmstudy.measure.devices import open_device
-    from lmstudy.measure.model import ModelConfig, TransformerLM
     from lmstudy.phases import PhaseClock
 
     clock = PhaseClock()
     with clock.timing("start"):
         device, env = open_device(fields["device"])
     with clock.timing("measure"):
-        torch.manual_seed(0)
-        config = ModelConfig(**{key: fields[key] for key in MODEL_CONFIG_KEYS})
-        model = TransformerLM(config).to(device)
-        shape = (fields["batch_size"], fields["context_length"])
-        tokens = torch.randint(fields["vocab_size"], shape, device=device)
-        x = norm_precision.model_activations(model, tokens)
-        rows = norm_precision.norm_errors(x, scales=NORM_SCALES)
+        dims = {key: fields[key] for key in MODEL_CONFIG_KEYS}
+        rows = norm_precision.built_in_model_errors(dims, fields["batch_size"], device, NORM_SCALES)
     where = {
         "size": fields["size"],
         "d_model": fields["d_model"],
