@@ -8,6 +8,7 @@
 #   machine 2, call 1: tools/gpu_session.sh m2   carry .whl and .gpu-libs: the module
 #        ranges' cost; then in the background the quick run qf of a model from a file
 #        and the timing section at batch 9 and at batch 10 (A/B), at once
+#   issue 33: tools/gpu_session.sh q2 (2 GPUs), then wait, qf, compare, collect
 #   calls 2+: tools/gpu_session.sh wait          carry nothing
 #   last:     tools/gpu_session.sh collect       tables, records and logs to $OUT
 set -uo pipefail
@@ -68,6 +69,21 @@ m2)
     study b9 results/b9/timing/timing.csv --config preset=quick run=b9 batch_size=9 & \
     study b10 results/b10/timing/timing.csv --config preset=quick run=b10 batch_size=10 & wait"
   sleep 20; wait_all ;;
+q2)  # issue 33 (and 29): the quick preset of the built-in model and of a Llama, side by side on 2 GPUs
+  setup
+  for r in qa ql; do copy_tree $r; done
+  background "study qa --cores 6 --config preset=quick run=qa & \
+    study ql --cores 6 --config preset=quick run=ql \"$LLAMA\" & wait"
+  sleep 20; wait_all ;;
+qf)  # the file model's quick run, once a GPU is free
+  setup; copy_tree qf
+  background "study qf --cores 6 --config preset=quick run=qf \"$ENCODER\""
+  sleep 20; wait_all ;;
+compare)  # the built-in run against the Llama run, in qa's copy
+  wait_all
+  cp -a $W/ql/results/ql $W/qa/results/ && (cd $W/qa && python3 -m snakemake --cores 4 \
+    report/compare/qa_vs_ql/index.html --config preset=quick run=qa > $W/compare.out 2>&1; \
+    echo "compare rc $?"; tail -3 $W/compare.out) ;;
 wait) wait_all ;;
 collect)
   wait_all
