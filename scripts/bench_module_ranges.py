@@ -18,7 +18,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,11 +37,12 @@ def one_case(spec: dict, ranges: bool, compiled: bool) -> dict:
 
     import torch
 
+    from lmstudy.measure.device_clock import now
     from lmstudy.measure.devices import resolve_device
     from lmstudy.measure.gpu_time import gpu_measures
     from lmstudy.measure.model import ModelConfig
     from lmstudy.measure.module_ranges import module_ranges
-    from lmstudy.measure.steps import build_workload, make_step, synchronize
+    from lmstudy.measure.steps import build_workload, make_step
     from lmstudy.model_choice import ModelChoice
 
     device = resolve_device(spec["device"], tf32=False)
@@ -59,11 +59,9 @@ def one_case(spec: dict, ranges: bool, compiled: bool) -> dict:
                 run()
             times = []
             for _ in range(spec["steps"]):
-                synchronize(device)
-                start = time.perf_counter()
+                start = now(device)
                 run()
-                synchronize(device)
-                times.append((time.perf_counter() - start) * 1e3)
+                times.append((now(device) - start) * 1e3)
             result[f"{pass_name}_ms"] = statistics.median(times)
             result.update({f"{pass_name}_{k}": v for k, v in gpu_measures(run, device).items()})
     return result
