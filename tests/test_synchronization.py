@@ -4,7 +4,7 @@ A GPU runs a step's kernels after the host has queued them: a timer that reads
 the host clock without synchronizing first measures the launches, not the
 work. On a CPU synchronization does nothing, so no CPU run can tell a timer
 that forgot it. Here a fake GPU stands in for torch.cuda (the API the timers
-reach the device through, lmstudy.measure.steps.synchronize) and for their host
+reach the device through, lmstudy.measure.device_clock) and for their host
 clock: a step only queues work, which is done at synchronize() and not
 before, so a timer sees the work's duration exactly when it synchronizes
 before starting its clock and before stopping it. The fake also keeps every
