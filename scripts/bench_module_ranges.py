@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 from lmstudy.cli import compile_from_scratch, fork_measuring_processes, model_choice, run_main
@@ -35,11 +34,12 @@ def one_case(spec: dict, ranges: bool, compiled: bool) -> dict:
 
     import torch
 
+    from lmstudy.measure.device_clock import now
     from lmstudy.measure.devices import resolve_device
     from lmstudy.measure.gpu_time import gpu_measures
     from lmstudy.measure.model import ModelConfig
     from lmstudy.measure.module_ranges import module_ranges
-    from lmstudy.measure.steps import build_workload, make_step, synchronize
+    from lmstudy.measure.steps import build_workload, make_step
     from lmstudy.model_choice import ModelChoice
 
     device = resolve_device(spec["device"], tf32=False)
@@ -56,11 +56,9 @@ def one_case(spec: dict, ranges: bool, compiled: bool) -> dict:
                 run()
             times = []
             for _ in range(spec["steps"]):
-                synchronize(device)
-                start = time.perf_counter()
+                start = now(device)
                 run()
-                synchronize(device)
-                times.append((time.perf_counter() - start) * 1e3)
+                times.append((now(device) - start) * 1e3)
             result[f"{pass_name}_ms"] = statistics.median(times)
             result.update({f"{pass_name}_{k}": v for k, v in gpu_measures(run, device).items()})
     return result

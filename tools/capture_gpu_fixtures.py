@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 
+from lmstudy.measure.device_clock import synchronize
 from lmstudy.measure.model import ModelConfig
-from lmstudy.measure.steps import build_workload, make_step, synchronize
+from lmstudy.measure.steps import build_workload, make_step
 
 TINY = ModelConfig(vocab_size=1000, context_length=128, d_model=256, d_ff=1024, num_layers=2, num_heads=4)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from collections.abc import Callable
 
 import torch
@@ -28,10 +27,10 @@ import torch.nn.functional as F
 
 from lmstudy.analyse.attention_memory import BYTES, attention_flops, naive_memory_accounting, predicted_bytes  # noqa: F401
 from lmstudy.analyse.stats import summarize_ms
+from lmstudy.measure.device_clock import now, synchronize
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.gpu_time import gpu_measures
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
-from lmstudy.measure.steps import synchronize
 from lmstudy.phases import PhaseClock
 
 IMPLEMENTATIONS = ("naive", "naive-compile", "sdpa")
@@ -131,11 +130,9 @@ def _memory(device: torch.device, what: str) -> int | None:
 
 
 def _timed(fn: Callable[[], object], device: torch.device) -> float:
-    synchronize(device)
-    start = time.perf_counter()
+    start = now(device)
     fn()
-    synchronize(device)
-    return time.perf_counter() - start
+    return now(device) - start
 
 
 def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
@@ -174,7 +171,7 @@ def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
     before_forward = _memory(device, "memory_allocated")
     for i in range(spec.steps):
         out = fn(q, k, v)
-        synchronize(device)
+        synchronize(device)  # not a timer: the forward's memory is all allocated before it is read
         if i == 0:
             row["memory_before_backward_bytes"] = _memory(device, "memory_allocated")
             row["peak_forward_bytes"] = _memory(device, "max_memory_allocated")
@@ -235,13 +232,13 @@ def run_sweep(spec: SweepSpec, clock: PhaseClock | None = None) -> list[dict]:
         }
         predicted = predicted_bytes(spec.batch_size, seq, spec.head_dim, spec.precision)
         row.update({f"predicted_{k}_bytes": v for k, v in predicted.items()})
-        start = time.perf_counter()
+        start = now(device)
         with out_of_memory_is_a_result() as oom:
             row.update(measure_config(spec, seq, device), status="ok")
         if oom:
             row.update(oom.fields())
         free_memory(device)
-        row["measure_s"] = time.perf_counter() - start
+        row["measure_s"] = now(device) - start
         compile_s = 0.0
         if spec.implementation.endswith("-compile") and row["status"] == "ok":
             steady_ms = row["forward_median_ms"] + row["backward_median_ms"]

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 
 import torch
 
 from lmstudy import hardware
 from lmstudy.analyse.stats import summarize_ms
+from lmstudy.measure.device_clock import now, phase
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.factory import import_model_code
 from lmstudy.measure.fresh_process import mark_forking_parent
@@ -27,7 +27,7 @@ from lmstudy.measure.gpu_time import gpu_measures
 from lmstudy.measure.model_facts import counted_here, model_facts
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import make_step, synchronize
+from lmstudy.measure.steps import make_step
 from lmstudy.measure.timing import time_steps
 from lmstudy.phases import PhaseClock
 
@@ -52,11 +52,9 @@ def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     step = make_step(work, pass_name)
-    synchronize(device)
-    start = time.perf_counter()
+    start = now(device)
     step()
-    synchronize(device)
-    row["first_step_ms"] = (time.perf_counter() - start) * 1e3
+    row["first_step_ms"] = (now(device) - start) * 1e3
     times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
     row.update(status="ok", **summarize_ms(times))
     # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
@@ -81,20 +79,19 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
     with clock.timing("start"):
         device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
     peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
-    with clock.timing("imports"):
+    with phase(clock, "imports", device):
         import_model_code(spec.model, spec.dims, spec.context_length)
     facts = counted_here(spec)  # a model too large to count gives no FLOPs, and OOM rows below
     rows = []
     for mode in MODES:
         torch._dynamo.reset()
         work = None
-        started = time.perf_counter()
+        started = now(device)
         with out_of_memory_is_a_result(device) as build_oom:
             work = spec.build_workload(device)
             if mode == "compiled":
                 work.model = torch.compile(work.model)
-            synchronize(device)
-        clock.add("build", time.perf_counter() - started)
+        clock.add("build", now(device) - started)
         for pass_name in spec.passes:
             row = {
                 "size": spec.size,
@@ -114,14 +111,14 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
             if build_oom:
                 row.update(build_oom.fields())
             else:
-                started = time.perf_counter()
+                started = now(device)
                 with out_of_memory_is_a_result() as oom:
                     row.update(_measure_pass(spec, work, pass_name, device))
                 if oom:
                     row.update(oom.fields())
                     work.drop_training_state()
                     free_memory(device)
-                spent = time.perf_counter() - started
+                spent = now(device) - started
                 compiling = max(0.0, row.get("first_step_excess_s") or 0.0) if mode == "compiled" else 0.0
                 clock.add("compile", min(compiling, spent))
                 clock.add("measure", spent - min(compiling, spent))

@@ -7,6 +7,7 @@ import contextlib
 import torch
 
 from lmstudy.errors import UserError
+from lmstudy.measure.device_clock import synchronize
 
 NO_CUDA = (
     "CUDA is not available on this machine, so this GPU measurement cannot run here: "
@@ -51,7 +52,7 @@ def initialize_device(device: torch.device) -> None:
     """Create the CUDA context now, so that its cost is counted apart from what comes next."""
     if device.type == "cuda":
         torch.zeros(1, device=device)
-        torch.cuda.synchronize(device)
+        synchronize(device)
 
 
 class OutOfMemory:

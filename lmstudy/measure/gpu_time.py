@@ -13,8 +13,8 @@ import torch
 
 from lmstudy.analyse.nsys.categories import CATEGORIES, categorize
 from lmstudy.analyse.nsys.torch_trace import read_events
+from lmstudy.measure.device_clock import synchronize
 from lmstudy.measure.nsys.capture import torch_profiler_capture
-from lmstudy.measure.steps import synchronize
 
 TOP_KERNELS = 8
 
@@ -30,7 +30,7 @@ def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]
         with torch_profiler_capture(device, trace):
             for _ in range(steps):
                 step()
-            synchronize(device)
+            synchronize(device)  # not a timer: the steps' kernels all run inside the capture
         activities = read_events(trace).activities
     ms = (activities["end"] - activities["start"]) / 1e6 / steps
     categories = [categorize(n, k) for n, k in zip(activities["name"], activities["kind"], strict=True)]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 
 import torch
 
@@ -31,6 +30,7 @@ from lmstudy import environment, flops
 from lmstudy.analyse import ladder_table
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
+from lmstudy.measure.device_clock import now, phase
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
 from lmstudy.measure.factory import NotApplicable, build_model, import_model_code
 from lmstudy.measure.fresh_process import mark_forking_parent, run_forked
@@ -41,7 +41,7 @@ from lmstudy.measure.model import ModelConfig, make_optimizer
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_result
 from lmstudy.measure.spec import model_dims
-from lmstudy.measure.steps import Workload, build_workload, make_step, synchronize
+from lmstudy.measure.steps import Workload, build_workload, make_step
 from lmstudy.measure.timing import time_steps
 from lmstudy.model_choice import ModelChoice
 from lmstudy.phases import PhaseClock
@@ -187,7 +187,7 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
     rung = RUNGS[spec.rung]
     with clock.timing("start"):
         device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
-    with clock.timing("imports"):
+    with phase(clock, "imports", device):
         import_model_code(spec.model, spec.dims, spec.context_length)
     row = {
         "size": spec.size,
@@ -214,29 +214,27 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
         row.update(status="unsupported", reason=reason)
         return row
     try:
-        with clock.timing("build"):
+        with phase(clock, "build", device):
             rung_workload_check(spec)
     except NotApplicable as why:
         row.update(status="not applicable", reason=f"{spec.model.label}: {why}")
         return row
     with out_of_memory_is_a_result(device) as oom, unsupported_is_a_result() as unsupported:
-        with clock.timing("build"):
+        with phase(clock, "build", device):
             work = rung_workload(spec, device)
             step = make_step(work, "train_step")
-            synchronize(device)
-        start = time.perf_counter()
+        start = now(device)
         step()
-        synchronize(device)
-        row["first_step_s"] = time.perf_counter() - start
-        started = time.perf_counter()
+        row["first_step_s"] = now(device) - start
+        started = now(device)
         times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
-        measured = time.perf_counter() - started
+        measured = now(device) - started
         median_s = summarize_ms(times)["median_ms"] / 1e3
         # A rung that compiles traces and compiles in its first step: that step's excess is compile time.
         first_excess = max(0.0, row["first_step_s"] - median_s) if compiles(rung, device) else 0.0
         clock.add("compile", first_excess)
         clock.add("measure", measured + row["first_step_s"] - first_excess)
-        with clock.timing("profile"):
+        with phase(clock, "profile", device):
             # Every process records the GPU's busy time and kernels of a step; the first, by category.
             breakdown = (kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps
                          else gpu_measures(step, device))
@@ -298,7 +296,7 @@ class CeilingSpec:
 
 def _ceiling_bursts(spec: BenchSpec, ceiling: CeilingSpec, clock) -> list[dict]:
     device, _ = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
-    with clock.timing("measure"):
+    with phase(clock, "measure", device):
         return measure_ceiling(
             list(ceiling.sizes), ceiling.warmup_s, ceiling.bursts, ceiling.burst_products, device
         )

@@ -42,6 +42,7 @@ import time
 import torch
 
 from lmstudy.analyse.ladder_table import SETTLED_WITHIN
+from lmstudy.measure.device_clock import now
 from lmstudy.measure.gpu_monitor import COLUMNS, ClockSampler
 
 
@@ -59,19 +60,17 @@ def _burst_seconds(a, b, out, products: int, device: torch.device) -> float:
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1e3
-    started = time.perf_counter()
+    started = now(device)
     _products(a, b, out, products)
-    return time.perf_counter() - started
+    return now(device) - started
 
 
 def _warm_up(a, b, out, seconds: float, device: torch.device) -> None:
     """Products back to back for at least `seconds` (at least one), synchronizing every few."""
-    started = time.perf_counter()
+    started = now(device)
     while True:
         _products(a, b, out, 4)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if time.perf_counter() - started >= seconds:
+        if now(device) - started >= seconds:
             return
 
 
@@ -94,9 +93,9 @@ def settled(rates: list[float], window: int, within: float = SETTLED) -> bool:
 
 def _timed(sampler, a, b, out, products: int, device) -> tuple[float, dict]:
     """One burst's seconds and the clocks sampled during it."""
-    started = time.perf_counter()
+    started = now(device)
     seconds = _burst_seconds(a, b, out, products, device)
-    return seconds, sampler.window(started, time.perf_counter())
+    return seconds, sampler.window(started, now(device))
 
 
 def measure_ceiling(

@@ -138,7 +138,3 @@ def make_step(work: Workload, pass_name: str) -> Callable[[], torch.Tensor | Non
         return lambda: forward_backward(update=True)
     raise ValueError(f"pass must be one of {PASSES}, not {pass_name!r}")
 
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

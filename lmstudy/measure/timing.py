@@ -31,6 +31,7 @@ import torch
 
 from lmstudy import environment, hardware
 from lmstudy.analyse.stats import process_summary, summarize_ms
+from lmstudy.measure.device_clock import now
 from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
 from lmstudy.measure.factory import import_model_code
 from lmstudy.measure.fresh_process import mark_forking_parent, run_forked
@@ -39,7 +40,7 @@ from lmstudy.measure.gpu_time import gpu_measures
 from lmstudy.measure.model_facts import ModelFacts, model_facts
 from lmstudy.measure.repeat import NoisePolicy, gpu_columns, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import import_lazy_modules, make_step, synchronize
+from lmstudy.measure.steps import import_lazy_modules, make_step
 from lmstudy.phases import PhaseClock
 from lmstudy.plan import VARIANTS
 
@@ -74,12 +75,11 @@ class TimingSpec(ModelSpec):
 def time_steps(step: Callable[[], None], device: torch.device, warmup: int, steps: int) -> list[float]:
     """Seconds per step: `warmup` untimed steps, then `steps` timed ones.
 
-    The device is synchronized before the clock starts and after every step,
-    so each time covers the step's GPU work and nothing else.
+    Each time is read from the device clock (lmstudy.measure.device_clock),
+    so it covers the step's GPU work and nothing else: not the warm-up's.
     """
     for _ in range(warmup):
         step()
-    synchronize(device)
     return trajectory(step, device, steps)[0]
 
 
@@ -88,25 +88,24 @@ def trajectory(
 ) -> tuple[list[float], list]:
     """Seconds of each of `steps` steps, each synchronized, and the peaks (allocated, reserved) after each.
 
-    Each step's start (time.perf_counter()) is appended to `starts` where
+    Each step's start (device_clock.now) is appended to `starts` where
     given. An out-of-memory error ends the trajectory early: the steps
     before it are returned and the error is raised as the exception's
     `trajectory`.
     """
     on_gpu = device.type == "cuda"
     times, peaks = [], []
-    synchronize(device)
     for _ in range(steps):
-        start = time.perf_counter()
+        start = now(device)
         if starts is not None:
             starts.append(start)
         try:
             step()
-            synchronize(device)
+            end = now(device)
         except Exception as error:  # noqa: BLE001 - not caught: what was measured goes along
             error.trajectory = (times, peaks)
             raise
-        times.append(time.perf_counter() - start)
+        times.append(end - start)
         # Peaks so far, allocated and reserved: what a fresh process running this many steps reports.
         peaks.append(
             (torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device))
@@ -130,28 +129,27 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) ->
     clock in each warm-up's window, the GPU's busy ms and the kernels launched in one more step
     (CUDA only), and the error that ended the trajectory early.
     """
-    start = time.perf_counter()
+    start = now(None)  # no device yet: starting it is what this region times
     device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
-    result = {"pass": pass_name, "device": device.type, "start_s": time.perf_counter() - start, "env": env,
+    result = {"pass": pass_name, "device": device.type, "start_s": now(device) - start, "env": env,
               "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0, "clocks": {},
               "gpu_busy_ms": None, "kernels_per_step": None, "imports_s": 0.0, "profile_s": 0.0}
-    start = time.perf_counter()
+    start = now(device)
     import_model_code(spec.model, spec.dims, spec.context_length)
-    result["imports_s"] = time.perf_counter() - start
-    start = time.perf_counter()
+    result["imports_s"] = now(device) - start
+    start = now(device)
     times, peaks, starts = [], [], []
     with out_of_memory_is_a_result(device) as oom, ClockSampler() as sampler:
         work = _build(spec, device)
-        synchronize(device)
-        result["build_s"] = time.perf_counter() - start
+        result["build_s"] = now(device) - start
         step = make_step(work, pass_name)
         times, peaks = trajectory(step, device, spec.steps_per_process, starts)
-        profiled = time.perf_counter()
+        profiled = now(device)
         result.update(gpu_measures(step, device))
-        result["profile_s"] = time.perf_counter() - profiled
+        result["profile_s"] = now(device) - profiled
     if oom:
         if not result["build_s"]:
-            result["build_s"] = time.perf_counter() - start
+            result["build_s"] = now(device) - start
         times, peaks = oom.trajectory or ([], [])
         result["error"] = oom.message
     for warmup in spec.warmup_steps:

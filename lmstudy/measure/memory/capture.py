@@ -17,16 +17,16 @@ recording had begun) and the metadata says status OOM and at which stage.
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 
 import torch
 
 from lmstudy.atomic import atomic_path
 from lmstudy.errors import UserError
+from lmstudy.measure.device_clock import now, synchronize
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import make_step, synchronize
+from lmstudy.measure.steps import make_step
 from lmstudy.phases import PhaseClock
 
 PASSES = ("forward", "train_step")
@@ -83,7 +83,7 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
     recorded step) and profile (dumping the snapshot).
     """
     clock = clock or PhaseClock()
-    started = time.perf_counter()
+    started = now(None)  # no device yet
     if spec.pass_name not in PASSES:
         raise UserError(f"pass must be one of {PASSES} for a memory snapshot, not {spec.pass_name!r}.")
     if spec.device != "cuda":
@@ -95,21 +95,21 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
     meta = {**spec.describe(), **env}
     meta["device_index"] = torch.cuda.current_device()
     meta["params"] = spec.parameter_count()
-    clock.add("start", time.perf_counter() - started)
+    clock.add("start", now(device) - started)
     stage, recording, work, step = "build", False, None, None
-    started = time.perf_counter()
+    started = now(device)
     try:
         with out_of_memory_is_a_result() as oom:
             work = spec.build_workload(device, with_optimizer=spec.pass_name == "train_step")
             step = make_step(work, spec.pass_name)
-            synchronize(device)
-            clock.add("build", time.perf_counter() - started)
-            started = time.perf_counter()
+            built = now(device)
+            clock.add("build", built - started)
+            started = built
             stage = "warm-up"
             meta["residual_dtype"] = _observe_residual_dtype(work.model, step)
             for _ in range(spec.warmup_steps - 1):
                 step()
-            synchronize(device)
+            synchronize(device)  # not a timer: the warm-up's memory is all in place before it is noted
             meta["tensors"] = {
                 "parameters": _pointers(work.model.parameters()),
                 "optimizer_state": _pointers(_optimizer_tensors(work.optimizer)),
@@ -122,15 +122,17 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
             torch.cuda.memory._record_memory_history(max_entries=spec.max_entries, stacks=spec.stacks)
             recording = True
             step()
-            synchronize(device)
+            synchronize(device)  # not a timer: the recorded step's memory is all in place before it is noted
             meta["tensors"]["gradients_after"] = _pointers(_grads(work.model))
             meta["tensors"]["optimizer_state_after"] = _pointers(_optimizer_tensors(work.optimizer))
             meta.update(status="ok", stage="done", error="")
         if oom:
             meta.update(oom.fields(), stage=stage)
     finally:
-        clock.add("build" if stage == "build" else "measure", time.perf_counter() - started)
-        started = time.perf_counter()
+        # The recorded step has synchronized, or failed (waiting on the device then could raise again).
+        ended = now(None)
+        clock.add("build" if stage == "build" else "measure", ended - started)
+        started = ended
         if recording or meta.get("status") == "OOM":
             with atomic_path(snapshot_path) as tmp:
                 torch.cuda.memory._dump_snapshot(str(tmp))
@@ -139,7 +141,7 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
     meta["max_memory_allocated"] = torch.cuda.max_memory_allocated(device)
     meta["memory_allocated_after"] = torch.cuda.memory_allocated(device)
     meta["recorded"] = recording
-    clock.add("profile", time.perf_counter() - started)
+    clock.add("profile", now(device) - started)
     del work, step
     free_memory(device)
     return meta

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
 from pathlib import Path
 
 import torch
 
+from lmstudy.measure.device_clock import now, phase
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.markers import annotate
 from lmstudy.measure.module_ranges import module_ranges
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import make_step, synchronize
+from lmstudy.measure.steps import make_step
 from lmstudy.phases import PhaseClock
 from lmstudy.ranges import profiled_pass_range
 
@@ -126,11 +126,10 @@ def run_profile(
         name: {**spec.columns(name), **env, "status": "ok", "error": "", "captured_step_ms": []}
         for name in spec.passes
     }
-    started = time.perf_counter()
+    started = now(device)
     with out_of_memory_is_a_result(device) as oom:
         work = spec.build_workload(device, with_optimizer="train_step" in spec.passes)
-        synchronize(device)
-    clock.add("build", time.perf_counter() - started)
+    clock.add("build", now(device) - started)
     if oom:
         for record in records.values():
             record.update(oom.fields())
@@ -144,7 +143,8 @@ def run_profile(
             free_memory(device)
 
     steps = {}
-    with clock.timing("measure"):
+    # The phase ends synchronized: no warm-up work runs on into the capture.
+    with phase(clock, "measure", device):
         # Warm-ups in reverse order, so that the first pass captured is the one
         # that has just warmed up; the later ones keep their state (AdamW's).
         for name in reversed(spec.passes):
@@ -152,7 +152,6 @@ def run_profile(
                 step = make_step(work, name)
                 for _ in range(spec.warmup_steps):
                     step()
-                synchronize(device)
             if oom:
                 out_of_memory(name, oom)
             else:
@@ -164,20 +163,20 @@ def run_profile(
     capture = (
         cuda_profiler_range(device) if spec.backend == "nsys" else torch_profiler_capture(device, Path(trace))
     )
-    started = time.perf_counter()
+    started = now(device)
     # Module ranges in the capture only: its warm-up ran without their cost.
     # A step that runs out of memory leaves none of them open (ModuleRanges.step).
     with capture, module_ranges(work.model, spec.model.range_depth) as ranges:
         for name, step in sorted(steps.items(), key=lambda item: spec.passes.index(item[0])):
             with out_of_memory_is_a_result(device) as oom, annotate(profiled_pass_range(name)):
                 for _ in range(spec.profiled_steps):
-                    start = time.perf_counter()
+                    start = now(device)
                     ranges.step(step, device)
-                    synchronize(device)
-                    records[name]["captured_step_ms"].append((time.perf_counter() - start) * 1e3)
+                    records[name]["captured_step_ms"].append((now(device) - start) * 1e3)
             if oom:
                 out_of_memory(name, oom)
-        clock.add("measure", time.perf_counter() - started)
-        started = time.perf_counter()
-    clock.add("profile", time.perf_counter() - started)
+        ended = now(device)
+        clock.add("measure", ended - started)
+        started = ended
+    clock.add("profile", now(device) - started)
     return records
