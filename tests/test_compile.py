@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import os
@@ -15,6 +14,7 @@ import pytest
 from lmstudy.atomic import write_csv
 from lmstudy.environment import REPO_ROOT
 from lmstudy.measure import ladder_bench
+from lmstudy.measure.spec import init_fields
 from lmstudy.report.answers import Answers
 from lmstudy.report.render import Findings, Table
 from lmstudy.report.sections.compile import section
@@ -114,7 +114,7 @@ def test_ladder_bench_compares_against_the_highest_measured_matmul_rate():
         " bursts=3, burst_products=2)\n"
         "print(json.dumps([rows, summary], default=str))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(dataclasses.asdict(base))],
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(init_fields(base))],
                           capture_output=True, text=True, cwd=REPO_ROOT, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     rows, summary = json.loads(done.stdout.strip().splitlines()[-1])

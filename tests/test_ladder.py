@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -18,6 +17,7 @@ from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS
 from lmstudy.measure import rung_support
 from lmstudy.measure.ladder_bench import BenchSpec, measure_rung
 from lmstudy.measure.matmul_ceiling import measure_ceiling
+from lmstudy.measure.spec import init_fields
 from lmstudy.phases import PhaseClock
 
 from .conftest import REPO
@@ -34,7 +34,7 @@ def bench_spec(rung: str, **overrides) -> BenchSpec:
 
 def as_code(spec: BenchSpec) -> str:
     """`spec` as Python source, for a process of its own."""
-    return f"BenchSpec(**{dataclasses.asdict(spec)!r})"
+    return f"BenchSpec(**{init_fields(spec)!r})"
 
 
 def test_the_configs_rungs_are_the_benchmarks_default_rungs_in_order():

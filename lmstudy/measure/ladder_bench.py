@@ -26,7 +26,7 @@ import json
 
 import torch
 
-from lmstudy import environment, flops
+from lmstudy import environment
 from lmstudy.analyse import ladder_table
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
@@ -40,7 +40,7 @@ from lmstudy.measure.matmul_ceiling import measure_ceiling, summarize
 from lmstudy.measure.model import ModelConfig, make_optimizer
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_result
-from lmstudy.measure.spec import model_dims
+from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import Workload, build_workload, make_step
 from lmstudy.measure.timing import time_steps
 from lmstudy.model_choice import ModelChoice
@@ -60,56 +60,39 @@ def allow_only_sdpa_backend(backend: str) -> None:
         enable(name == backend)
 
 
-@dataclasses.dataclass(frozen=True)
-class BenchSpec:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchSpec(ModelSpec):
+    """One rung of the ladder on the study's model: ModelSpec's fields, less the precision, which
+    the rung sets (it is not given: a spec names the rung, and the rung its precision)."""
+
     rung: str
-    d_model: int
-    d_ff: int
-    num_layers: int
-    num_heads: int
-    context_length: int
     # No defaults: config.yaml's ladder:, through the job's spec (lmstudy.job_spec).
-    batch_size: int
-    vocab_size: int
+    precision: str = dataclasses.field(init=False)
     warmup_steps: int
     timed_steps: int
     profile_steps: int  # > 0: also break the GPU time of this many steps down by kernel category
-    device: str
-    size: str  # the size's name, recorded in the row
-    tf32: bool
-    memory_cap_gb: float | None
-    model: ModelChoice
 
     def __post_init__(self):
         # Read back from JSON (a child process's argument), the choice is a dict.
         object.__setattr__(self, "model", ModelChoice.coerce(self.model))
+        object.__setattr__(self, "precision", RUNGS[self.rung].precision)
 
     @property
-    def dims(self) -> dict[str, int]:
-        return model_dims(self)
+    def model_attention(self) -> str:
+        return RUNGS[self.rung].attention
 
-    def flops_per_step(self) -> float | None:
-        """A training step's FLOPs: by formula for the built-in model, else by FlopCounterMode; None for a
-        model too large to count on the host (it reads a value in its forward, so not on the meta
-        device), which is too large to measure too: its row says OOM."""
+    def flops_per_step(self, pass_name: str = "train_step") -> float | None:
+        """A training step's FLOPs (ModelSpec's count); None for a model too large to count on the host
+        (it reads a value in its forward, so not on the meta device), which is too large to measure
+        too: its row says OOM."""
         from lmstudy.measure.devices import is_out_of_memory
 
         try:
-            return self._counted_flops()
+            return super().flops_per_step(pass_name)
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
             return None
-
-    def _counted_flops(self) -> float:
-        if self.model.builtin:
-            return flops.flops_per_step("train_step", self.batch_size, self.context_length, **self.dims)
-        from lmstudy.measure.spec import _counted
-
-        return float(_counted(self.model, tuple(self.dims.items()), self.context_length, self.batch_size)
-                     ["train_step"])
-
-
 
 
 def rung_workload(spec: BenchSpec, device: torch.device) -> Workload:

@@ -117,6 +117,13 @@ class ModelSpec:
             raise UserError(f"{self.model.label}: {why} Measure it with attention naive only.") from None
 
 
+def init_fields(spec) -> dict:
+    """The fields a spec is made of (not those it derives, as a ladder rung's precision): what
+    rebuilds it, as cls(**init_fields(spec)); plain data, as dataclasses.asdict gives it."""
+    return {key: value for key, value in dataclasses.asdict(spec).items() if key in
+            {f.name for f in dataclasses.fields(spec) if f.init}}
+
+
 @functools.cache
 def _counted(choice: ModelChoice, dims: tuple, context_length: int, batch_size: int) -> dict:
     from lmstudy.measure.factory import count_on_meta
@@ -130,7 +137,7 @@ def from_fields(cls, fields: dict):
     from lmstudy.errors import IncompleteSpec, UserError
     from lmstudy.measure.repeat import NoisePolicy
 
-    unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
+    unknown = set(fields) - {f.name for f in dataclasses.fields(cls) if f.init}
     if unknown:
         raise UserError(f"the spec's {', '.join(sorted(unknown))}: not a setting of this job; remove it.")
     missing = sorted(f.name for f in dataclasses.fields(cls) if f.name not in fields and f.init
