@@ -53,7 +53,7 @@ def test_a_contract_declares_what_its_package_computes(name):
         unmarked = [f.__qualname__ for f in section.compare.findings if not getattr(f, "finds", False)]
         assert not unmarked, f"comparison findings not marked @finds: {unmarked}"
     if section.figures:
-        assert section.drawn_by == f"lmstudy.report.sections.{name}.make_figures"
+        assert section.drawn_by == f"lmstudy.report.sections.{name}.section.make_figures"
 
 
 def test_the_comparison_reads_each_product_under_one_name():
