@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -207,3 +209,17 @@ def test_the_variants_are_checked_against_the_one_list():
         config_of("full", lambda c: c["timing"].update(variants=["naive", "flash"]))
     config = config_of("full", lambda c: c["timing"].update(variants=list(plan.VARIANTS)))
     assert config["timing"]["variants"] == list(plan.VARIANTS)
+
+
+def test_the_registry_is_read_without_torch_pandas_or_the_report():
+    """The Snakefile reads every section's jobs and result files at parse time, on a submit host
+    that may have no torch: the sections' jobs.py import neither torch nor pandas, nor their
+    section's report code."""
+    code = (
+        "import sys; from lmstudy import registry; jobs = registry.jobs(); registry.products(); "
+        "heavy = {'torch', 'pandas', 'matplotlib'} & set(sys.modules); "
+        "report = [m for m in sys.modules if m.endswith('.section') or m.endswith('.tables')]; "
+        "print(len(jobs), sorted(heavy), report)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split(maxsplit=1) == [str(len(registry.jobs())), "[] []\n"], done.stdout
