@@ -6,7 +6,7 @@ Prints each rung's median step time and achieved TFLOP/s (model FLOPs,
 on the same GPU before and after the rungs (bursts of back-to-back products
 at steady clocks: lmstudy.measure.matmul_ceiling), and the best rung's share of it. The
 hand-run form of the workflow's ladder section (section 7: one job per
-rung, scripts/ladder_rung.py), with the same code (lmstudy.measure.ladder_bench).
+rung, lmstudy measure ladder), with the same code (lmstudy.measure.ladder_bench).
 
 Example (the 2.7B model, context 1024, batch 4):
     python scripts/bench_ladder.py --out results/bench/ladder_2.7B.csv \

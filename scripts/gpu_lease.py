@@ -3,7 +3,7 @@
 
 Every GPU rule runs its script through this (the shell function lmstudy_gpu
 of workflow/rules/common.smk). By hand:
-    python scripts/gpu_lease.py -- python scripts/time_model.py ...
+    python scripts/gpu_lease.py -- python -m lmstudy measure timing ...
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ After --warmup-s seconds of products (steady clocks), --bursts bursts of
 timed as a whole; the SM clock and power are sampled by NVML during the
 bursts (lmstudy.measure.matmul_ceiling). The ceiling is the highest burst.
 In the workflow each ladder rung job measures it on its own GPU right after
-its rung (scripts/ladder_rung.py); this script measures it alone. On a CPU it
+its rung (lmstudy measure ladder); this script measures it alone. On a CPU it
 measures the CPU's rate.
 
 Example, by hand:

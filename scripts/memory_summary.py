@@ -13,7 +13,7 @@ Writes into DIR:
 
     python scripts/memory_summary.py SNAPSHOT.pickle --out DIR
 
-The metadata JSON that scripts/memory_snapshot.py writes beside the snapshot
+The metadata JSON that lmstudy measure memory writes beside the snapshot
 (SNAPSHOT.json) is read when present, or named with --meta.
 """
 

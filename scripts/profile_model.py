@@ -10,7 +10,7 @@ capture; each pass's steps run inside an NVTX range "profiled pass <pass>"):
         --d-ff 3072 --num-layers 12 --num-heads 12 --context-length 256 --passes forward train_step
 
 or under torch.profiler (--backend torch --trace trace.json.gz). A whole job,
-nsys included, with its tables: scripts/profile_job.py.
+nsys included, with its tables: lmstudy measure nsys.
 """
 
 from __future__ import annotations

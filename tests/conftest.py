@@ -123,7 +123,7 @@ def import_probe_env(folder: Path) -> dict:
 
 
 def timing_job(spec) -> list[dict]:
-    """lmstudy.measure.timing.run_job(spec) in a process of its own, as scripts/time_model.py runs it.
+    """lmstudy.measure.timing.run_job(spec) in a process of its own, as lmstudy measure timing runs it.
 
     The job forks one fresh process per pass; a process that already ran
     CPU work in parallel (this test session has) cannot fork safely, since

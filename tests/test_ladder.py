@@ -105,7 +105,7 @@ def test_the_matmul_ceiling_times_bursts_of_back_to_back_products_at_each_size()
 
 
 def test_a_rung_job_measures_the_ceiling_of_its_own_gpu_after_the_rung():
-    # In a process of its own, as scripts/ladder_rung.py runs it: it forks the measuring processes,
+    # In a process of its own, as lmstudy measure ladder runs it: it forks the measuring processes,
     # which this test session (OpenMP threads started) cannot do safely.
     import subprocess
     import sys

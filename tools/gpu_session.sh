@@ -54,8 +54,9 @@ m1)
   python3 tools/check_fork_guard.py 2>&1 | tee $W/fork_guard.txt
   python3 scripts/bench_process_start.py --out $W/process_start.csv --sizes small 2.7B --repeats 3 \
     2>&1 | grep -v '^{' | tee $W/process_start.txt
-  python3 scripts/bench_job_server.py --gpu --out $W/job_server.csv --repeats 3 -- scripts/time_model.py \
-    --spec "$TINY_JOB" --preset quick --out $W/tiny.csv 2>&1 | grep -v "^{" | tee $W/job_server.txt
+  python3 scripts/bench_job_server.py --gpu --out $W/job_server.csv --repeats 3 -- -m lmstudy measure timing \
+    --spec "$(python3 -m lmstudy spec timing --spec "$TINY_JOB" --preset quick)" --out $W/tiny.csv 2>&1 \
+    | grep -v "^{" | tee $W/job_server.txt
   for r in qa qb ql; do copy_tree $r; done
   background "study qa --config preset=quick run=qa & study qb --config preset=quick run=qb & \
     study ql --config preset=quick run=ql \"$LLAMA\" & wait"

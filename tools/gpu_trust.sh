@@ -47,16 +47,17 @@ runs() {  # in $W/study: qa, qb (quick preset), qb8 (timing at batch 8), then th
 
 handcheck() {  # one job of each section that times steps, by hand, into $W/hand
   mkdir -p $W/hand
-  local small="--size small --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12"
-  python3 scripts/time_model.py --out $W/hand/timing_small.csv $small --context-length 128 \
-    --precision bf16 --warmup-steps 0 1 5 --timed-steps 10 || return 1
-  python3 scripts/time_model.py --out $W/hand/timing_27b.csv --size 2.7B --d-model 2560 --d-ff 10240 \
-    --num-layers 32 --num-heads 32 --context-length 256 --precision fp32 --passes forward \
-    --warmup-steps 0 5 --timed-steps 10 || return 1
-  python3 scripts/ladder_rung.py --out $W/hand/rung.csv $small --context-length 256 --rung bf16 \
-    --warmup-steps 5 --timed-steps 20 --profile-steps 2 || return 1
-  python3 scripts/attention_sweep.py --out $W/hand/attention.csv --implementation naive --head-dim 64 \
-    --seq-lens 1024 4096 --steps 20 --warmup 3 || return 1
+  # Complete specs from the quick preset (lmstudy spec), with the values of each check laid over.
+  spec() { python3 -m lmstudy spec "$@" --preset quick; }
+  python3 -m lmstudy measure timing --out $W/hand/timing_small.csv --spec "$(spec timing size=small \
+    context_length=128 precision=bf16 variant=naive 'warmup_steps=[0, 1, 5]' timed_steps=10)" || return 1
+  python3 -m lmstudy measure timing --out $W/hand/timing_27b.csv --spec "$(spec timing size=2.7B \
+    context_length=256 precision=fp32 variant=naive 'passes=[forward]' 'warmup_steps=[0, 5]' timed_steps=10)" \
+    || return 1
+  python3 -m lmstudy measure ladder --out $W/hand/rung.csv --matmul-out $W/hand/matmul.csv --spec "$(spec \
+    ladder size=small context_length=256 rung=bf16 warmup_steps=5 timed_steps=20 profile_steps=2)" || return 1
+  python3 -m lmstudy measure attention --out $W/hand/attention.csv --spec "$(spec attention \
+    implementation=naive precision=fp32 head_dim=64 'seq_lens=[1024, 4096]' steps=20 warmup=3)" || return 1
   python3 - <<'PY'
 import pandas as pd
 for name in ("timing_small", "timing_27b", "rung", "attention"):

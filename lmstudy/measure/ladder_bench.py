@@ -5,7 +5,7 @@ matrix-multiply ceiling measured on the same GPU in the same run
 (lmstudy.measure.matmul_ceiling). Each rung runs in a fresh process (an
 out-of-memory rung leaves nothing behind for the next). Two forms share this
 code: the workflow's ladder section runs one job per rung
-(scripts/ladder_rung.py: `measure_rung`, then the ceiling of the job's own
+(lmstudy measure ladder: `measure_rung`, then the ceiling of the job's own
 GPU, each in fresh processes); scripts/bench_ladder.py, by hand, runs every
 rung in a fresh process and measures the ceiling before and after them
 (`run_bench`). Both fork their fresh processes the one way

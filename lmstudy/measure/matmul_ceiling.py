@@ -25,7 +25,7 @@ that burst's own time, so a clock stands beside the rate it was read with
 is its own running average, about a second long.
 
 Each ladder rung job measures it on its own GPU right after its rung, in the
-same process (lmstudy.measure.ladder_bench, scripts/ladder_rung.py): which GPU a
+same process (lmstudy.measure.ladder_bench, lmstudy measure ladder): which GPU a
 rung gets is known only when its job leases one, and ceilings differ from
 one GPU of a model to the next by a few percent, so a rung's share is of
 its own GPU's ceiling. It costs a few seconds per rung.

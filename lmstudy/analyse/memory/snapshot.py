@@ -141,7 +141,7 @@ def load_pickle(path: str | Path) -> dict:
     names any class or function is refused before anything of it runs.
     """
     path = Path(path)
-    redo = "pass a file written by torch.cuda.memory._dump_snapshot (scripts/memory_snapshot.py)"
+    redo = "pass a file written by torch.cuda.memory._dump_snapshot (lmstudy measure memory)"
     try:
         data = plain_pickle.load(path)
     except FileNotFoundError:

@@ -60,7 +60,7 @@ def read_meta(path: Path | None, named: bool = False) -> dict:
     if path is None or (not named and not path.exists()):
         return {}
     fix = (
-        "pass the JSON that scripts/memory_snapshot.py wrote beside the snapshot as --meta, "
+        "pass the JSON that the memory job (lmstudy measure memory) wrote beside the snapshot as --meta, "
         "or leave --meta out"
         if named else "delete it and rerun the snapshot job"
     )

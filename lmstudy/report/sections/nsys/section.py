@@ -45,7 +45,7 @@ def load(results: Path) -> dict[str, pd.DataFrame]:
 
 
 def backend_record(results: Path) -> dict:
-    """How the run's profiler was chosen (scripts/nsys_backend.py's answer); {} if absent."""
+    """How the run's profiler was chosen (the nsys_backend job's answer); {} if absent."""
 
     path = results / SECTION.products["backend"]
     return result_files.read_json(path) if path.exists() else {}
