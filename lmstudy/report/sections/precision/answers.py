@@ -220,7 +220,7 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
         " ".join(sentences),
         "precision_norm_errors",
         headline=headline,
-        # The experiment runs the built-in model's norms whatever model: names (the norms job, lmstudy measure norms).
+        # The experiment runs the built-in model's norms whatever model: names (lmstudy measure norms).
         trust=f"mean relative error over {int(first['tokens'])} tokens of the built-in model's activations",
     )
 
