@@ -85,6 +85,20 @@ compare)  # the built-in run against the Llama run, in qa's copy
   cp -a $W/ql/results/ql $W/qa/results/ && (cd $W/qa && python3 -m snakemake --cores 4 \
     report/compare/qa_vs_ql/index.html --config preset=quick run=qa > $W/compare.out 2>&1; \
     echo "compare rc $?"; tail -3 $W/compare.out) ;;
+jobs)  # the final code: fork guard, then one job of each measuring rule of the quick preset, at once
+  setup
+  python3 tools/check_fork_guard.py 2>&1 | tail -2 | tee $W/fork_guard.txt
+  copy_tree qc
+  R=results/qc
+  (cd $W/qc && timeout 330 python3 -m snakemake --cores 8 --resources gpu=1 --keep-going \
+    $R/timing/raw/small_ctx256_fp32_naive.csv $R/compile/raw/small_ctx256_bf16_naive.csv \
+    $R/ladder/raw/small_ctx256_bf16-sdpa.csv $R/attention/raw/naive_fp32_d64.csv \
+    $R/memory/raw/small_ctx256_train_step_bf16.json $R/nsys/runs.csv $R/precision/accumulation.csv \
+    $R/precision/norm_errors_small.csv --config preset=quick run=qc > $W/qc.log 2>&1; echo $? > $W/qc.rc)
+  echo "qc rc $(cat $W/qc.rc): $(grep -c '^Finished jobid' $W/qc.log) jobs done"; grep -E "^Error in rule" $W/qc.log
+  tail -2 $W/qc.log
+  cd $W && tar --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.pickle' -czf $OUT/qc.tgz qc/results \
+    qc/logs qc.log fork_guard.txt gpu.txt 2>/dev/null ;;
 wait) wait_all ;;
 collect)
   wait_all
