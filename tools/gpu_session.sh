@@ -90,7 +90,7 @@ jobs)  # the final code: fork guard, then one job of each measuring rule of the 
   python3 tools/check_fork_guard.py 2>&1 | tail -2 | tee $W/fork_guard.txt
   copy_tree qc
   R=results/qc
-  (cd $W/qc && timeout 330 python3 -m snakemake --cores 8 --resources gpu=1 --keep-going \
+  (cd $W/qc && timeout 290 python3 -m snakemake --cores 8 --resources gpu=1 --keep-going \
     $R/timing/raw/small_ctx256_fp32_naive.csv $R/compile/raw/small_ctx256_bf16_naive.csv \
     $R/ladder/raw/small_ctx256_bf16-sdpa.csv $R/attention/raw/naive_fp32_d64.csv \
     $R/memory/raw/small_ctx256_train_step_bf16.json $R/nsys/runs.csv $R/precision/accumulation.csv \
