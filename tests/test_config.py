@@ -69,7 +69,7 @@ def test_snakemake_stops_before_any_job_on_a_bad_config(tmp_path: Path):
 def time_model_commands(workdir: Path, *args: str) -> list[str]:
     """The shell commands of the time_model jobs a dry-run prints."""
     out = snakemake(workdir, "-n", "-p", *args).stdout
-    commands = [line for line in out.splitlines() if "lmstudy_gpu time_model" in line]
+    commands = [line for line in out.splitlines() if "lmstudy_gpu measure timing" in line]
     assert commands, out[-3000:]
     return commands
 

@@ -8,7 +8,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from lmstudy.report.sections import ladder, nsys, plots  # noqa: E402
+from lmstudy.report.sections import plots  # noqa: E402
+from lmstudy.report.sections.ladder import section as ladder  # noqa: E402
+from lmstudy.report.sections.nsys import section as nsys  # noqa: E402
 
 
 def _labels(ax) -> list[str]:

@@ -35,6 +35,7 @@ import contextlib
 import fcntl
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import select
@@ -512,14 +513,19 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
         job_process.PROCESS_STARTED_AT = float(request["started_at"])
         argv = [str(a) for a in request["argv"]]
         module = _module_run(argv)
-        # sys.argv as the interpreter sets it. sys.path stays the server's: its first entry, "" (the
-        # working directory), is what `-m` gives; the workflow's scripts import no sibling of theirs.
-        sys.argv = argv[1:] if module else argv
         import runpy
 
+        # sys.argv as the interpreter sets it (for -m: the module's file first, for good, so that
+        # exit handlers see it too). sys.path stays the server's: its first entry, "" (the working
+        # directory), is what `-m` gives; the workflow's scripts import no sibling of theirs.
+        if module:
+            main = importlib.util.find_spec(f"{module}.__main__") or importlib.util.find_spec(module)
+            sys.argv = [main.origin, *argv[2:]]
+        else:
+            sys.argv = argv
         try:
             if module:
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
+                runpy.run_module(module, run_name="__main__", alter_sys=False)
             else:
                 runpy.run_path(argv[0], run_name="__main__")
             status = 0
