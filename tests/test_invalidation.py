@@ -256,3 +256,26 @@ def test_a_comment_or_an_unrelated_module_reruns_nothing(repo_copy, module, text
     repo, run = repo_copy
     edit(repo, module, text)
     assert dry_run_in_copy(repo, run) == []
+
+
+# Issue 33: a section's report code, its jobs' runners and the registry, each its own code.
+def test_a_sections_report_code_reruns_no_measurement(repo_copy):
+    repo, run = repo_copy
+    edit(repo, "lmstudy/report/sections/attention/section.py", "\n_EDITED = 1\n")
+    jobs = dry_run_in_copy(repo, run)
+    assert "report" in {j.rule for j in jobs}
+    assert not [j.rule for j in jobs if j.measures]
+
+
+def test_a_sections_runner_reruns_only_its_own_measurements(repo_copy):
+    repo, run = repo_copy
+    edit(repo, "lmstudy/report/sections/attention/jobs.py", "\n_EDITED = 1\n")
+    measured = {j.rule for j in dry_run_in_copy(repo, run) if j.measures}
+    assert measured == {"attention_sweep"}
+
+
+def test_the_registry_itself_reruns_nothing(repo_copy):
+    """What the registry gathers reaches a job through its spec param and its runner's code."""
+    repo, run = repo_copy
+    edit(repo, "lmstudy/registry.py", "\n_EDITED = 1\n")
+    assert dry_run_in_copy(repo, run) == []
