@@ -29,7 +29,7 @@ def main(argv=None) -> None:
     if args.style:
         plt.style.use(args.style)
     from lmstudy.analyse.links import check_links_inside
-    from lmstudy.report.sections import contract
+    from lmstudy.report.contracts import contract
     from lmstudy.report.sections.labels import use_size_order
 
     check_links_inside(args.results)

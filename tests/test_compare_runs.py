@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from lmstudy.analyse.compare import runs as R
-from lmstudy.report.sections import compared_products
+from lmstudy.report.contracts import compared_products
 from lmstudy.report.sections.ladder.compare import ladder_rows
 from lmstudy.report.sections.timing.compare import timing
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lmstudy.report.sections import NAMES, compared_products, contract, contracts
+from lmstudy.report.contracts import compared_products, contract, contracts
+from lmstudy.report.sections import NAMES
 
 from .conftest import REPO
 

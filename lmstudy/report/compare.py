@@ -20,7 +20,7 @@ from lmstudy.report.render import Section, render
 def build(results: Path, a_name: str, b_name: str, figures: Path,
           min_effect: float, noise=None) -> tuple[list[Section], dict]:
     """The comparison's sections and its header (environments, differences, warnings)."""
-    from lmstudy.report.sections import compared_products, contracts
+    from lmstudy.report.contracts import compared_products, contracts
 
     products = compared_products()
     a, b = R.load(results, a_name, products), R.load(results, b_name, products)

@@ -369,7 +369,7 @@ def table_html(frame: pd.DataFrame) -> Markup:
 def build_sections(names: list[str], results: Path, figures: Path) -> list[Section]:
     """The registered sections among `names` (lmstudy.report.sections.NAMES), each built through its
     contract from results/<run> and its figures in figures/<name>, in the report's order."""
-    from lmstudy.report.sections import contracts
+    from lmstudy.report.contracts import contracts
 
     sections = []
     for contract in contracts(names):

@@ -269,7 +269,7 @@ def run_tables_digest(name):
     """
     from lmstudy.analyse.compare.runs import fingerprint
     from lmstudy.errors import UserError
-    from lmstudy.report.sections import compared_products
+    from lmstudy.report.contracts import compared_products
 
     try:
         return fingerprint(Path("results"), name, compared_products())

@@ -1,6 +1,7 @@
 """The report's sections: one package each, registered here; labels.py and plots.py are shared by all.
 
-NAMES is the registry, in the report's order: the study's report shows, the
+NAMES is the registry, in the report's order (lmstudy.report.contracts imports
+each section's contract; lmstudy.registry gathers each section's jobs): the study's report shows, the
 comparison compares, the workflow includes (workflow/rules/<name>.smk, from the
 Snakefile) and the tests check exactly these sections. It stays a plain list
 of names so that the workflow reads it at parse time without importing pandas
@@ -32,34 +33,9 @@ docs/layout.md shows how to add a section, on an example.
 
 from __future__ import annotations
 
-import importlib
-
 NAMES = ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")
 
 
 def numbered(name: str, title: str) -> str:
     """`title` numbered by section `name`'s place in the registry: "1. End-to-end timing"."""
     return f"{NAMES.index(name) + 1}. {title}"
-
-
-def contract(name: str):
-    """The registered section `name`'s contract (lmstudy.report.contract.SectionContract)."""
-    if name not in NAMES:
-        raise ValueError(f"no report section named {name!r}: the sections are {', '.join(NAMES)}")
-    return importlib.import_module(f"lmstudy.report.sections.{name}.section").SECTION
-
-
-def contracts(names=NAMES) -> list:
-    """The contracts of `names`, in the registry's order (the report's)."""
-    for name in names:
-        contract(name)  # an unknown name stops here, named
-    return [contract(name) for name in NAMES if name in set(names)]
-
-
-def compared_products() -> dict[str, str]:
-    """Every product the comparison of two runs reads, by key, in the registry's order."""
-    products = {}
-    for section in contracts():
-        if section.compare is not None:
-            products.update({key: section.products[key] for key in section.compare.reads})
-    return products
