@@ -15,7 +15,6 @@ phase clock starts (lmstudy.phases).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -39,9 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     jobs = measure.add_subparsers(dest="job", required=True, metavar="JOB")
     for name, job in registry.jobs().items():
-        module, _, function = job.runner.partition(":")
-        # jobs.py, where the runner is, is torch-free: its measuring code is imported when it runs
-        runner_doc = getattr(importlib.import_module(module), function).__doc__ or ""
+        runner_doc = job.load_runner().__doc__ or ""
         sub = jobs.add_parser(name, help=f"the {job.section} section's job", description=runner_doc.strip())
         sub.add_argument("--spec", required=True,
                          help="the job's complete settings: a JSON object, or a JSON file")
@@ -90,8 +87,7 @@ def _measure(args: argparse.Namespace) -> None:
         cli.compile_from_scratch()
     if job.forks:
         cli.fork_measuring_processes()
-    module, _, function = job.runner.partition(":")
-    runner = getattr(importlib.import_module(module), function)
+    runner = job.load_runner()
     paths = {dest: getattr(args, dest) for dest, _, _ in _path_options(job)}
     try:
         clock = runner(spec, paths)

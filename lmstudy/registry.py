@@ -35,7 +35,8 @@ class Job:
     wildcards: tuple[str, ...]
     # (config, {wildcard: value}) -> the job's complete spec, a JSON object (lmstudy.job_spec).
     spec: Callable[[dict, dict], dict]
-    # "module:function" that measures a complete spec: function(spec, paths, clock) (lmstudy.command).
+    # "module:function" that measures a complete spec: function(spec, paths) -> its PhaseClock or
+    # None (lmstudy.command); named, so that only the job that runs it imports the measuring code.
     runner: str
     # The paths the job writes or reads (command-line options --<name>), each with its help;
     # a name ending in "?" is optional.
@@ -51,12 +52,15 @@ class Job:
     def runner_module(self) -> str:
         return self.runner.partition(":")[0]
 
+    def load_runner(self) -> Callable:
+        """The runner function (importing its module, a section's jobs.py: torch-free until it runs)."""
+        module, _, function = self.runner.partition(":")
+        return getattr(importlib.import_module(module), function)
+
 
 def _section_module(name: str):
     """lmstudy/report/sections/<name>/jobs.py, or None for a section that declares nothing there."""
-    # Not an f-string in import_module: lmstudy.code_version reads such a call as importing every
-    # module of the package, and a job's code version would then hold the whole report.
-    module = SECTIONS_PACKAGE + "." + name + ".jobs"
+    module = f"{SECTIONS_PACKAGE}.{name}.jobs"
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as error:

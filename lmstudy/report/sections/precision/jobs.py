@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lmstudy.job_spec import dtype_size, model_fields
+from lmstudy.model_choice import STANDARD_KEYS
 from lmstudy.products import Product
 from lmstudy.registry import Job
 
@@ -23,8 +24,8 @@ def _norms(config: dict, w: dict) -> dict:
     return model
 
 
-# The built-in model's dimensions in a spec (lmstudy.measure.model.ModelConfig's fields).
-MODEL_CONFIG_KEYS = ("vocab_size", "context_length", "d_model", "d_ff", "num_layers", "num_heads")
+# The built-in model's dimensions in a spec (lmstudy.measure.model.ModelConfig's required fields).
+MODEL_CONFIG_KEYS = ("vocab_size", "context_length", *STANDARD_KEYS)
 
 
 def dtypes(fields: dict, paths: dict):
