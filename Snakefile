@@ -16,7 +16,7 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 
 
-# One rule file per report section, in the registry's order (lmstudy.report.sections.NAMES):
+# One rule file per report section, in the registry's order (lmstudy.registry.NAMES):
 # a section reads the tables of those before it, and cost, the last, counts every job.
 for section_name in SECTION_NAMES:
 

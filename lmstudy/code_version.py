@@ -15,6 +15,7 @@ numbers, so an edit to a comment, a docstring, blank lines or layout reruns noth
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import re
@@ -23,13 +24,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "lmstudy"
-
-# Imports anywhere in a source (inside functions too): `import lmstudy.x`, `from lmstudy.x import a, b`
-# (parenthesised over several lines or not), and import_module(f"lmstudy.x.{name}") with a computed name.
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+(lmstudy[\w.]*)", re.MULTILINE)
-_FROM = re.compile(r"^[ \t]*from[ \t]+(lmstudy[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.MULTILINE)
-_DYNAMIC = re.compile(r"import_module\(f[\"'](lmstudy[\w.]*)\.\{[^}]*\}([\w.]*)[\"']")
-
 
 @functools.cache
 def _module_file(name: str) -> Path | None:
@@ -47,35 +41,90 @@ def _with_packages(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
+class UnfollowedImport(ValueError):
+    """An import of a computed name that the code version cannot read: it would hide what reruns."""
+
+
+@functools.cache
+def _all_modules() -> tuple[str, ...]:
+    """Every module of the package, dotted (a package by its own name)."""
+    names = (".".join(f.relative_to(ROOT).with_suffix("").parts) for f in (ROOT / PACKAGE).rglob("*.py"))
+    return tuple(sorted(name.removesuffix(".__init__") for name in names))
+
+
+def _module_name(path: Path) -> str | None:
+    """The dotted name of the lmstudy module at `path`, or None for a file outside the package."""
+    if not path.is_relative_to(ROOT / PACKAGE):
+        return None
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def _pattern(node) -> re.Pattern | None:
+    """The module names an import_module/__import__ argument may be: a string, or an f-string whose
+    computed parts each stand for one name; None for anything else (a variable, a call)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.compile(re.escape(node.value))
+    if isinstance(node, ast.JoinedStr):
+        parts = [re.escape(v.value) if isinstance(v, ast.Constant) else r"\w+" for v in node.values]
+        return re.compile("".join(parts))
+    return None
+
+
+def imports_in(text: str, module: str | None, where: str = "<source>") -> frozenset[str]:
+    """The lmstudy modules a source imports, however the import is spelled: `import lmstudy.a.b as c`,
+    `from lmstudy.a import b` (module lmstudy.a.b where that is a module, else a name of lmstudy.a),
+    relative imports (`from .b import c`, resolved from `module`, the source's dotted name), inside
+    functions too, and import_module()/__import__() of a string or an f-string (each computed part
+    one name: import_module(f"lmstudy.sections.{name}.jobs") stands for every section's jobs.py).
+    An import_module() of any other argument raises UnfollowedImport: it could not be followed, and
+    what reruns must not depend on how a name was built."""
+    tree = ast.parse(text, where)
+    package = module.rsplit(".", 1)[0] if module else None
+    if module and where.endswith("__init__.py"):
+        package = module
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                if package is None:
+                    continue
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Call) and _called(node) in ("import_module", "__import__") and node.args:
+            pattern = _pattern(node.args[0])
+            if pattern is None:
+                raise UnfollowedImport(
+                    f"{where}:{node.lineno}: the code version cannot follow this {_called(node)}(): "
+                    "spell the module as a string or an f-string (lmstudy.code_version)"
+                )
+            found |= {m for m in _all_modules() if pattern.fullmatch(m)}
+    found = {name for name in found if name == PACKAGE or name.startswith(PACKAGE + ".")}
+    return frozenset(m for name in found for m in _with_packages(name) if _module_file(m))
+
+
+def _called(call: ast.Call) -> str | None:
+    """The name a call is made by: import_module for importlib.import_module(...) and import_module(...)."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
 @functools.cache
 def _imports(path: Path) -> frozenset[str]:
-    """The lmstudy modules the source at `path` imports, anywhere in it.
-
-    `from lmstudy.a import b` is module lmstudy.a.b where that is a module, else a
-    name of lmstudy.a; import_module(f"lmstudy.x.{...}") stands for every module
-    of the package lmstudy.x, and import_module(f"lmstudy.x.{...}.y") for every
-    lmstudy.x.<name>.y there is.
-    """
-    text = path.read_text(encoding="utf-8")
-    found = set(_IMPORT.findall(text))
-    for module, names in _FROM.findall(text):
-        found.add(module)
-        for name in re.findall(r"\w+", names.split("#")[0] if "(" not in names else names):
-            found.add(f"{module}.{name}")
-    for package, suffix in _DYNAMIC.findall(text):
-        folder = ROOT.joinpath(*package.split("."))
-        if suffix:
-            found |= {f"{package}.{p.name}{suffix}" for p in folder.iterdir() if p.is_dir()}
-        else:
-            found |= {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in folder.rglob("*.py")}
-    found = {name.removesuffix(".__init__") for name in found}
-    return frozenset(m for name in found for m in _with_packages(name) if _module_file(m))
+    """The lmstudy modules the source at `path` imports, anywhere in it (imports_in)."""
+    return imports_in(path.read_text(encoding="utf-8"), _module_name(path), str(path))
 
 
 # The modules that build a job's spec from the config. A script imports them
 # only to complete a spec given by hand; in the workflow the spec arrives
 # complete, as a param that Snakemake compares itself, so what they compute
 # reaches the job through that param and their code is not the job's code.
+# (The registry also imports a job's runner by the name its Job gives, the one import of a
+# computed name that imports_in cannot read; job_digest follows that name itself.)
 SPEC_BUILDERS = frozenset({"lmstudy.config", "lmstudy.job_spec", "lmstudy.registry"})
 
 

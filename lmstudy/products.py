@@ -1,15 +1,21 @@
 """What a producer writes: a kind of result file, declared by the section that makes it.
 
-Each section's job module (lmstudy/report/sections/<name>/jobs.py) lists its
-products; lmstudy.registry gathers them and lmstudy.analyse.result_files checks
-every file read back against its product. Torch-free and pandas-free: the
-workflow reads the registry at parse time.
+Each section's products module (lmstudy/sections/<name>/products.py) lists
+its products; ``registered()`` gathers them and lmstudy.analyse.result_files
+checks every file read back against its product. A module of their own, apart
+from the section's jobs, so that editing a check reruns the rules that read the
+files (their code versions follow the import below) and no measurement.
+Torch-free and pandas-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 from collections.abc import Callable
+
+from lmstudy.registry import NAMES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,3 +43,18 @@ class Product:
 def first_row(mask) -> int:
     """The line number in the file of the first row in `mask` (a boolean Series; the header is line 1)."""
     return int(mask.to_numpy().nonzero()[0][0]) + 2
+
+
+@functools.cache
+def registered() -> tuple[Product, ...]:
+    """Every section's products, in the registry's order."""
+    found = []
+    for name in NAMES:
+        try:
+            module = importlib.import_module(f"lmstudy.sections.{name}.products")
+        except ModuleNotFoundError as error:
+            if error.name != f"lmstudy.sections.{name}.products":
+                raise
+            continue  # a section whose jobs and aggregation write nothing it reads back
+        found.extend(module.PRODUCTS)
+    return tuple(found)

@@ -1,13 +1,12 @@
-"""The sections' measuring jobs and result files, gathered from the sections themselves.
+"""The sections (NAMES) and their measuring jobs, gathered from the sections themselves.
 
-A section declares what it measures next to what it reports: its package's
-``jobs.py`` (lmstudy/report/sections/<name>/jobs.py) lists its jobs
-(``JOBS``: name -> Job) and the files they and its aggregation write
-(``PRODUCTS``). Everything that needs them asks here: the workflow builds each
-job's spec (lmstudy.job_spec), ``lmstudy measure <job>`` finds the job's
-runner, lmstudy.analyse.result_files checks each file read back. So a new
-section is its package, its name in NAMES, its rule file, its config block and
-its schema: nothing else lists it.
+A section declares what it measures in its package's ``jobs.py``
+(lmstudy/sections/<name>/jobs.py: ``JOBS``, name -> Job) and the files its jobs
+and its aggregation write in ``products.py`` (``PRODUCTS``, gathered by
+lmstudy.products). The workflow builds each job's spec here (lmstudy.job_spec),
+``lmstudy measure <job>`` finds the job's runner here. So a new section is its
+package, its name in NAMES, its rule file, its config block and its schema:
+nothing else lists it.
 
 Torch-free and pandas-free, as is every jobs.py: the Snakefile imports this at
 parse time. A job's runner is named, not imported, so that only the job that
@@ -21,10 +20,16 @@ import functools
 import importlib
 from collections.abc import Callable
 
-from lmstudy.products import Product
-from lmstudy.report.sections import NAMES
+# The registry of sections, in the report's order: the study's report shows, the comparison
+# compares, the workflow includes (workflow/rules/<name>.smk, from the Snakefile) and the tests
+# check exactly these. Each is a package lmstudy/sections/<name>/. A plain list of names here,
+# below the sections (which import this module), so that reading it reaches no section's code.
+NAMES = ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")
 
-SECTIONS_PACKAGE = "lmstudy.report.sections"
+
+def numbered(name: str, title: str) -> str:
+    """`title` numbered by section `name`'s place in the registry: "1. End-to-end timing"."""
+    return f"{NAMES.index(name) + 1}. {title}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,12 +64,11 @@ class Job:
 
 
 def _section_module(name: str):
-    """lmstudy/report/sections/<name>/jobs.py, or None for a section that declares nothing there."""
-    module = f"{SECTIONS_PACKAGE}.{name}.jobs"
+    """lmstudy/sections/<name>/jobs.py, or None for a section that declares nothing there."""
     try:
-        return importlib.import_module(module)
+        return importlib.import_module(f"lmstudy.sections.{name}.jobs")
     except ModuleNotFoundError as error:
-        if error.name == module:
+        if error.name == f"lmstudy.sections.{name}.jobs":
             return None
         raise
 
@@ -89,9 +93,3 @@ def job(name: str) -> Job:
         return jobs()[name]
     except KeyError:
         raise ValueError(f"no measuring job named {name!r}: the jobs are {', '.join(jobs())}") from None
-
-
-@functools.cache
-def products() -> tuple[Product, ...]:
-    """Every section's products, in the registry's order."""
-    return tuple(p for name in NAMES for p in getattr(_section_module(name), "PRODUCTS", ()))

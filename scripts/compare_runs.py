@@ -53,8 +53,11 @@ def main(argv=None) -> None:
     if args.style:
         plt.style.use(args.style)
     from lmstudy.report.compare import render_comparison
+    from lmstudy.sections.contracts import contracts
 
-    render_comparison(args.results, args.a, args.b, args.templates, args.out, args.min_effect, noise)
+    render_comparison(
+        contracts(), args.results, args.a, args.b, args.templates, args.out, args.min_effect, noise
+    )
     print(f"wrote {args.out / 'index.html'} and {args.out / 'report.md'}")
 
 

@@ -15,7 +15,7 @@ from lmstudy.cli import run_main
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--section", required=True, help="a section of lmstudy.report.sections.NAMES")
+    p.add_argument("--section", required=True, help="a section of lmstudy.registry.NAMES")
     p.add_argument("--results", type=Path, required=True, help="results/<run>")
     p.add_argument("--sizes", nargs="*", default=[], help="the sizes in the config's order (tables, figures)")
     p.add_argument("--style", type=Path, help="a matplotlib style file")
@@ -29,8 +29,8 @@ def main(argv=None) -> None:
     if args.style:
         plt.style.use(args.style)
     from lmstudy.analyse.links import check_links_inside
-    from lmstudy.report.contracts import contract
-    from lmstudy.report.sections.labels import use_size_order
+    from lmstudy.report.labels import use_size_order
+    from lmstudy.sections.contracts import contract
 
     check_links_inside(args.results)
     use_size_order(args.sizes)

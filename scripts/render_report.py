@@ -32,11 +32,13 @@ def main(argv=None) -> None:
 
         args.title = study_value("report", "title")
     from lmstudy.report import render
-    from lmstudy.report.sections.labels import use_size_order
+    from lmstudy.report.labels import use_size_order
+    from lmstudy.sections.contracts import contracts
 
     use_size_order(args.sizes)
     render.render_study(
-        args.results, args.run, args.sections, args.templates, args.out, args.title, args.environment_tables
+        args.results, args.run, contracts(args.sections), args.templates, args.out, args.title,
+        args.environment_tables,
     )
     print(f"wrote {args.out / 'index.html'} and {args.out / 'report.md'}")
 

@@ -10,12 +10,12 @@ import pandas as pd
 
 from lmstudy.analyse.nsys import tables as nsys_tables
 from lmstudy.report.answers import Answer, Answers
+from lmstudy.report.labels import column_label, in_size_order, use_size_order
 from lmstudy.report.render import Section, Table, render, short_texts
-from lmstudy.report.sections.labels import column_label, in_size_order, use_size_order
-from lmstudy.report.sections.memory.tables import phase_peak_table
-from lmstudy.report.sections.nsys import answers as nsys_answers
-from lmstudy.report.sections.precision import answers as precision_answers
-from lmstudy.report.sections.timing import answers as timing_answers
+from lmstudy.sections.memory.tables import phase_peak_table
+from lmstudy.sections.nsys import answers as nsys_answers
+from lmstudy.sections.precision import answers as precision_answers
+from lmstudy.sections.timing import answers as timing_answers
 
 from .conftest import REPO
 
@@ -92,7 +92,7 @@ def test_warm_up_reads_the_trajectory_of_every_process():
 
 
 def test_the_peak_answer_says_where_the_peak_is_and_which_contexts_were_measured():
-    from lmstudy.report.sections.memory import answers as memory_answers
+    from lmstudy.sections.memory import answers as memory_answers
 
     phases = pd.DataFrame(
         [
@@ -401,7 +401,7 @@ def test_the_operation_of_an_allocation_is_the_code_at_its_line(tmp_path: Path):
 
 
 def test_the_report_points_only_at_profiles_that_are_in_the_run_folder(tmp_path: Path):
-    from lmstudy.report.sections.nsys.section import _kept_profiles
+    from lmstudy.sections.nsys.section import _kept_profiles
 
     results = tmp_path / "results" / "run"
     kept = results / "nsys/raw/a/profile/profile.nsys-rep"
@@ -458,7 +458,7 @@ def test_kernel_aliases_name_what_real_kernels_do():
 
 
 def test_memory_findings_print_no_range_of_one_value():
-    from lmstudy.report.sections.memory.findings import _kind_findings
+    from lmstudy.sections.memory.findings import _kind_findings
 
     gib = 2**30
     rows = pd.DataFrame(
@@ -476,7 +476,7 @@ def test_memory_findings_print_no_range_of_one_value():
 
 
 def test_the_attention_answer_says_how_memory_scales_and_what_removes_the_square():
-    from lmstudy.report.sections.attention import answers as attention_answers
+    from lmstudy.sections.attention import answers as attention_answers
 
     mib = 2**20
 
@@ -497,7 +497,7 @@ def test_parameter_counts_keep_three_significant_digits_beside_larger_models():
     import pandas as pd
 
     from lmstudy.report.render import column_formatter
-    from lmstudy.report.sections.timing.answers import model_table
+    from lmstudy.sections.timing.answers import model_table
 
     frame = pd.DataFrame([
         {"size": s, "d_model": d, "d_ff": 4 * d, "num_layers": 2, "num_heads": 4, "vocab_size": 512,

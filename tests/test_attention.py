@@ -19,7 +19,7 @@ from lmstudy.measure import attention
 from lmstudy.measure.model import scaled_dot_product_attention
 from lmstudy.report.answers import Answers
 from lmstudy.report.render import Figure, Findings, Table
-from lmstudy.report.sections.attention import section
+from lmstudy.sections.attention import section
 
 from .specs import spec_fields, spec_for
 

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from lmstudy import code_version
 
 from .conftest import REPO
@@ -29,18 +31,19 @@ def test_a_script_imports_what_its_library_imports_and_no_more():
     def modules(script: str) -> set[str]:
         return {p.relative_to(REPO).as_posix() for p in code_version.modules_of(REPO / script)}
 
-    measuring = modules("lmstudy/report/sections/timing/jobs.py") | modules("lmstudy/command.py")
+    measuring = modules("lmstudy/sections/timing/jobs.py") | modules("lmstudy/command.py")
     assert "lmstudy/measure/timing.py" in measuring and "lmstudy/measure/__init__.py" in measuring
     # The section's report code is not a measuring job's code: only its package's (light) __init__.
-    assert "lmstudy/report/sections/timing/jobs.py" in measuring
-    assert {m for m in measuring if m.startswith("lmstudy/report/")} <= {
-        "lmstudy/report/__init__.py", "lmstudy/report/sections/__init__.py",
-        "lmstudy/report/sections/timing/__init__.py", "lmstudy/report/sections/timing/jobs.py"}
+    assert "lmstudy/sections/timing/jobs.py" in measuring
+    assert not {m for m in measuring if m.startswith("lmstudy/report/")}
+    assert {m for m in measuring if m.startswith("lmstudy/sections/")} == {"lmstudy/sections/timing/jobs.py"}
+    # Nor are its result-file checks (products.py): the aggregation that runs them reads them.
+    assert "lmstudy/sections/timing/products.py" in modules("scripts/aggregate.py")
     # The spec builders reach a workflow job through its spec param, not as its code.
     assert not {"lmstudy/config.py", "lmstudy/job_spec.py", "lmstudy/registry.py"} & measuring
     report = modules("scripts/render_report.py")
     # Sections are imported by a computed name (importlib): every one of them counts.
-    assert "lmstudy/report/sections/timing/tables.py" in report and "lmstudy/measure/timing.py" not in report
+    assert "lmstudy/sections/timing/tables.py" in report and "lmstudy/measure/timing.py" not in report
 
 
 def test_no_job_runs_the_launchers_code():
@@ -90,3 +93,51 @@ def test_every_rule_that_runs_our_code_reruns_when_that_code_changes():
             if runs_ours and not re.search(r"code=(model_)?code_version\(", block):
                 missing.append(f"{rules.name}: {name}")
     assert not missing, f"rules without a code param: {missing}"
+
+
+# Issue 41: whether an import counts toward a code version does not depend on how it is spelled.
+@pytest.mark.parametrize("source", [
+    "import lmstudy.flops",
+    "import lmstudy.flops as f",
+    "import os, lmstudy.flops",
+    "from lmstudy import flops",
+    "from lmstudy import (\n    errors,\n    flops,\n)",
+    "from lmstudy.flops import parameter_count",
+    "from ..flops import parameter_count",  # relative, from lmstudy.analyse.x
+    "from .. import flops",
+    "def f():\n    import lmstudy.flops",
+    "import importlib\nimportlib.import_module('lmstudy.flops')",
+    "from importlib import import_module\nimport_module(\"lmstudy.flops\")",
+    "__import__('lmstudy.flops')",
+    "import importlib\nname = 'flops'\nimportlib.import_module(f'lmstudy.{name}')",
+])
+def test_an_import_counts_however_it_is_spelled(source):
+    from lmstudy.code_version import imports_in
+
+    assert "lmstudy.flops" in imports_in(source, "lmstudy.analyse.spelled"), source
+
+
+def test_an_f_string_import_stands_for_every_module_it_may_name_and_no_other():
+    from lmstudy.code_version import imports_in
+
+    found = imports_in("import importlib\nimportlib.import_module(f'lmstudy.sections.{n}.products')", "x")
+    assert {"lmstudy.sections.timing.products", "lmstudy.sections.memory.products"} <= found
+    assert not {m for m in found if m.endswith((".jobs", ".section"))}
+
+
+def test_an_import_of_a_name_built_elsewhere_is_refused_not_ignored():
+    from lmstudy.code_version import UnfollowedImport, imports_in
+
+    with pytest.raises(UnfollowedImport, match="spell the module"):
+        imports_in("import importlib\nname = 'lmstudy.flops'\nimportlib.import_module(name)", "x")
+
+
+def test_every_module_a_code_version_may_read_can_be_followed():
+    """The registry loads a runner by the name its Job gives (a spec builder: job_digest follows it)."""
+    from lmstudy.code_version import SPEC_BUILDERS, _imports, _module_file
+
+    for path in [*(REPO / "lmstudy").rglob("*.py"), *(REPO / "scripts").glob("*.py")]:
+        dotted = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        if dotted not in SPEC_BUILDERS:
+            _imports(path)
+    assert _module_file("lmstudy.registry") is not None

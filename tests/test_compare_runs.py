@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from lmstudy.analyse.compare import runs as R
-from lmstudy.report.contracts import compared_products
-from lmstudy.report.sections.ladder.compare import ladder_rows
-from lmstudy.report.sections.timing.compare import timing
+from lmstudy.report.compare import compared_products
+from lmstudy.sections.contracts import contracts
+from lmstudy.sections.ladder.compare import ladder_rows
+from lmstudy.sections.timing.compare import timing
 
 from .conftest import REPO
 
@@ -30,7 +31,7 @@ def run(name: str, tf32: bool = False, d_model: int = 768, status: str = "ok") -
         "step_times_ms": "[10.0, 10.1, 9.9, 10.0, 10.05]" if status == "ok" else None,
         "gpu": "NVIDIA H100", "tf32_matmul": tf32, "tf32_cudnn": tf32,
     }
-    tables = {key: pd.DataFrame() for key in compared_products()}
+    tables = {key: pd.DataFrame() for key in compared_products(contracts())}
     tables["timing"] = pd.DataFrame([row])
     return R.Run(name, Path(name), tables)
 
@@ -102,7 +103,7 @@ def _with_profiles(run_: R.Run, kernels: bool) -> R.Run:
 @pytest.mark.parametrize("a_has, b_has", [(False, True), (True, False), (False, False)])
 def test_profiles_without_a_kernel_table_are_not_in_this_run_not_a_division_by_zero(tmp_path, a_has, b_has):
     from lmstudy.report.contract import ComparedRuns
-    from lmstudy.report.sections.nsys import compare as nsys_compare
+    from lmstudy.sections.nsys import compare as nsys_compare
 
     a, b = _with_profiles(run("a"), a_has), _with_profiles(run("b"), b_has)
     assert nsys_compare.kernel_categories(a, b).empty
@@ -136,7 +137,8 @@ def test_a_formula_in_a_copied_runs_environment_reaches_no_comparison_csv(tmp_pa
     _timing_on_disk(tmp_path / "results", "a")
     _timing_on_disk(tmp_path / "results", "b", gpu=formula)
     out = tmp_path / "report"
-    render_comparison(tmp_path / "results", "a", "b", REPO / "workflow/templates", out, MIN_EFFECT)
+    render_comparison(contracts(), tmp_path / "results", "a", "b", REPO / "workflow/templates", out,
+                      MIN_EFFECT)
     cells = pd.read_csv(out / "tables/environments.csv", dtype=str).to_numpy().ravel().tolist()
     assert "'" + formula in cells and formula not in cells
     for table in out.glob("tables/*.csv"):
@@ -163,7 +165,8 @@ def test_a_step_samples_cell_that_is_not_json_is_named_as_damaged(tmp_path):
     path = _timing_on_disk(tmp_path / "results", "b", step_times_ms="[[10.0, 10.1], [9.9")
     out = tmp_path / "report"
     with pytest.raises(UserError) as raised:
-        render_comparison(tmp_path / "results", "a", "b", REPO / "workflow/templates", out, MIN_EFFECT)
+        render_comparison(contracts(), tmp_path / "results", "a", "b", REPO / "workflow/templates", out,
+                      MIN_EFFECT)
     message = str(raised.value)
     assert f"{path} is damaged" in message and "row 2 has '[[10.0, 10.1], [9.9' for step_times_ms" in message
     assert "\n" not in message and not (out / "index.html").exists()
@@ -171,7 +174,7 @@ def test_a_step_samples_cell_that_is_not_json_is_named_as_damaged(tmp_path):
 
 def test_the_timing_comparison_describes_only_the_columns_it_has(tmp_path):
     from lmstudy.report.render import Table, Text
-    from lmstudy.report.sections.timing.compare import _section_timing
+    from lmstudy.sections.timing.compare import _section_timing
 
     rows = timing(run("a"), run("b"), MIN_EFFECT)
     section = _section_timing(rows, MIN_EFFECT, tmp_path)
@@ -207,7 +210,7 @@ def _gpu_run(name: str, work: float, seed: int) -> R.Run:
 
 def test_the_timing_comparison_shows_gpu_time_and_kernels_beside_wall_time_and_reads_each_row():
     from lmstudy.analyse.compare import verdict as V
-    from lmstudy.report.sections.timing.compare import timing_findings, timing_table
+    from lmstudy.sections.timing.compare import timing_findings, timing_table
 
     rows = timing(_gpu_run("a", 1.0, 1), _gpu_run("b", 10 / 9, 2), MIN_EFFECT)
     table = timing_table(rows, variant_column=False)

@@ -17,7 +17,7 @@ from lmstudy.measure import ladder_bench
 from lmstudy.measure.spec import init_fields
 from lmstudy.report.answers import Answers
 from lmstudy.report.render import Findings, Table
-from lmstudy.report.sections.compile import section
+from lmstudy.sections.compile import section
 
 from .specs import spec_for
 
@@ -176,7 +176,7 @@ def _measured(mode, median, low, high, processes=4):
 
 
 def test_the_compile_answer_counts_processes_and_names_the_pass_not_measured():
-    from lmstudy.report.sections.compile import answers as compile_answers
+    from lmstudy.sections.compile import answers as compile_answers
 
     frame = pd.DataFrame([_measured("eager", 66.5, 50.5, 82.8), _measured("compiled", 28.1, 24.7, 30.7)])
     (answer,) = compile_answers.answers(section.comparison(frame))
@@ -186,7 +186,7 @@ def test_the_compile_answer_counts_processes_and_names_the_pass_not_measured():
 
 
 def test_one_compiled_configuration_gives_no_range_of_one_value():
-    from lmstudy.report.sections.compile.findings import findings
+    from lmstudy.sections.compile.findings import findings
 
     frame = pd.DataFrame([_measured("eager", 66.5, 50.5, 82.8), _measured("compiled", 28.1, 24.7, 30.7)])
     items = findings(frame)
@@ -197,7 +197,7 @@ def test_one_compiled_configuration_gives_no_range_of_one_value():
 
 def test_a_run_where_every_compiled_configuration_ran_out_of_memory_has_a_table_and_figures(tmp_path):
     """A GPU too small for every size: the table shows OOM, the figures draw, nothing crashes."""
-    from lmstudy.report.sections.compile import section
+    from lmstudy.sections.compile import section
 
     frame = pd.DataFrame([
         {"size": "oversized", "context_length": 32, "d_model": 64, "precision": "fp32", "attention": "naive",

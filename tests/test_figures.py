@@ -1,4 +1,4 @@
-"""The figures' shared style (lmstudy/report/sections/plots.py) and the words that go with them."""
+"""The figures' shared style (lmstudy/sections/plots.py) and the words that go with them."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from lmstudy.report.sections import plots  # noqa: E402
-from lmstudy.report.sections.ladder import section as ladder  # noqa: E402
-from lmstudy.report.sections.nsys import section as nsys  # noqa: E402
+from lmstudy.sections import plots  # noqa: E402
+from lmstudy.sections.ladder import section as ladder  # noqa: E402
+from lmstudy.sections.nsys import section as nsys  # noqa: E402
 
 
 def _labels(ax) -> list[str]:

@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from lmstudy.report.sections.compile import section as compile_section
-from lmstudy.report.sections.labels import mfu_note
-from lmstudy.report.sections.timing import section as timing
+from lmstudy.report.labels import mfu_note
+from lmstudy.sections.compile import section as compile_section
+from lmstudy.sections.timing import section as timing
 
 
 def _timing_row(size, ctx, pass_name, precision, warmup, median, **extra):
@@ -117,7 +117,7 @@ def test_compiled_and_eager_within_each_others_interval_are_not_ranked():
 
 def test_compile_findings_carry_the_rows_their_numbers_come_from():
     from lmstudy.report.finding import Finding
-    from lmstudy.report.sections.labels import faster
+    from lmstudy.report.labels import faster
 
     said = compile_section.findings(_compile_rows())
     assert all(isinstance(s, Finding) for s in said)
@@ -146,7 +146,7 @@ def _attention_row(impl, seq, forward, backward, memory=None, status="ok", **ext
 
 
 def test_attention_findings_on_a_table_with_known_answers():
-    from lmstudy.report.sections.attention import section as attention
+    from lmstudy.sections.attention import section as attention
 
     rows = [
         # naive: 4x the memory for 2x the length (quadratic), SDPA 2x then 4x faster
@@ -180,8 +180,8 @@ def test_attention_findings_on_a_table_with_known_answers():
 
 def test_attention_findings_carry_the_rows_their_numbers_come_from():
     from lmstudy.report.finding import Finding
-    from lmstudy.report.sections.attention import section as attention
-    from lmstudy.report.sections.labels import faster
+    from lmstudy.report.labels import faster
+    from lmstudy.sections.attention import section as attention
 
     frame = pd.DataFrame([
         _attention_row("naive", 1024, 2.0, 6.0, memory=1 * 2**30),
@@ -218,7 +218,7 @@ def test_attention_findings_carry_the_rows_their_numbers_come_from():
 
 
 def test_precision_findings_on_a_table_with_known_answers():
-    from lmstudy.report.sections.precision import section as precision
+    from lmstudy.sections.precision import section as precision
 
     frame = pd.DataFrame([
         {"method": "fp32 into fp32", "increment": 0.01, "steps": 1000, "result": 10.0001, "abs_error": 0.0001,
@@ -247,7 +247,7 @@ def _memory_row(ctx, pass_name, precision, peak_gib, phase="backward", status="o
 
 
 def _memory_frame(rows):
-    from lmstudy.report.sections.labels import PASS_LABELS
+    from lmstudy.report.labels import PASS_LABELS
 
     frame = pd.DataFrame(rows)
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
@@ -256,7 +256,7 @@ def _memory_frame(rows):
 
 def test_a_memory_peak_that_shrinks_with_context_is_said_to_shrink():
     """On a real H100 the 2.7B training step's peak was 64.15 GiB at context 128 and 63.77 at 512."""
-    from lmstudy.report.sections.memory import section as memory
+    from lmstudy.sections.memory import section as memory
 
     rows = [_memory_row(128, "train_step", "fp32", 64.15), _memory_row(512, "train_step", "fp32", 63.77)]
     said = memory.findings(_memory_frame(rows))
@@ -265,7 +265,7 @@ def test_a_memory_peak_that_shrinks_with_context_is_said_to_shrink():
 
 
 def test_memory_findings_on_a_table_with_known_answers():
-    from lmstudy.report.sections.memory import section as memory
+    from lmstudy.sections.memory import section as memory
 
     def train(ctx, precision, peak, activations, residual, **extra):
         return _memory_row(ctx, "train_step", precision, peak, activations_bytes=activations * GIB,
@@ -322,7 +322,7 @@ def test_memory_findings_on_a_table_with_known_answers():
 
 
 def test_memory_findings_when_every_snapshot_ran_out_of_memory():
-    from lmstudy.report.sections.memory import section as memory
+    from lmstudy.sections.memory import section as memory
 
     oom = {"status": "OOM", "peak_vs_allocator": None}
     rows = [_memory_row(128, "train_step", "fp32", 2.5, stage="backward", **oom),
@@ -386,7 +386,7 @@ def _nsys_data() -> dict[str, pd.DataFrame]:
 
 
 def test_nsys_findings_on_a_table_with_known_answers():
-    from lmstudy.report.sections.nsys import section as nsys
+    from lmstudy.sections.nsys import section as nsys
 
     said = nsys.findings(_nsys_data())
     assert said[0] == "1 of 3 configurations ran out of memory (small ctx 256 training step)."
@@ -417,7 +417,7 @@ def test_nsys_findings_on_a_table_with_known_answers():
 
 
 def test_nsys_findings_when_every_profile_ran_out_of_memory():
-    from lmstudy.report.sections.nsys import section as nsys
+    from lmstudy.sections.nsys import section as nsys
 
     # What section 2 reads back then: runs.csv has the runs, kernels.csv and ranges.csv have no columns.
     runs = _nsys_runs((1024, "train_step", "OOM"))
@@ -449,7 +449,7 @@ def _ladder_rows(size, *rungs, **breakdown):
 
 
 def _ladder():
-    from lmstudy.report.sections.ladder import section as ladder
+    from lmstudy.sections.ladder import section as ladder
 
     rows = [
         # bf16 2.5x over fp32, SDPA 1.25x; CUDA graphs unsupported; compile 1.6x over SDPA, the
@@ -469,7 +469,7 @@ def _ladder():
 
 
 def test_ladder_findings_on_a_table_with_known_answers():
-    from lmstudy.report.sections.ladder import section as ladder
+    from lmstudy.sections.ladder import section as ladder
 
     said = ladder.findings(_ladder())
     # MFU over the rung's own precision's peak (bf16: 989.4 on an H100); the share of its GPU's ceiling.
@@ -490,8 +490,8 @@ def test_ladder_findings_on_a_table_with_known_answers():
 
 
 def test_ladder_findings_carry_the_rows_their_numbers_come_from():
-    from lmstudy.report.sections.labels import faster
-    from lmstudy.report.sections.ladder import section as ladder
+    from lmstudy.report.labels import faster
+    from lmstudy.sections.ladder import section as ladder
 
     said = ladder.findings(_ladder())
     best = said[0].data
@@ -514,7 +514,7 @@ def test_ladder_findings_carry_the_rows_their_numbers_come_from():
 
 def test_ladder_findings_do_not_rank_rungs_within_noise():
     """The review's 2.7B case: masters at 176 ms vs 181 ms below it, 3% apart, with CVs of 3.3-3.6%."""
-    from lmstudy.report.sections.ladder import section as ladder
+    from lmstudy.sections.ladder import section as ladder
 
     rows = _ladder_rows("2.7B", ("fp32", "fp32", 600.0, 145.0), ("bf16", "bf16", 181.0, 482.0),
                         ("bf16-sdpa-master", "masters", 176.0, 496.0))
@@ -538,7 +538,7 @@ def test_ladder_findings_do_not_rank_rungs_within_noise():
 
 
 def test_ladder_findings_put_the_measured_ceiling_beside_the_datasheet():
-    from lmstudy.report.sections.ladder import section as ladder
+    from lmstudy.sections.ladder import section as ladder
 
     bursts = [{"size": "s", "rung_key": k, "gpu": "NVIDIA H200", "gpu_uuid": u, "n": 8192, "burst": i,
                "products": 20, "tflops": t, "sm_clock_mhz": c, "power_w": w}
@@ -561,7 +561,7 @@ def test_ladder_findings_put_the_measured_ceiling_beside_the_datasheet():
 
 
 def test_ladder_table_shows_each_rung_its_status_and_why_one_could_not_run():
-    from lmstudy.report.sections.ladder import section as ladder
+    from lmstudy.sections.ladder import section as ladder
 
     table = ladder.ladder_table(_ladder()).set_index(["size", "rung"])
     compile_row = table.loc[("small", "bf16 + SDPA + compile")]
@@ -590,7 +590,7 @@ def test_ladder_table_shows_each_rung_its_status_and_why_one_could_not_run():
 
 
 def test_ladder_findings_when_no_rung_ran():
-    from lmstudy.report.sections.ladder import section as ladder
+    from lmstudy.sections.ladder import section as ladder
 
     rows = _ladder_rows("small", ("fp32", "fp32", "OOM", None), ("bf16-sdpa-cudagraphs-master", CUDAGRAPHS,
                                                                   "unsupported", None))
@@ -626,7 +626,7 @@ def _cost_jobs():
 
 
 def test_cost_findings_on_a_table_with_known_answers():
-    from lmstudy.report.sections.cost import section as cost
+    from lmstudy.sections.cost import section as cost
 
     said = cost.findings(_cost_jobs())
     # measuring jobs' 400 s: measuring 200, other 80, imports 48, builds 32, profiler 24, lease wait 16
@@ -642,7 +642,7 @@ def test_cost_findings_on_a_table_with_known_answers():
 
 
 def test_cost_findings_carry_the_rows_their_numbers_come_from():
-    from lmstudy.report.sections.cost import section as cost
+    from lmstudy.sections.cost import section as cost
 
     said = cost.findings(_cost_jobs())
     assert said[0].data["wall_s"].sum() == 500.0
@@ -661,7 +661,7 @@ def test_cost_findings_carry_the_rows_their_numbers_come_from():
 
 
 def test_cost_concurrency_findings_on_a_table_with_known_answers():
-    from lmstudy.report.sections.cost import section as cost
+    from lmstudy.sections.cost import section as cost
 
     said = cost.concurrency_findings(_cost_jobs())
     # 80 + 90 + 240 = 410 s of jobs within 1000..1320 (320 s): 1.28 at a time
@@ -677,7 +677,7 @@ def test_cost_concurrency_findings_on_a_table_with_known_answers():
 
 def test_a_run_made_in_parts_on_two_machines_is_said_so():
     """Two one-GPU machines, each with its GPU 0, one after the other: two GPUs, never at once."""
-    from lmstudy.report.sections.cost import section as cost
+    from lmstudy.sections.cost import section as cost
 
     first = _cost_job("timing", "time_model", "a", 80.0, gpu=0.0, start=3600.0, end=3680.0, measure=50)
     second = _cost_job("attention", "attention_sweep", "b", 100.0, gpu=0.0, start=7200.0, end=7300.0,
@@ -697,7 +697,7 @@ def test_a_run_made_in_parts_on_two_machines_is_said_so():
 
 
 def test_cost_findings_without_measuring_jobs_or_lease_records():
-    from lmstudy.report.sections.cost import section as cost
+    from lmstudy.sections.cost import section as cost
 
     report_only = _cost_jobs().iloc[[3]]
     said = cost.findings(report_only)
@@ -740,7 +740,7 @@ def _traced(said, declared):
 
 
 def test_a_memory_findings_data_holds_the_numbers_its_sentence_states():
-    from lmstudy.report.sections.memory import section as memory
+    from lmstudy.sections.memory import section as memory
 
     kinds = {"parameters_bytes": 2 * GIB, "optimizer_state_bytes": 4 * GIB, "activations_bytes": 3 * GIB,
              "gradients_bytes": 1 * GIB}
@@ -750,7 +750,7 @@ def test_a_memory_findings_data_holds_the_numbers_its_sentence_states():
     ]
     said = _traced(memory.findings(_memory_frame(rows)), memory.SECTION.findings)
     ratio = next(s for s in said if s.startswith("Training step: bf16 autocast"))
-    assert ratio.computed_by == "lmstudy.report.sections.memory.findings._bf16_against_fp32"
+    assert ratio.computed_by == "lmstudy.sections.memory.findings._bf16_against_fp32"
     data = ratio.data
     assert list(data["context_length"]) == [128, 256]
     assert list(data["bf16_over_fp32"]) == list(data["bf16_peak_bytes"] / data["fp32_peak_bytes"])
@@ -775,7 +775,7 @@ def test_a_memory_findings_data_holds_the_numbers_its_sentence_states():
 
 
 def test_an_nsys_findings_data_holds_the_numbers_its_sentence_states():
-    from lmstudy.report.sections.nsys import section as nsys
+    from lmstudy.sections.nsys import section as nsys
 
     said = _traced(nsys.findings(_nsys_data()), nsys.SECTION.findings)
     span = said[1]
@@ -796,7 +796,7 @@ def test_an_nsys_findings_data_holds_the_numbers_its_sentence_states():
 
 
 def test_a_precision_findings_data_holds_the_numbers_its_sentence_states():
-    from lmstudy.report.sections.precision import section as precision
+    from lmstudy.sections.precision import section as precision
 
     def cell(size, ctx, speedup, high, noisy=False):
         return {"size": size, "context_length": ctx, "pass": "train_step", "variant": "naive",
@@ -827,8 +827,8 @@ def test_a_precision_findings_data_holds_the_numbers_its_sentence_states():
 
 
 def test_a_comparisons_findings_carry_the_pairs_of_a_and_b_they_compared():
-    from lmstudy.report.sections.timing import compare as timing_compare
-    from lmstudy.report.sections.timing import section as timing
+    from lmstudy.sections.timing import compare as timing_compare
+    from lmstudy.sections.timing import section as timing
 
     def pair(size, ctx, ratio, verdict, precision="fp32"):
         return {"size": size, "context_length": ctx, "pass": "train_step", "precision": precision,
@@ -868,8 +868,8 @@ def test_a_comparisons_findings_carry_the_pairs_of_a_and_b_they_compared():
 
 
 def test_the_kernel_comparisons_finding_carries_the_category_times_it_compared():
-    from lmstudy.report.sections.nsys import compare as nsys_compare
-    from lmstudy.report.sections.nsys import section as nsys
+    from lmstudy.sections.nsys import compare as nsys_compare
+    from lmstudy.sections.nsys import section as nsys
 
     key = {"size": "small", "context_length": 128, "pass": "forward", "precision": "bf16"}
     categories = pd.DataFrame([{**key, "category": c, "ms_a": a, "ms_b": b, "change": b / a - 1}
@@ -908,8 +908,8 @@ def _small_run() -> pd.DataFrame:
 
 def test_a_small_runs_sentences_name_one_value_once_and_a_slowdown_as_one():
     from lmstudy.report.answers import between, processes_text
-    from lmstudy.report.sections.precision.findings import _largest_speedup
-    from lmstudy.report.sections.timing.tables import speedup_frame
+    from lmstudy.sections.precision.findings import _largest_speedup
+    from lmstudy.sections.timing.tables import speedup_frame
 
     said = [str(s) for s in timing.findings(_small_run())]
     text = " ".join(said)
@@ -926,7 +926,7 @@ def test_a_small_runs_sentences_name_one_value_once_and_a_slowdown_as_one():
 
 
 def test_a_small_runs_tables_give_no_negative_time_and_say_why_a_row_was_not_measured():
-    from lmstudy.report.sections.timing.tables import backward_frame, backward_table, variants_table
+    from lmstudy.sections.timing.tables import backward_frame, backward_table, variants_table
 
     interval = backward_table(backward_frame(_small_run()))["95% CI ms"].iloc[0]
     # clipped at 0, written in the column's one format
@@ -937,7 +937,7 @@ def test_a_small_runs_tables_give_no_negative_time_and_say_why_a_row_was_not_mea
 
 def test_every_provenance_column_has_a_label_of_words():
     from lmstudy.environment import ENVIRONMENT_COLUMNS
-    from lmstudy.report.sections.labels import ENVIRONMENT_LABELS, sentence_start
+    from lmstudy.report.labels import ENVIRONMENT_LABELS, sentence_start
 
     assert set(ENVIRONMENT_COLUMNS) <= set(ENVIRONMENT_LABELS)
     assert sentence_start("CPU time") == "CPU time" and sentence_start("the profiler") == "The profiler"
@@ -949,7 +949,7 @@ def test_every_provenance_column_has_a_label_of_words():
     ("NVIDIA H100 80GB HBM3", "the CUDA context and kernel loading", "operator (their dispatch"),
 ])
 def test_the_cold_start_is_explained_for_the_device_that_ran(device, said, not_said):
-    from lmstudy.report.sections.timing.answers import warmup_answer
+    from lmstudy.sections.timing.answers import warmup_answer
 
     frame = _small_run().assign(gpu=device)
     frame["first_step_ms"] = frame["median_ms"] * 4
@@ -960,7 +960,7 @@ def test_the_cold_start_is_explained_for_the_device_that_ran(device, said, not_s
 
 
 def test_a_ladder_rung_above_the_measured_ceiling_is_flagged_on_a_cpu():
-    from lmstudy.report.sections.ladder import section as ladder
+    from lmstudy.sections.ladder import section as ladder
 
     rows = _ladder_rows("tiny", ("fp32", "fp32", 10.0, 0.1), ("bf16", "bf16", 8.0, 120.2))
     frame = ladder.ladder_frame(pd.DataFrame(rows).assign(gpu="cpu (x86_64)"))
@@ -972,7 +972,7 @@ def test_a_ladder_rung_above_the_measured_ceiling_is_flagged_on_a_cpu():
 # Issue 32, item 12: the normalisation experiment names whose activations it ran on.
 def test_the_normalisation_experiment_names_the_built_in_model_as_whose_activations_it_used():
     from lmstudy.model_choice import BUILTIN_NAME
-    from lmstudy.report.sections.precision.section import norm_activations
+    from lmstudy.sections.precision.section import norm_activations
 
     norms = pd.DataFrame({"size": ["tiny"]})
     own = pd.DataFrame({"model": ["encoder-lm"]})
@@ -983,7 +983,7 @@ def test_the_normalisation_experiment_names_the_built_in_model_as_whose_activati
 
 
 def test_the_cost_sections_phases_are_named_for_a_cpu_run_without_cuda():
-    from lmstudy.report.sections.cost.section import _phase_label
+    from lmstudy.sections.cost.section import _phase_label
 
     cpu = pd.DataFrame({"measuring": [True], "gpu_chosen_by": ["none"]})
     gpu = pd.DataFrame({"measuring": [True], "gpu_chosen_by": ["LMSTUDY_GPUS"]})
@@ -994,9 +994,9 @@ def test_the_cost_sections_phases_are_named_for_a_cpu_run_without_cuda():
 def test_a_top_kernel_share_is_of_the_configurations_it_is_top_in_and_larger_categories_are_not_next():
     """Issue 32's reading: 'a GEMM in 1 of 2 configurations, taking 30-65%' took the 65% from a copy,
     and 'the next categories' named categories larger than the matrix products."""
-    from lmstudy.report.sections.nsys import answers as nsys_answers
-    from lmstudy.report.sections.nsys import section as nsys
-    from lmstudy.report.sections.nsys.findings import words
+    from lmstudy.sections.nsys import answers as nsys_answers
+    from lmstudy.sections.nsys import section as nsys
+    from lmstudy.sections.nsys.findings import words
 
     data = _nsys_data()
     copy = data["kernels"].iloc[[5]].assign(kernel="copy_k", category="memory copy/set",

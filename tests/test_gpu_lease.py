@@ -23,7 +23,7 @@ import pytest
 
 from lmstudy.analyse import study_cost
 from lmstudy.launch import cpu_placement, gpu_lease
-from lmstudy.report.sections.cost import section as cost
+from lmstudy.sections.cost import section as cost
 
 from .conftest import REPO, job_spans, lease_env, new_workdir, path_without_nvidia_smi, snakemake
 

@@ -78,8 +78,8 @@ def _reached(module: str, graph=GRAPH) -> set[str]:
 
 
 def _runners(module: str) -> bool:
-    """A section's jobs.py (lmstudy/report/sections/<name>/jobs.py)."""
-    return module.startswith("lmstudy.report.sections.") and module.endswith(".jobs")
+    """A section's jobs.py (lmstudy/sections/<name>/jobs.py)."""
+    return module.startswith("lmstudy.sections.") and module.endswith(".jobs")
 
 
 def _in_launch(module: str) -> bool:
@@ -118,6 +118,31 @@ def test_nothing_in_the_library_reaches_the_launcher():
     offending = {m: sorted(filter(_in_launch, _reached(m))) for m in GRAPH if not _in_launch(m)}
     offending = {m: reached for m, reached in offending.items() if reached}
     assert not offending, f"these reach lmstudy.launch: {offending}"
+
+
+# The floors of the package folders, from the ground up: a module imports only from its own folder's
+# floor or below (measuring reuses the analysis's statistics; the sections use the report's contract
+# and labels; the report renders whatever contracts it is handed and never imports a section).
+FLOORS = ("lmstudy.analyse", "lmstudy.measure", "lmstudy.report", "lmstudy.sections")
+
+
+def _floor(module: str) -> int | None:
+    return next((i for i, f in enumerate(FLOORS) if module == f or module.startswith(f + ".")), None)
+
+
+def test_no_import_points_up_a_floor():
+    upward = {
+        module: sorted(name for name in _ours(names) if (_floor(name) or -1) > _floor(module))
+        for module, names in GRAPH.items()
+        if _floor(module) is not None
+    }
+    upward = {module: names for module, names in upward.items() if names}
+    assert not upward, f"these import from a floor above their own: {upward}"
+    # The modules beside the folders (the registry, products, the spec builders) are below every
+    # section: they find the sections by name, never by a plain import.
+    below = {m: sorted(n for n in _ours(GRAPH[m]) if _floor(n) == 3) for m in GRAPH if _floor(m) is None}
+    below = {m: names for m, names in below.items() if names and not _in_launch(m)}
+    assert not below, f"these import a section: {below}"
     assert {"lmstudy.environment", "lmstudy.analyse.study_cost", "lmstudy.report.compare"} <= set(GRAPH)
 
 
@@ -128,8 +153,8 @@ def test_the_analysing_side_never_imports_torch():
     runs), nor through a module they import (lmstudy.environment imports it only in describe(),
     which they never call). tests/test_cpu_side_imports.py checks the same of the workflow's real
     CPU-side jobs, as they run."""
-    analysing = [module for module in GRAPH if module.startswith(("lmstudy.analyse", "lmstudy.report"))]
-    assert len(analysing) > 50
+    analysing = [m for m in GRAPH if m.startswith(("lmstudy.analyse", "lmstudy.report", "lmstudy.sections"))]
+    assert len(analysing) > 90
     # A section's jobs.py is its measuring side's declaration (lmstudy.registry): its runners, which
     # only `lmstudy measure <job>` calls, may reach the device; importing it may not (below).
     in_own_code = sorted(module for module in analysing if "torch" in GRAPH[module] and not _runners(module))

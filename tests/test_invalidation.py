@@ -261,7 +261,7 @@ def test_a_comment_or_an_unrelated_module_reruns_nothing(repo_copy, module, text
 # Issue 33: a section's report code, its jobs' runners and the registry, each its own code.
 def test_a_sections_report_code_reruns_no_measurement(repo_copy):
     repo, run = repo_copy
-    edit(repo, "lmstudy/report/sections/attention/section.py", "\n_EDITED = 1\n")
+    edit(repo, "lmstudy/sections/attention/section.py", "\n_EDITED = 1\n")
     jobs = dry_run_in_copy(repo, run)
     assert "report" in {j.rule for j in jobs}
     assert not [j.rule for j in jobs if j.measures]
@@ -269,7 +269,7 @@ def test_a_sections_report_code_reruns_no_measurement(repo_copy):
 
 def test_a_sections_runner_reruns_only_its_own_measurements(repo_copy):
     repo, run = repo_copy
-    edit(repo, "lmstudy/report/sections/attention/jobs.py", "\n_EDITED = 1\n")
+    edit(repo, "lmstudy/sections/attention/jobs.py", "\n_EDITED = 1\n")
     measured = {j.rule for j in dry_run_in_copy(repo, run) if j.measures}
     assert measured == {"attention_sweep"}
 
@@ -279,3 +279,16 @@ def test_the_registry_itself_reruns_nothing(repo_copy):
     repo, run = repo_copy
     edit(repo, "lmstudy/registry.py", "\n_EDITED = 1\n")
     assert dry_run_in_copy(repo, run) == []
+
+
+# Issue 41: a section's result-file checks are the code of the rules that read the files.
+def test_editing_a_result_file_check_reruns_the_aggregation_and_no_measurement(repo_copy):
+    repo, run = repo_copy
+    products = repo / "lmstudy/sections/timing/products.py"
+    text = products.read_text()
+    assert "1e-6 * expected.abs()" in text
+    products.write_text(text.replace("1e-6 * expected.abs()", "2e-6 * expected.abs()"))
+    jobs = dry_run_in_copy(repo, run)
+    rules = {j.rule for j in jobs}
+    assert {"aggregate_timing", "report"} <= rules, rules
+    assert not [j.rule for j in jobs if j.measures]

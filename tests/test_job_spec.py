@@ -216,7 +216,7 @@ def test_the_registry_is_read_without_torch_pandas_or_the_report():
     that may have no torch: the sections' jobs.py import neither torch nor pandas, nor their
     section's report code."""
     code = (
-        "import sys; from lmstudy import registry; jobs = registry.jobs(); registry.products(); "
+        "import sys; from lmstudy import products, registry; jobs = registry.jobs(); products.registered(); "
         "heavy = {'torch', 'pandas', 'matplotlib'} & set(sys.modules); "
         "report = [m for m in sys.modules if m.endswith('.section') or m.endswith('.tables')]; "
         "print(len(jobs), sorted(heavy), report)"

@@ -1,11 +1,11 @@
-"""One vocabulary and one order of sizes for every section (lmstudy.report.sections.labels)."""
+"""One vocabulary and one order of sizes for every section (lmstudy.report.labels)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from lmstudy.report.sections import labels
+from lmstudy.report import labels
 
 
 @pytest.fixture

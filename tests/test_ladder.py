@@ -250,7 +250,7 @@ def test_the_compiled_master_weight_update_is_the_eager_one():
 
 def test_profiled_time_above_the_timed_step_leaves_the_rest_unknown_not_zero():
     from lmstudy.report.render import column_formatter
-    from lmstudy.report.sections.ladder.section import breakdown_frame, breakdown_table
+    from lmstudy.sections.ladder.section import breakdown_frame, breakdown_table
 
     ladder = pd.DataFrame({"size": ["tiny", "tiny"], "rung": ["fp32", "bf16"], "status": ["ok", "ok"],
                            "median_ms": [39.2, 89.5], "gpu_busy_ms": [30.7, 145.8]})

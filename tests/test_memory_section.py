@@ -16,7 +16,7 @@ from lmstudy.measure.model import ModelConfig
 from lmstudy.measure.steps import build_workload, make_step
 from lmstudy.report.answers import Answers, percent
 from lmstudy.report.render import Figure, Findings, Table, Text
-from lmstudy.report.sections.memory import section
+from lmstudy.sections.memory import section
 
 from .conftest import FIXTURES
 
@@ -226,7 +226,7 @@ def test_every_peak_series_shows_even_where_two_are_equal(contexts):
     just under them: no marker may sit on another's, and one context draws labelled points."""
     import matplotlib.pyplot as plt
 
-    from lmstudy.report.sections.memory import figures
+    from lmstudy.sections.memory import figures
 
     gib = 2**30
     rows = []

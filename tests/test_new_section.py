@@ -47,7 +47,7 @@ def _repository_with_the_section(repo):
     shutil.copytree(EXAMPLE / "lmstudy", repo / "lmstudy", dirs_exist_ok=True)
     shutil.copytree(EXAMPLE / "workflow", repo / "workflow", dirs_exist_ok=True)
     # 2. its name in the registry, before the cost section
-    names = repo / "lmstudy/report/sections/__init__.py"
+    names = repo / "lmstudy/registry.py"
     names.write_text(names.read_text().replace('"ladder", "cost")', '"ladder", "checkpoint", "cost")', 1))
     # 4. its config block and its schema
     with (repo / "config.yaml").open("a") as config:
@@ -65,7 +65,7 @@ def test_a_new_section_in_five_places_is_measured_reported_and_costed(tmp_path):
     changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
                              capture_output=True, text=True, check=True).stdout.split("\n")
     touched = sorted({line[3:].split("/checkpoint/")[0] for line in changed if line})
-    assert touched == ["config.yaml", "lmstudy/report/sections", "lmstudy/report/sections/__init__.py",
+    assert touched == ["config.yaml", "lmstudy/registry.py", "lmstudy/sections",
                        "workflow/rules/checkpoint.smk", "workflow/schemas/config.schema.yaml"], touched
 
     # The registry finds its job and its files; its runner answers --help without torch.

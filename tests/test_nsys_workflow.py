@@ -13,7 +13,7 @@ import pytest
 
 from lmstudy.report.answers import Answers
 from lmstudy.report.render import Findings
-from lmstudy.report.sections.nsys import section
+from lmstudy.sections.nsys import section
 
 REPO = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]

@@ -8,12 +8,12 @@ import re
 import pytest
 
 from lmstudy.analyse.trust import flag_rows
-from lmstudy.report.sections.labels import use_size_order
-from lmstudy.report.sections.precision import answers as precision_answers
-from lmstudy.report.sections.precision.findings import speedup_findings
-from lmstudy.report.sections.timing import answers as timing_answers
-from lmstudy.report.sections.timing.findings import findings as timing_findings
-from lmstudy.report.sections.timing.tables import speedup_frame, speedup_table, warmup_table
+from lmstudy.report.labels import use_size_order
+from lmstudy.sections.precision import answers as precision_answers
+from lmstudy.sections.precision.findings import speedup_findings
+from lmstudy.sections.timing import answers as timing_answers
+from lmstudy.sections.timing.findings import findings as timing_findings
+from lmstudy.sections.timing.tables import speedup_frame, speedup_table, warmup_table
 
 from . import quick_run
 
@@ -82,10 +82,10 @@ def test_the_warm_up_table_compares_windows_that_share_no_step():
 
 
 def test_the_compile_speed_up_tells_one_story_with_the_other_sections_eager_step():
-    from lmstudy.report.sections.compile import across
-    from lmstudy.report.sections.compile import answers as compile_answers
-    from lmstudy.report.sections.compile.findings import findings as compile_findings
-    from lmstudy.report.sections.compile.tables import comparison
+    from lmstudy.sections.compile import across
+    from lmstudy.sections.compile import answers as compile_answers
+    from lmstudy.sections.compile.findings import findings as compile_findings
+    from lmstudy.sections.compile.tables import comparison
 
     frame = quick_run.compile_rows()
     measurements = across.eager_measurements(frame, quick_run.timing(), quick_run.ladder_rows())
@@ -110,7 +110,7 @@ def test_the_compile_speed_up_tells_one_story_with_the_other_sections_eager_step
 
 
 def test_with_gpu_busy_time_the_compile_story_gives_the_gpu_speed_up_too():
-    from lmstudy.report.sections.compile import across
+    from lmstudy.sections.compile import across
 
     frame = quick_run.compile_rows(gpu_busy=True)
     measurements = across.eager_measurements(frame, quick_run.timing(), quick_run.ladder_rows())
@@ -119,8 +119,8 @@ def test_with_gpu_busy_time_the_compile_story_gives_the_gpu_speed_up_too():
 
 
 def test_the_ladder_never_ranks_overlapping_intervals_and_says_where_the_host_sets_the_step():
-    from lmstudy.report.sections.ladder.findings import findings as ladder_findings
-    from lmstudy.report.sections.ladder.tables import ladder_frame, ladder_table
+    from lmstudy.sections.ladder.findings import findings as ladder_findings
+    from lmstudy.sections.ladder.tables import ladder_frame, ladder_table
 
     ladder = ladder_frame(quick_run.ladder_rows())
     table = ladder_table(ladder).set_index("rung")
@@ -165,7 +165,7 @@ def test_the_ceiling_finding_names_the_sustained_rate_the_short_bursts_and_the_d
     import pandas as pd
 
     from lmstudy.analyse.ladder_table import ceilings
-    from lmstudy.report.sections.ladder.findings import _ceiling
+    from lmstudy.sections.ladder.findings import _ceiling
 
     rates = [566.0, 604.0, 633.0, 645.0, 653.0, 690.0, 760.0, 781.0, 784.0, 786.0, 785.0, 783.0]
     rows = [{"size": "small", "rung_key": "bf16", "n": 8192, "kind": "sustained", "burst": i,
@@ -210,9 +210,9 @@ def _attention_rows():
 
 
 def test_attention_ratios_carry_their_intervals_and_noise_is_not_ranked():
-    from lmstudy.report.sections.attention import answers as attention_answers
-    from lmstudy.report.sections.attention.findings import _speedups
-    from lmstudy.report.sections.attention.tables import compile_table, main_table
+    from lmstudy.sections.attention import answers as attention_answers
+    from lmstudy.sections.attention.findings import _speedups
+    from lmstudy.sections.attention.tables import compile_table, main_table
 
     frame = _attention_rows()
     said = " ".join(_speedups(frame))
@@ -230,8 +230,8 @@ def test_attention_ratios_carry_their_intervals_and_noise_is_not_ranked():
 
 def test_the_timing_section_names_the_thresholds_and_why_two_processes_give_a_wide_interval():
     from lmstudy.report.render import display_frame
-    from lmstudy.report.sections.timing.section import marks_text
-    from lmstudy.report.sections.timing.tables import main_table
+    from lmstudy.sections.timing.section import marks_text
+    from lmstudy.sections.timing.tables import main_table
 
     text = marks_text(quick_run.timing())
     assert "less than 85% (noise.min_gpu_busy)" in text and "more than 5% (noise.max_spread)" in text
@@ -282,7 +282,7 @@ def test_scale_and_mask_holds_no_memory_copies_they_are_named_apart():
     import pandas as pd
 
     from lmstudy.analyse.nsys import tables as nsys_tables
-    from lmstudy.report.sections.nsys import answers as nsys_answers
+    from lmstudy.sections.nsys import answers as nsys_answers
 
     base = {"size": "small", "context_length": 256, "pass": "forward", "phase": "forward",
             "profiled_steps": 1, "batch_size": 4, "num_heads": 12, "d_model": 768, "instances": 1, "path": ""}
@@ -315,8 +315,8 @@ def test_scale_and_mask_holds_no_memory_copies_they_are_named_apart():
 def test_the_largest_allocations_give_the_requested_size_beside_the_allocator_block(tmp_path):
     import pandas as pd
 
-    from lmstudy.report.sections.memory import answers as memory_answers
-    from lmstudy.report.sections.memory.tables import largest_table
+    from lmstudy.sections.memory import answers as memory_answers
+    from lmstudy.sections.memory.tables import largest_table
 
     folder = tmp_path / "memory" / "summary" / "small_ctx256_forward_fp32"
     folder.mkdir(parents=True)
@@ -337,7 +337,7 @@ def test_the_largest_allocations_give_the_requested_size_beside_the_allocator_bl
 def test_the_residual_stream_is_given_for_the_full_studys_2_7b_model_too():
     import pandas as pd
 
-    from lmstudy.report.sections.memory import answers as memory_answers
+    from lmstudy.sections.memory import answers as memory_answers
 
     rows = pd.DataFrame([{"size": "small", "context_length": 256, "batch_size": 4, "d_model": 768,
                           "residual_dtype": "float32", "residual_stream_bytes": 4 * 256 * 768 * 4}])
@@ -351,7 +351,7 @@ def test_the_residual_stream_is_given_for_the_full_studys_2_7b_model_too():
 def test_the_attention_oom_point_is_given_for_an_80_gb_gpu_too():
     import pandas as pd
 
-    from lmstudy.report.sections.attention.findings import _oom_threshold
+    from lmstudy.sections.attention.findings import _oom_threshold
 
     measured = pd.DataFrame([{"implementation": "naive", "precision": "fp32", "head_dim": 64,
                               "batch_size": 8, "device_memory_bytes": 150_100_000_000}])
@@ -364,8 +364,8 @@ def test_the_attention_oom_point_is_given_for_an_80_gb_gpu_too():
 def test_the_toy_models_logits_are_one_tensor_and_the_rmsnorm_row_claims_no_more_than_it_computes():
     import pandas as pd
 
-    from lmstudy.report.sections.precision import answers as precision_answers
-    from lmstudy.report.sections.precision.findings import _autocast_dtypes
+    from lmstudy.sections.precision import answers as precision_answers
+    from lmstudy.sections.precision.findings import _autocast_dtypes
 
     tensors = [("parameter fc1.weight", "float32"), ("output of fc1 (Linear)", "float16"),
                ("output of relu (ReLU)", "float16"), ("output of ln (LayerNorm)", "float32"),
@@ -394,7 +394,7 @@ def test_finding_csvs_are_named_by_what_they_hold_not_by_position(tmp_path):
 
 def test_numbers_in_one_column_share_one_format():
     from lmstudy.report.render import column_formatter, formatter
-    from lmstudy.report.sections.timing.tables import main_table, mfu_table
+    from lmstudy.sections.timing.tables import main_table, mfu_table
 
     write = column_formatter([9.92e-4, 12.5, 3.1])
     assert [write(v) for v in (9.92e-4, 12.5, 3.1)] == ["9.92e-04", "1.25e+01", "3.10e+00"]

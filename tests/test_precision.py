@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lmstudy.measure import precision
-from lmstudy.report.sections.precision import section
+from lmstudy.sections.precision import section
 
 from .specs import spec_fields
 

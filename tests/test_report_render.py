@@ -81,7 +81,7 @@ def test_a_column_has_one_number_format():
 def test_percentages_have_one_decimal_a_sliver_is_less_than_a_tenth_and_none_is_0():
     from lmstudy.analyse.nsys import tables as T
     from lmstudy.report.render import table_html, table_markdown
-    from lmstudy.report.sections.nsys import section as nsys
+    from lmstudy.sections.nsys import section as nsys
 
     kernels = pd.DataFrame({
         "size": "small", "context_length": 256, "pass": ["forward", "forward", "train_step", "train_step",

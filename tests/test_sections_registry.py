@@ -1,16 +1,17 @@
-"""The registry of report sections (lmstudy.report.sections.NAMES) is the one list of sections: every
+"""The registry of report sections (lmstudy.sections.NAMES) is the one list of sections: every
 section package and rule file is in it, and each contract is consistent with its package."""
 
 from __future__ import annotations
 
 import pytest
 
-from lmstudy.report.contracts import compared_products, contract, contracts
-from lmstudy.report.sections import NAMES
+from lmstudy.registry import NAMES
+from lmstudy.report.compare import compared_products
+from lmstudy.sections.contracts import contract, contracts
 
 from .conftest import REPO
 
-SECTIONS = REPO / "lmstudy" / "report" / "sections"
+SECTIONS = REPO / "lmstudy" / "sections"
 RULES = REPO / "workflow" / "rules"
 NOT_SECTIONS = {"common", "report", "compare"}  # rule files of the workflow itself
 
@@ -54,11 +55,11 @@ def test_a_contract_declares_what_its_package_computes(name):
         unmarked = [f.__qualname__ for f in section.compare.findings if not getattr(f, "finds", False)]
         assert not unmarked, f"comparison findings not marked @finds: {unmarked}"
     if section.figures:
-        assert section.drawn_by == f"lmstudy.report.sections.{name}.section.make_figures"
+        assert section.drawn_by == f"lmstudy.sections.{name}.section.make_figures"
 
 
 def test_the_comparison_reads_each_product_under_one_name():
-    products = compared_products()
+    products = compared_products(contracts())
     assert products["timing"] == "timing/timing.csv"
     declared = {}
     for section in contracts():

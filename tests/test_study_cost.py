@@ -10,7 +10,7 @@ import pytest
 
 from lmstudy.analyse.study_cost import PHASE_COLUMNS, job_table
 from lmstudy.errors import UserError
-from lmstudy.report.sections.cost import section as cost
+from lmstudy.sections.cost import section as cost
 
 RECORDS = Path(__file__).parent / "fixtures" / "gpu" / "cost"
 
@@ -87,7 +87,7 @@ def test_the_repetition_cost_is_the_rounds_after_the_first_and_beyond_the_minimu
 def test_the_repetition_finding_splits_the_minimum_from_what_noise_asked_for():
     import pandas as pd
 
-    from lmstudy.report.sections.cost.findings import repetition_findings
+    from lmstudy.sections.cost.findings import repetition_findings
 
     frame = pd.DataFrame({
         "section": ["timing", "timing", "ladder", "report"],

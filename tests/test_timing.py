@@ -199,7 +199,7 @@ def test_one_mfu_definition_names_its_peak():
         hardware.peak_unit("int8", False)
     import pandas as pd
 
-    from lmstudy.report.sections.labels import peak_words
+    from lmstudy.report.labels import peak_words
 
     rows = pd.DataFrame({"precision": ["fp32", "fp32", "bf16"], "tf32_matmul": [False, True, False],
                          "peak_tflops": [66.9, 494.7, 989.4]})

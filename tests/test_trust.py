@@ -3,7 +3,7 @@
 import pandas as pd
 
 from lmstudy.analyse.trust import flag_rows, marks, overlap, physics_violations, trusted
-from lmstudy.report.sections.timing.findings import findings
+from lmstudy.sections.timing.findings import findings
 
 
 def _row(pass_name, median, low=None, high=None, **extra):

@@ -23,7 +23,7 @@ python3 scripts/make_figures.py --section nsys --results results/gpu-quick \
 python3 - > "$out/section.txt" 2>&1 <<'PY'
 from pathlib import Path
 from lmstudy.report.render import Findings, Table
-from lmstudy.report.sections import nsys
+from lmstudy.sections import nsys
 import os
 out = Path(os.environ.get("OUT", "gpu_nsys_out"))
 built = nsys.build(Path("results/gpu-quick"), out / "figures")

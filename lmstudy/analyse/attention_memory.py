@@ -1,7 +1,7 @@
 """The naive attention's memory and FLOPs from shapes and dtypes alone (section 5).
 
 No torch: the attention job (lmstudy.measure.attention) records these predictions
-beside what it measures, and the report (lmstudy.report.sections.attention) shows
+beside what it measures, and the report (lmstudy.sections.attention) shows
 the accounting and finds the sequence length that fits, on any CPU.
 """
 

@@ -15,7 +15,7 @@ is checked against what its producer writes:
   (every pass x warm-up of a timing job), each once.
 
 What each producer writes is declared by the section that makes it (its
-jobs.py, gathered by lmstudy.registry). A bad file is named with the rule that
+products.py, gathered by lmstudy.products). A bad file is named with the rule that
 writes it and how to redo it. This module is in the analysis layer: pandas
 only, never torch.
 """
@@ -28,9 +28,8 @@ from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
-from lmstudy import registry
 from lmstudy.errors import UserError
-from lmstudy.products import Product
+from lmstudy.products import Product, registered
 from lmstudy.products import first_row as _row
 from lmstudy.spreadsheet import restored_frame
 
@@ -46,7 +45,7 @@ class DamagedResult(UserError):
 def product_of(path: str | Path) -> Product | None:
     """The producer of the file at `path`, known by the end of its path; None for a file of unknown kind."""
     tail = PurePosixPath(Path(path).as_posix())
-    return next((p for p in registry.products() if tail.match(p.pattern)), None)
+    return next((p for p in registered() if tail.match(p.pattern)), None)
 
 
 def damaged(path: str | Path, what: str) -> DamagedResult:

@@ -17,16 +17,24 @@ from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.render import Section, render
 
 
-def build(results: Path, a_name: str, b_name: str, figures: Path,
-          min_effect: float, noise=None) -> tuple[list[Section], dict]:
-    """The comparison's sections and its header (environments, differences, warnings)."""
-    from lmstudy.report.contracts import compared_products, contracts
+def compared_products(contracts: list) -> dict[str, str]:
+    """Every product the comparison of two runs reads, by key, in the contracts' order."""
+    products = {}
+    for section in contracts:
+        if section.compare is not None:
+            products.update({key: section.products[key] for key in section.compare.reads})
+    return products
 
-    products = compared_products()
+
+def build(contracts: list, results: Path, a_name: str, b_name: str, figures: Path,
+          min_effect: float, noise=None) -> tuple[list[Section], dict]:
+    """The comparison's sections (of `contracts`, lmstudy.sections.contracts, those that declare
+    how two runs compare) and its header (environments, differences, warnings)."""
+    products = compared_products(contracts)
     a, b = R.load(results, a_name, products), R.load(results, b_name, products)
     figures.mkdir(parents=True, exist_ok=True)
     runs = ComparedRuns(a, b, min_effect, figures, noise=noise)
-    sections = [contract.compare.build(runs) for contract in contracts() if contract.compare is not None]
+    sections = [contract.compare.build(runs) for contract in contracts if contract.compare is not None]
     header = {
         "a": a_name,
         "b": b_name,
@@ -38,14 +46,14 @@ def build(results: Path, a_name: str, b_name: str, figures: Path,
     return sections, header
 
 
-def render_comparison(results: Path, a_name: str, b_name: str, templates: Path, out_dir: Path,
-                      min_effect: float, noise=None) -> None:
+def render_comparison(contracts: list, results: Path, a_name: str, b_name: str, templates: Path,
+                      out_dir: Path, min_effect: float, noise=None) -> None:
     """Write out_dir/index.html, report.md, tables/*.csv and figures/*.png."""
     for stale in ("tables", "figures"):
         shutil.rmtree(out_dir / stale, ignore_errors=True)
     work = out_dir / ".figures"
     shutil.rmtree(work, ignore_errors=True)
-    sections, header = build(results, a_name, b_name, work, min_effect, noise)
+    sections, header = build(contracts, results, a_name, b_name, work, min_effect, noise)
     header["environment_table"] = header.pop("environments")
     render(sections, {}, templates, out_dir, f"Comparison: {b_name} (B) against {a_name} (A)",
            f"{a_name}_vs_{b_name}", template="compare", **header)

@@ -10,7 +10,7 @@ import pandas as pd
 from lmstudy.analyse import trust
 from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare import verdict as V
-from lmstudy.report.sections.labels import PASS_LABELS
+from lmstudy.report.labels import PASS_LABELS
 
 VERDICT_COLORS = {V.FASTER: "tab:green", V.SLOWER: "tab:red", V.SAME: "tab:gray", V.UNDECIDED: "tab:orange",
                   V.ONE_PROCESS: "tab:olive"}

@@ -1,7 +1,7 @@
 """What a report section declares, once: the contract the report and the comparison are generic over.
 
-Each section package lmstudy/report/sections/<name>/ ends with one
-``SECTION = SectionContract(...)``; lmstudy.report.sections.NAMES lists the
+Each section package lmstudy/sections/<name>/ ends with one
+``SECTION = SectionContract(...)``; lmstudy.registry.NAMES lists the
 packages in the report's order. The study's report builds and draws every
 registered section through its contract (lmstudy.report.render), the comparison
 of two runs calls each contract's ``compare`` (lmstudy.report.compare), and the
@@ -64,10 +64,10 @@ class Comparison:
 
 @functools.cache
 def _prose() -> jinja2.Environment:
-    """The sections' method templates (lmstudy/report/sections/<name>/method.j2), as plain text: the
+    """The sections' method templates (lmstudy/sections/<name>/method.j2), as plain text: the
     report escapes a Text block for HTML and Markdown itself."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent / "sections"),
+        loader=jinja2.FileSystemLoader(Path(__file__).parent.parent / "sections"),
         undefined=jinja2.StrictUndefined,
     )
 
@@ -107,8 +107,8 @@ class SectionContract:
 
     @property
     def heading(self) -> str:
-        """Its title numbered by its place in the registry (lmstudy.report.sections.NAMES)."""
-        from lmstudy.report.sections import numbered
+        """Its title numbered by its place in the registry (lmstudy.registry.NAMES)."""
+        from lmstudy.registry import numbered
 
         return numbered(self.name, self.title)
 
@@ -151,7 +151,7 @@ class SectionContract:
         return section
 
     def prose(self, paragraph: str, **values) -> str:
-        """One paragraph of its method template, lmstudy/report/sections/<name>/method.j2: the macro
+        """One paragraph of its method template, lmstudy/sections/<name>/method.j2: the macro
         `paragraph` called with `values`, its lines joined by single spaces (a template wraps freely)."""
         macro = getattr(_prose().get_template(f"{self.name}/method.j2").module, paragraph)
         return " ".join(str(macro(**values)).split())

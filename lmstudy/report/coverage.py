@@ -36,7 +36,7 @@ def study_section(section: str) -> dict:
 
 
 def _shown(value) -> str:
-    from lmstudy.report.sections.labels import PASS_LABELS
+    from lmstudy.report.labels import PASS_LABELS
 
     return PASS_LABELS.get(str(value), str(value))
 

@@ -180,8 +180,8 @@ def formatter(header: str, values) -> Callable[[object], str]:
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as the report shows it, values untouched: a named index becomes columns (an
     unnamed one is dropped, never shown as a column of row numbers), multi-level headers become
-    one line, and every header a human label from lmstudy.report.sections.labels."""
-    from lmstudy.report.sections.labels import PASS_LABELS, column_label
+    one line, and every header a human label from lmstudy.report.labels."""
+    from lmstudy.report.labels import PASS_LABELS, column_label
 
     if not isinstance(frame.index, pd.RangeIndex):
         named = any(name is not None for name in frame.index.names)
@@ -366,13 +366,11 @@ def table_html(frame: pd.DataFrame) -> Markup:
     return Markup(f'<div class="table-wrap">\n{html}</div>')
 
 
-def build_sections(names: list[str], results: Path, figures: Path) -> list[Section]:
-    """The registered sections among `names` (lmstudy.report.sections.NAMES), each built through its
-    contract from results/<run> and its figures in figures/<name>, in the report's order."""
-    from lmstudy.report.contracts import contracts
-
+def build_sections(contracts: list, results: Path, figures: Path) -> list[Section]:
+    """Each section of `contracts` (lmstudy.sections.contracts, in the report's order) built
+    from results/<run> and its figures in figures/<name>."""
     sections = []
-    for contract in contracts(names):
+    for contract in contracts:
         section = contract.build(results, figures / contract.name)
         for block in section.blocks:
             if isinstance(block, Figure) and not block.drawn_by:
@@ -507,7 +505,7 @@ def render(
     `templates`; `context`: what else they show (a comparison's header).
     """
     check_writable_folder(out_dir)
-    from lmstudy.report.sections.labels import environment_label
+    from lmstudy.report.labels import environment_label
 
     environment = {environment_label(k): v for k, v in environment.items()}
     from lmstudy.report import answers
@@ -563,7 +561,7 @@ def render(
 def render_study(
     results: Path,
     run: str,
-    section_names: list[str],
+    contracts: list,
     templates: Path,
     out_dir: Path,
     title: str,
@@ -578,7 +576,7 @@ def render_study(
     from lmstudy.analyse.tables import environment_of, read_result
 
     check_links_inside(results)
-    sections = build_sections(section_names, results, results / "figures")
+    sections = build_sections(contracts, results, results / "figures")
     frames = [read_result(Path(p)) for p in environment_tables]
     environment = environment_of(frames)
     jobs = result_files.read_csv(results / "cost" / "jobs.csv", missing_ok=True)

@@ -15,7 +15,7 @@ from lmstudy import job_spec as job_specs
 from lmstudy import plan
 from lmstudy import resources as job_resources
 from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS
-from lmstudy.report.sections import NAMES as SECTION_NAMES
+from lmstudy.registry import NAMES as SECTION_NAMES
 
 # config.yaml < preset < --configfile < --config: Snakemake merged the
 # command line's layers over config.yaml already; they are laid over the
@@ -269,7 +269,7 @@ def run_tables_digest(name):
     """
     from lmstudy.analyse.compare.runs import fingerprint
     from lmstudy.errors import UserError
-    from lmstudy.report.contracts import compared_products
+    from lmstudy.sections.contracts import compared_products
 
     try:
         return fingerprint(Path("results"), name, compared_products())

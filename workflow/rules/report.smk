@@ -4,19 +4,19 @@
 #
 # Each section's rule file registers its aggregated tables before this file
 # is included:  SECTION_TABLES["<section>"] = [paths]. The section's library
-# package lmstudy/report/sections/<section>/ draws its figures and builds its part
+# package lmstudy/sections/<section>/ draws its figures and builds its part
 # of the report from them, through its contract (lmstudy.report.contract); the
-# report shows the sections in the registry's order (lmstudy.report.sections.NAMES).
+# report shows the sections in the registry's order (lmstudy.registry.NAMES).
 FIGURE_STYLE = str(BASE / "workflow/report/figures.mplstyle")
 TEMPLATES = sorted(
     str(p)
     for p in (BASE / "workflow/templates").glob("*.j2")
     if not p.name.startswith("compare.")
 )
-# Each section's method paragraphs (lmstudy/report/sections/<name>/method.j2): an edit rerenders the
+# Each section's method paragraphs (lmstudy/sections/<name>/method.j2): an edit rerenders the
 # report, as an edit of its own templates does.
 SECTION_TEMPLATES = sorted(
-    str(p) for p in (BASE / "lmstudy/report/sections").glob("*/*.j2")
+    str(p) for p in (BASE / "lmstudy/sections").glob("*/*.j2")
 )
 # Each run its own report folder: run=b never overwrites run a's report.
 REPORT_DIR = f"report/{RUN}"

@@ -20,7 +20,7 @@ from lmstudy.environment import ENVIRONMENT_COLUMNS
 from lmstudy.errors import UserError
 
 # The one table a comparison needs, relative to results/<run>/; the others it reads are those the
-# report's sections declare (lmstudy.report.sections.compared_products), handed to load() and
+# report's sections declare (lmstudy.report.compare.compared_products), handed to load() and
 # fingerprint() as `tables` (name -> path under results/<run>/).
 REQUIRED = "timing/timing.csv"
 DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads")

@@ -1,5 +1,5 @@
 """Each section's numbers of two runs matched by configuration: the joins, presence and verdicts
-every section's comparison (lmstudy/report/sections/<name>/compare.py) uses.
+every section's comparison (lmstudy/sections/<name>/compare.py) uses.
 
 A section builds its rows with each side's three measures (`measures`: the
 steps of every process, the GPU's busy time of every process, kernels per

@@ -1,0 +1,102 @@
+"""The cost section, the study's own cost: where this run's time went, by section, rule and phase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse.study_cost import PHASE_COLUMNS
+from lmstudy.phases import PHASES
+from lmstudy.report.contract import SectionContract
+from lmstudy.report.render import Figure, Section, Table
+from lmstudy.sections.cost.figures import draw_figures
+from lmstudy.sections.cost.findings import (
+    FINDINGS,
+    concurrency_findings,
+    findings,
+    repetition_findings,
+)
+from lmstudy.sections.cost.tables import (
+    SECTION_ORDER,
+    SHORT,
+    by_gpu,
+    by_rule,
+    by_section,
+    phase_names,
+    slowest,
+)
+
+__all__ = [
+    "SECTION",
+    "PHASE_LABELS",
+    "SECTION_ORDER",
+    "SHORT",
+    "build",
+    "by_gpu",
+    "by_rule",
+    "by_section",
+    "concurrency_findings",
+    "draw_figures",
+    "findings",
+    "repetition_findings",
+    "load",
+    "make_figures",
+    "slowest",
+]
+
+
+# The phases as the report names them, "other" last.
+PHASE_LABELS = {f"{phase}_s": label for phase, label in PHASES.items()}
+PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing results, the processes' exit"
+
+
+def load(results: Path) -> pd.DataFrame:
+    return SECTION.read(results, "jobs")
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = load(results)
+    if frame.empty:
+        return
+    draw_figures(frame, out_dir)
+
+
+def _phase_label(frame: pd.DataFrame, column: str) -> str:
+    no_lease = phase_names(frame) is not SHORT  # a CPU run: no GPU, no CUDA
+    if column == "wait_s" and no_lease:
+        return "starting the job's wrapper (a CPU run leases no device)"
+    if column == "start_s" and no_lease:
+        return "starting fresh processes"
+    return PHASE_LABELS[column]
+
+
+def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
+    names = phase_names(frame)
+    phases = "; ".join(f"{names[c]} = {_phase_label(frame, c)}" for c in [*PHASE_COLUMNS, "other_s"])
+    method = SECTION.prose("method", phases=phases, one_gpu_at_a_time=names is SHORT)
+    SECTION.opening(section, frame, method,
+                    findings=findings(frame) + repetition_findings(frame) + concurrency_findings(frame))
+    section.add(Figure(figures / "cost.png", "Seconds per section, by phase."))
+    section.add(Table("Time by section and rule", by_rule(frame)))
+    section.add(Table("The ten slowest jobs (s)", slowest(frame)))
+    gpus = by_gpu(frame)
+    if not gpus.empty:
+        section.add(Table("Measuring jobs per GPU", gpus))
+
+
+SECTION = SectionContract(
+    name="cost",
+    title="The study's own cost",
+    measures="Every job's wall time, by section, rule and phase.",
+    products={"jobs": "cost/jobs.csv"},
+    body=body,
+    empty="No cost records: the run had no jobs.",
+    load=load,
+    make_figures=make_figures,
+    tables=(by_rule, slowest, by_gpu),
+    figures=("cost.png",),
+    findings=FINDINGS,
+)
+
+build = SECTION.build

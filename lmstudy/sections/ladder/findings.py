@@ -1,0 +1,265 @@
+"""Section 7, the optimization ladder of the training step.
+
+The functions that compute its findings (sentences) from its tables.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lmstudy import hardware
+from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.report.finding import Finding, finds, gather, rows_behind
+from lmstudy.report.labels import faster
+from lmstudy.sections.ladder.tables import (
+    CATEGORY_COLUMNS,
+    best_rungs,
+    breakdown_frame,
+    on_cpu,
+    time_words,
+)
+
+# A rung of one size: the key of the rows behind a finding.
+KEY = ("size", "rung_key", "rung")
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%"
+
+
+def findings(ladder: pd.DataFrame, matmul: pd.DataFrame | None = None) -> list[Finding]:
+    """Sentences computed from the ladder: the measured ceiling against the datasheet, best rung (or the
+    rungs tied with it within noise) with its MFU and share, biggest step beyond noise, where the best
+    rung's time goes, and which rungs could not run and why."""
+    return gather(
+        _ceiling(matmul) if matmul is not None else [],
+        _best(ladder),
+        _steps(ladder),
+        _breakdown(ladder),
+        _unsupported(ladder),
+        _oom(ladder),
+    )
+
+
+@finds
+def _best(ladder: pd.DataFrame) -> list[Finding]:
+    """Per size, the best rung: its row first, then the rungs within noise of it (`best` says which)."""
+    items = []
+    for _, best in best_rungs(ladder).iterrows():
+        text = (
+            f"{best['size']}: the best rung is {best['rung']}, {best['median_ms']:.2f} ms per step, "
+            f"{best['achieved_tflops']:.3g} TFLOP/s"
+        )
+        if pd.notna(best.get("mfu")):
+            text += (
+                f", MFU {best['mfu'] * 100:.1f}% of the {hardware.PEAK_NAMES[best['mfu_peak']]} "
+                f"({best['peak_tflops']:.1f} TFLOP/s)"
+            )
+        if pd.notna(best["share_of_matmul"]):
+            device = "CPU" if on_cpu(ladder[ladder["size"] == best["size"]]) else "GPU"
+            text += (
+                f" = {best['share_of_matmul'] * 100:.1f}% of the dense bf16 matmul ceiling measured on its "
+                f"{device} ({best['matmul_tflops']:.4g} TFLOP/s)"
+            )
+            if best["share_of_matmul"] > 1:
+                # A step cannot outrun the device's dense matmul rate: the ceiling was measured low.
+                text += (
+                    " (above 100%: the measured ceiling is no ceiling here: its bursts ran slower than "
+                    "the step's matmuls"
+                    + (", as a CPU's clocks and threads vary from one measurement to the next)"
+                       if device == "CPU" else "; measure it again on an idle GPU)")
+                )
+        if pd.notna(best["speedup_vs_fp32"]) and best["rung_key"] != "fp32":
+            text += f"; {faster(best['speedup_vs_fp32'])} than fp32"
+        if best["tied_with"]:
+            text += (
+                f"; {', '.join(best['tied_with'])} within noise of it ({_why(ladder)}), so not "
+                "ranked below it: a tie"
+            )
+        size = ladder[ladder["size"] == best["size"]]
+        tied = size[size["rung"].isin(best["tied_with"]) & (size.index != best.name)]
+        behind = pd.concat([ladder.loc[[best.name]], tied]).assign(best=[True] + [False] * len(tied))
+        items.append(Finding(text + ".", rows_behind(
+            behind, "best", "median_ms", "step_noise", "achieved_tflops", "mfu", "mfu_peak", "peak_tflops",
+            "share_of_matmul", "matmul_tflops", "speedup_vs_fp32", key=KEY)))
+    return items
+
+
+@finds
+def _steps(ladder: pd.DataFrame) -> list[Finding]:
+    """Per size, the steps from the rung below: the biggest beyond noise, and those within it (not ranked)."""
+    items = []
+    steps = ladder.dropna(subset=["speedup_vs_previous"])
+    for size, part in steps.groupby("size", sort=False, observed=True):
+        beyond = part[part["apart_from_previous"].fillna(False).astype(bool)]
+        faster_steps = beyond[beyond["speedup_vs_previous"] > 1]
+        compared = rows_behind(part.assign(beyond_noise=part.index.isin(beyond.index)), "previous_rung",
+                               "median_ms", "ci_low_ms", "ci_high_ms", "speedup_vs_previous",
+                               "step_vs_previous_noise", "beyond_noise", "gpu_busy_ms",
+                               "gpu_speedup_vs_previous", "host_bound", "noisy", key=KEY)
+        if len(faster_steps):
+            top = faster_steps.loc[faster_steps["speedup_vs_previous"].idxmax()]
+            items.append(Finding(
+                f"{size}: the biggest step beyond noise is {top['rung']} over {top['previous_rung']}, "
+                f"{faster(top['speedup_vs_previous'])}{_on_gpu(top)}.", compared))
+        else:
+            items.append(Finding(f"{size}: no rung is faster than the one below it beyond noise.", compared))
+        within = part.index.difference(beyond.index)
+        if len(within):
+            names = ", ".join(part.loc[within, "rung"])
+            items.append(Finding(
+                f"{size}: {names} {'is' if len(within) == 1 else 'are'} within noise of the rung below "
+                f"({_why(part)}): not ranked" + "".join(
+                    f"; {r['rung']}{_on_gpu(r)}" for _, r in part.loc[within].iterrows() if _on_gpu(r))
+                + ".", compared.loc[within]))
+        # Where the wall time and the GPU time disagree on the direction, the host decided the step.
+        opposite = (beyond["speedup_vs_previous"] > 1) != (beyond["gpu_speedup_vs_previous"] > 1)
+        hidden = beyond[beyond["host_bound"].astype(bool) & beyond["gpu_speedup_vs_previous"].notna()
+                        & opposite]
+        for _, row in hidden.iterrows():
+            items.append(Finding(
+                f"{size}: {row['rung']} is {faster(row['speedup_vs_previous'])} than {row['previous_rung']} "
+                f"in wall time, but its step is host-bound (†: the GPU busy {row['gpu_busy_ms']:.3g} ms of "
+                f"{row['median_ms']:.3g}), so that is the host's time: on the GPU it is "
+                f"{faster(row['gpu_speedup_vs_previous'])}.", compared.loc[[row.name]]))
+    return items
+
+
+def _why(rows: pd.DataFrame) -> str:
+    """What "within noise" means for these rungs: overlapping intervals, or (one process, no interval)
+    medians closer than the larger of the two rungs' step-to-step noise."""
+    if {"ci_low_ms", "ci_high_ms"} <= set(rows) and rows["ci_low_ms"].notna().any():
+        return "their intervals overlap"
+    return "the larger of the two rungs' noise"
+
+
+def _on_gpu(row) -> str:
+    """A rung step's GPU-time ratio in words, where the rows have the GPU busy time."""
+    ratio = row.get("gpu_speedup_vs_previous")
+    return f" (on the GPU {faster(ratio)})" if pd.notna(ratio) else ""
+
+
+@finds
+def _breakdown(ladder: pd.DataFrame) -> list[Finding]:
+    """Where the best rung's step goes: its profiled time per category, each one's share, the rest."""
+    breakdown = breakdown_frame(ladder)
+    if breakdown.empty:
+        return []
+    words = time_words(ladder)
+    items = []
+    for _, best in best_rungs(ladder).iterrows():
+        row = breakdown[(breakdown["size"] == best["size"]) & (breakdown["rung_key"] == best["rung_key"])]
+        if row.empty or not row["gpu_busy_ms"].iloc[0] > 0:
+            continue
+        row = row.iloc[0]
+        parts = sorted(
+            ((category, row[column]) for column, category in CATEGORY_COLUMNS.items() if row[column] > 0),
+            key=lambda kv: -kv[1],
+        )[:3]
+        text = (
+            f"{best['size']}, {best['rung']}: of its {row['gpu_busy_ms']:.2f} ms of {words} per step, "
+            + ", ".join(f"{category} {_pct(ms, row['gpu_busy_ms'])}" for category, ms in parts)
+            if parts else f"{best['size']}, {best['rung']}: {row['gpu_busy_ms']:.2f} ms of {words} per step"
+        )
+        if row["not_busy_ms"] > 0:
+            where = "is outside those operators" if on_cpu(ladder) else "the GPU waited for the host"
+            text += f"; {row['not_busy_ms']:.2f} ms of the {row['median_ms']:.2f} ms step {where}"
+        behind = {**{c: row[c] for c in KEY}, "median_ms": row["median_ms"],
+                  "gpu_busy_ms": row["gpu_busy_ms"], "not_busy_ms": row["not_busy_ms"]}
+        for column, category in CATEGORY_COLUMNS.items():
+            if row[column] > 0:
+                behind[column] = row[column]
+                behind[f"share_{category}"] = row[column] / row["gpu_busy_ms"]
+        items.append(Finding(text + ".", behind))
+    return items
+
+
+@finds
+def _unsupported(ladder: pd.DataFrame) -> list[Finding]:
+    unsupported = ladder[ladder["status"] == "unsupported"]
+    items = []
+    for _, part in unsupported.groupby("rung_key", sort=False):
+        sizes = ", ".join(dict.fromkeys(part["size"].astype(str)))
+        reason = str(part["reason"].iloc[0])
+        items.append(Finding(f"Could not run here: {part['rung'].iloc[0]} ({sizes}): {reason}",
+                             rows_behind(part, "status", "reason", key=KEY)))
+    return items
+
+
+@finds
+def _oom(ladder: pd.DataFrame) -> list[Finding]:
+    oom = ladder[ladder["status"] == "OOM"]
+    if not len(oom):
+        return []
+    names = ", ".join(f"{r['size']} {r['rung']}" for _, r in oom.iterrows())
+    return [Finding(f"Out of memory: {names}.", rows_behind(oom, "status", key=KEY))]
+
+
+@finds
+def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
+    """The measured matmul ceiling beside the datasheet peak and the short bursts' rate, over every GPU
+    it was measured on, each named for what it is, with the clocks read during the steady bursts."""
+    from lmstudy.analyse.ladder_table import SETTLED_WITHIN
+    from lmstudy.report.answers import span
+
+    found = ceilings(matmul)
+    if found.empty:
+        return []
+    gpu = str(found["gpu"].iloc[0]) if "gpu" in found else ""
+    datasheet = hardware.peak_tflops(gpu, "bf16", False)
+    lo, hi = found["ceiling_tflops"].min(), found["ceiling_tflops"].max()
+    best = found.loc[found["ceiling_tflops"].idxmax()]
+    uuids = found.get("gpu_uuid", pd.Series(dtype=object)).dropna().astype(str)
+    count = uuids[uuids != ""].nunique()
+    where = (f"{len(found)} measurement{'s' if len(found) > 1 else ''}"
+             + (f" on {count} GPU{'s' if count > 1 else ''}" if count else ""))
+    rate = span(lo, hi, ".4g", " TFLOP/s")
+    sustained = "settled" in found
+    if sustained:
+        unsettled = found[~found["settled"].astype(bool)]
+        text = (f"Measured dense bf16 matmul ceiling, sustained: {rate} (the median of the last "
+                f"{int(best['window'])} bursts of {int(best['products'])} back-to-back products at "
+                f"n={int(best['n'])}, once the rate had stopped rising, within {SETTLED_WITHIN:.0%} of each "
+                f"other; {where})")
+        if len(unsettled):
+            text += (f"; in {len(unsettled)} of them the rate had not settled after "
+                     f"{int(unsettled['bursts'].max())} bursts (its last bursts spread by more than "
+                     f"{SETTLED_WITHIN:.0%}), so there it is the median of a moving rate")
+    else:
+        text = (f"Measured dense bf16 matmul ceiling: {rate} (the highest of a fixed number of bursts of "
+                f"back-to-back products, best at n={int(best['n'])}; {where}; whether the rate had stopped "
+                "rising was not measured in this run)")
+    behind = found[[c for c in ("size", "rung_key", "gpu", "gpu_uuid", "n", "ceiling_tflops",
+                                "median_tflops", "first_burst_tflops", "best_burst_tflops", "bursts",
+                                "settled", "short_tflops", "sm_clock_mhz", "max_sm_clock_mhz", "power_w")
+                    if c in found]]
+    if datasheet:
+        text += f" = {span(lo / datasheet * 100, hi / datasheet * 100, '.1f', '%')} of the datasheet's " \
+                f"{datasheet:.1f} TFLOP/s dense bf16 peak"
+        behind = behind.assign(datasheet_tflops=datasheet,
+                               share_of_datasheet=found["ceiling_tflops"] / datasheet)
+    short = pd.to_numeric(found.get("short_tflops", pd.Series(dtype=float)), errors="coerce").dropna()
+    if len(short):
+        text += (f". Short bursts (one product after an idle pause, as a quick benchmark times it) reach "
+                 f"{span(short.min(), short.max(), '.4g', ' TFLOP/s')}"
+                 + (f" ({span(short.min() / datasheet * 100, short.max() / datasheet * 100, '.1f', '%')} of "
+                    "the datasheet peak)" if datasheet else ""))
+    clock = pd.to_numeric(found.get("sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
+    if clock.notna().any():
+        power = pd.to_numeric(found.get("power_w", pd.Series(dtype=float)), errors="coerce")
+        top = pd.to_numeric(found.get("max_sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
+        text += (
+            f". During the {'steady ' if sustained else ''}bursts themselves the SM clock averaged "
+            f"{span(clock.min(), clock.max(), '.0f', ' MHz')}"
+            + (f" (its maximum {top.max():.0f} MHz)" if top.notna().any() else "")
+            + f" and the power {span(power.min(), power.max(), '.0f', ' W')} (NVML's own average over "
+            "about a second)"
+        )
+    text += (". This section's shares of the measured ceiling divide by the sustained rate"
+             if sustained else ". This section's shares of the measured ceiling divide by it")
+    text += "; its MFU divides by the datasheet peak"
+    return [Finding(text + ".", behind)]
+
+
+# Declared in the section's contract: each writes one kind of finding with the rows behind it.
+FINDINGS = (_ceiling, _best, _steps, _breakdown, _unsupported, _oom)

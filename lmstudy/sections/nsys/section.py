@@ -1,0 +1,214 @@
+"""The kernel profiles section (Nsight Systems): kernel tables, category shares and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse import result_files
+from lmstudy.analyse.nsys import tables as T
+from lmstudy.analyse.nsys.names import kernel_alias
+from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.labels import in_size_order, sentence_start
+from lmstudy.report.render import Figure, Section, Table, Text
+from lmstudy.sections.nsys import answers as nsys_answers
+from lmstudy.sections.nsys import compare as nsys_compare
+from lmstudy.sections.nsys.figures import SHARES_FIGURE, draw_figures
+from lmstudy.sections.nsys.findings import FINDINGS, findings
+from lmstudy.sections.nsys.tables import _with_status, words
+
+__all__ = [
+    "SECTION",
+    "SHARES_FIGURE",
+    "_with_status",
+    "backend_record",
+    "build",
+    "draw_figures",
+    "findings",
+    "load",
+    "make_figures",
+    "words",
+]
+
+
+def load(results: Path) -> dict[str, pd.DataFrame]:
+    data = {name: SECTION.read(results, product) for name, product in
+            (("kernels", "kernels"), ("ranges", "ranges"), ("runs", "profiles"), ("timing", "timing"))}
+    for frame in (data["kernels"], data["ranges"]):
+        if not frame.empty:
+            frame["range"] = frame["range"].fillna("")
+            frame["path"] = frame["path"].fillna("")
+            if "phase" in frame:
+                frame["phase"] = frame["phase"].fillna("")
+    return data
+
+
+def backend_record(results: Path) -> dict:
+    """How the run's profiler was chosen (the nsys_backend job's answer); {} if absent."""
+
+    path = results / SECTION.products["backend"]
+    return result_files.read_json(path) if path.exists() else {}
+
+
+def _kept_profiles(results: Path, runs: pd.DataFrame) -> str:
+    """Where the profiles themselves are: only the files that are there (a copied run folder may
+    lack them), each once; runs.csv names them from the project's root."""
+    listed = runs.get("files", pd.Series(dtype=str)).dropna()
+    named = dict.fromkeys(f for files in listed for f in str(files).split())
+    root = results.parent.parent
+    kept = [f for f in named if (root / f).exists() or Path(f).exists()]
+    absent = [f for f in named if f not in kept]
+    text = (
+        "The profiles are kept (an .nsys-rep opens in Nsight Systems, a trace.json.gz in Perfetto): "
+        + ", ".join(f"{f}" for f in kept) + "."
+        if kept
+        else "No profile file is in this run's folder."
+    )
+    if absent:
+        text += " Absent from this run's folder: " + ", ".join(f"{f}" for f in absent) + "."
+    return text
+
+
+def with_alias(table: pd.DataFrame) -> pd.DataFrame:
+    """A kernel table with each kernel's short name (what it does) first, its full name beside."""
+    if table.empty or "kernel" not in table:
+        return table
+    if (table["kernel"].map(kernel_alias) == table["kernel"]).all():
+        return table  # short names already (operators on a CPU): nothing to add
+    table = table.rename(columns={"kernel": "full name"})
+    table.insert(list(table.columns).index("full name"), "kernel", table["full name"].map(kernel_alias))
+    return table
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    draw_figures(load(results), out_dir)
+
+
+def _as_percent(shares: pd.DataFrame) -> pd.DataFrame:
+    """The category shares with headers that say they are percentages ("GEMM (%)"), so they are
+    written as every percentage of the report is: one decimal, "<0.1" for a sliver, "0" for none."""
+    return shares.rename(columns={c: f"{c} %" for c in T.CATEGORIES if c in shares})
+
+
+def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures: Path) -> None:
+    runs = data["runs"]
+    said = words(runs)
+    section.title = said["title"]  # names the profiler it ran
+    first = runs.iloc[0]
+    versions = ", ".join(sorted({str(v) for v in runs.get("nsys_version", pd.Series()).dropna() if str(v)}))
+    method = SECTION.prose(
+        "method", backends=", ".join(sorted(set(runs["backend"]))), versions=versions,
+        warmup=int(first["warmup_steps"]), profiled=int(first["profiled_steps"]),
+        batch=int(first["batch_size"]), precision=first["precision"], kernels=said["kernel"] == "kernel")
+    note = backend_record(results).get("note")
+    SECTION.opening(section, runs, method, notes=[note] if note else [], answers=nsys_answers.answers(data),
+                    findings=findings(data))
+    a = in_size_order(T.forward_time_table(data["ranges"], runs, data["timing"]))
+    section.add(
+        Table(
+            f"(a) Time per step: {said['profiler']}'s span of each range vs the Python timer (the "
+            "timing section's median, and inside the capture)",
+            _with_status(a, said["column"]),
+            name="nsys_step_time",
+        )
+    )
+    kernels = data["kernels"]
+    if kernels.empty:
+        section.add(Text("No kernels were captured."))
+        return
+    section.add(
+        Table(
+            "(b) Top kernel of forward, backward and optimizer",
+            with_alias(in_size_order(T.top_kernels(kernels))),
+            name="nsys_top_kernels",
+        )
+    )
+    c = with_alias(in_size_order(T.top_non_gemm_forward(kernels)))
+    if not c.empty:
+        section.add(
+            Table(
+                "(c) Top non-GEMM kernels of the forward pass (inference)",
+                c,
+                name="nsys_top_non_gemm_forward",
+            )
+        )
+    section.add(
+        Table(
+            f"(d) GEMM share of {said['time']}, inference vs training step (%)",
+            in_size_order(T.gemm_share(kernels)),
+            name="nsys_gemm_share",
+        )
+    )
+    e = in_size_order(T.attention_table(kernels))
+    if not e.empty:
+        section.add(
+            Table(
+                "(e) Attention: softmax vs matmul time per step, next to their FLOP ratio",
+                e,
+                note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax. "
+                "Scale and mask: the division by sqrt(d_head) and the causal mask's masked_fill, in "
+                "the score matmul's range; copies: the memory copies in the two matmuls' ranges, named "
+                "by kernel; with softmax they are attention's non-matmul work.",
+                name="nsys_attention",
+            )
+        )
+    else:
+        section.add(Text("(e) Attention: no kernel ran in the built-in model's attention sub-ranges "
+                         "(scores, softmax, final matmul); a model of your own has none, so its attention "
+                         "shows by module below."))
+    modules = in_size_order(T.module_table(kernels))
+    if not modules.empty:
+        section.add(
+            Table(
+                f"{sentence_start(said['time'])} per step by module (the model's module paths, each layer's "
+                "module added up as *), with its share of the phase and its top kernel",
+                with_alias(modules),
+                name="nsys_modules",
+            )
+        )
+    section.add(
+        Table(
+            f"Share of {said['time']} by kernel category",
+            _as_percent(in_size_order(T.category_shares(kernels))),
+            name="nsys_category_shares",
+        )
+    )
+    section.add(Text(_kept_profiles(results, runs)))
+    section.add(
+        Figure(
+            figures / SHARES_FIGURE,
+            f"Share of {said['time']} by kernel category, per size and pass.",
+            data="nsys_category_shares",
+        )
+    )
+
+
+SECTION = SectionContract(
+    name="nsys",
+    title="Kernel profiles",
+    measures="Nsight Systems (or torch.profiler) profiles: kernels by NVTX range, top kernels, GEMM share, "
+    "softmax vs matmul inside attention.",
+    products={
+        "kernels": "nsys/kernels.csv",
+        "ranges": "nsys/ranges.csv",
+        "profiles": "nsys/runs.csv",
+        "backend": "nsys/backend.json",
+        "timing": "timing/timing.csv",
+    },
+    body=body,
+    empty="No profiles: the section is switched off or produced no runs.",
+    load=load,
+    nothing=lambda data: data["runs"].empty,
+    coverage=("sizes", "context_lengths", "passes"),
+    make_figures=make_figures,
+    tables=(T.forward_time_table, T.top_kernels, T.top_non_gemm_forward, T.gemm_share, T.attention_table,
+            T.category_shares),
+    figures=(SHARES_FIGURE,),
+    findings=FINDINGS,
+    answers=nsys_answers.answers,
+    compare=Comparison(reads=("kernels", "profiles"), build=nsys_compare.section,
+                       findings=nsys_compare.FINDINGS),
+)
+
+build = SECTION.build

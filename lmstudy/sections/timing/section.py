@@ -1,0 +1,207 @@
+"""The end-to-end timing section: tables, figures and findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.analyse.tables import steady_rows, steady_warmup
+from lmstudy.report.answers import processes_text
+from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.labels import PASS_LABELS, mfu_note, on_cpu, order_sizes
+from lmstudy.report.render import Figure, Section, Table, Text
+from lmstudy.sections import plots
+from lmstudy.sections.timing import answers as timing_answers
+from lmstudy.sections.timing import compare as timing_compare
+from lmstudy.sections.timing.figures import draw_figures
+from lmstudy.sections.timing.findings import FINDINGS, findings
+from lmstudy.sections.timing.tables import (
+    KEY,
+    backward_frame,
+    backward_table,
+    main_table,
+    mfu_table,
+    speedup_frame,
+    speedup_table,
+    study_model,
+    variants_table,
+    warmup_table,
+)
+
+__all__ = [
+    "SECTION",
+    "KEY",
+    "build",
+    "draw_figures",
+    "findings",
+    "load",
+    "main_table",
+    "make_figures",
+    "mfu_table",
+    "speedup_frame",
+    "speedup_table",
+    "study_model",
+    "variants_table",
+    "warmup_table",
+]
+
+
+def load(results: Path) -> pd.DataFrame:
+    frame = SECTION.read(results, "timing")
+    if frame.empty:
+        return frame
+    order_sizes(frame)
+    frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
+    return frame
+
+
+def marks_text(frame: pd.DataFrame) -> str:
+    """What the marks and the intervals mean, with this run's thresholds and one of its rows as the
+    example of why two processes give a wide interval."""
+    from lmstudy.analyse.trust import thresholds
+
+    limits = thresholds(frame)
+    busy = f"{limits['min_gpu_busy']:.0%} (noise.min_gpu_busy)" if "min_gpu_busy" in limits else \
+        "the config's noise.min_gpu_busy share"
+    spread = f"{limits['max_spread']:.0%} (noise.max_spread)" if "max_spread" in limits else \
+        "noise.max_spread"
+    rows = steady_rows(frame)
+    pairs = rows[(pd.to_numeric(rows.get("processes"), errors="coerce") == 2) & (rows["status"] == "ok")] \
+        if "processes" in rows else rows.iloc[0:0]
+    example = None
+    if {"ci_low_ms", "ci_high_ms", "process_spread"} <= set(pairs) and len(pairs):
+        half = (pairs["ci_high_ms"] - pairs["ci_low_ms"]) / 2 / pairs["median_ms"]
+        row = pairs.loc[(half / pairs["process_spread"].clip(lower=1e-6)).idxmax()]
+        example = {
+            "config": f"{row['size']} ctx {int(row['context_length'])} "
+                      f"{PASS_LABELS.get(str(row['pass']), row['pass'])} {row['precision']}",
+            "spread": f"{row['process_spread'] * 100:.1f}%",
+            "interval": f"{row['ci_low_ms']:.3g}–{row['ci_high_ms']:.3g}",
+            "half": f"{half[row.name] * 100:.0f}%",
+        }
+    return SECTION.prose("marks", spread=spread, busy=busy, on_cpu=on_cpu(frame), example=example)
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = study_model(load(results))
+    if frame.empty:
+        return
+    draw_figures(frame, out_dir)
+
+
+def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: Path) -> None:
+    frame = study_model(every_variant)
+    top = steady_warmup(frame)
+    # Rows that were measured: an OOM or not-applicable row's processes are those that tried.
+    measured = frame[frame["status"] == "ok"] if "status" in frame else frame
+    processes = measured["processes"] if "processes" in measured and not measured.empty else pd.Series([1])
+    timed = int(frame["timed_steps"].iloc[0])
+    method = SECTION.prose("method", processes=processes_text(processes), steps=top + timed, timed=timed,
+                           batch=int(frame["batch_size"].iloc[0]), warmup=top, on_cpu=on_cpu(frame))
+    SECTION.opening(section, frame, method, marks_text(frame), answers=timing_answers.answers(frame),
+                    findings=findings(frame))
+    model = timing_answers.model_table(frame)
+    if not model.empty:
+        section.add(Table("The model of each size", model, name="timing_model"))
+    section.add(
+        Table(
+            f"Step time by size, context and pass (warm-up {top})",
+            main_table(frame),
+            name="timing_step_time",
+            note=mfu_note(frame),
+        )
+    )
+    section.add(
+        Figure(
+            figures / "latency.png", "Median step time vs context length, per pass.", data="timing_step_time"
+        )
+    )
+    section.add(
+        Table(
+            "Warm-up effect: mean ± std per warm-up count",
+            warmup_table(frame),
+            name="timing_warmup",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "warmup.png",
+            "Mean step time relative to steady state, and CV, by warm-up.",
+            data="timing_warmup",
+        )
+    )
+    backward = backward_frame(frame)
+    if not backward.empty:
+        section.add(Table("Backward time per configuration: forward+backward minus forward (warm-up "
+                          f"{top})", backward_table(backward), name="timing_backward"))
+    speedups = speedup_frame(frame)
+    if not speedups.empty:
+        caption = "bf16 autocast speed-up over fp32 (fp32 time / bf16 time)"
+        section.add(Table(caption, speedup_table(speedups), name="timing_bf16_speedup"))
+        section.add(
+            Figure(
+                figures / "speedup.png",
+                "bf16 speed-up over fp32 vs context length.",
+                data="timing_bf16_speedup",
+            )
+        )
+    if plots.has_values(frame.get("mfu")):
+        section.add(
+            Table(
+                "Model FLOPs utilization of the training step (%), each precision over its own peak",
+                mfu_table(frame),
+                name="timing_mfu",
+            )
+        )
+    else:
+        gpus = ", ".join(sorted({str(g) for g in frame.get("gpu", pd.Series(dtype=str)).dropna()})) or "n/a"
+        section.add(Text(
+            f"No MFU: it needs the datasheet peak of a known GPU (lmstudy/hardware.py), and this run "
+            f"measured on {gpus}."
+        ))
+    fit = timing_answers.fit_table(frame)
+    if not fit.empty:
+        section.add(Table(
+            "Configurations near or beyond an 80 GB (or 40 GB) GPU's memory: peak memory reserved from the "
+            "device",
+            fit,
+            name="timing_fit_smaller_gpus",
+            note=f"'borderline': within {timing_answers.BORDERLINE:.0%} of the GPU's memory; the CUDA "
+                 "context "
+            "(about 0.5 GiB) comes on top.",
+        ))
+    variants = variants_table(every_variant)
+    if not variants.empty:
+        section.add(
+            Table(
+                f"Other variants (timing.variants): steady-state median (warm-up {top}) beside the naive "
+                "model's",
+                variants,
+                name="timing_other_variants",
+            )
+        )
+
+
+SECTION = SectionContract(
+    name="timing",
+    title="End-to-end timing",
+    measures="End-to-end time of every size × context length × pass × precision, with warm-up effects, "
+    "MFU and peak memory.",
+    products={"timing": "timing/timing.csv"},
+    body=body,
+    empty="No timing results: the section is switched off or produced no rows.",
+    load=load,
+    nothing=lambda every_variant: study_model(every_variant).empty,
+    coverage=("sizes", "context_lengths", "passes", "precisions"),
+    make_figures=make_figures,
+    tables=(timing_answers.model_table, main_table, warmup_table, backward_table, speedup_table, mfu_table,
+            timing_answers.fit_table, variants_table),
+    figures=("latency.png", "warmup.png", "speedup.png"),
+    findings=FINDINGS,
+    answers=timing_answers.answers,
+    compare=Comparison(reads=("timing",), build=timing_compare.section,
+                       findings=timing_compare.FINDINGS),
+)
+
+build = SECTION.build
