@@ -269,10 +269,11 @@ def run_tables_digest(name):
     """
     from lmstudy.analyse.compare.runs import fingerprint
     from lmstudy.errors import UserError
-    from lmstudy.sections.contracts import compared_products
+    from lmstudy.report.compare import compared_products
+    from lmstudy.sections.contracts import contracts
 
     try:
-        return fingerprint(Path("results"), name, compared_products())
+        return fingerprint(Path("results"), name, compared_products(contracts()))
     except UserError as error:
         raise WorkflowError(str(error)) from None
 
