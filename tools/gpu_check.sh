@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Every open issue's GPU check from one script, on one 4-GPU node, across device calls
+# (../shared/gpu/README.md, "Long runs"); run from the repository root, carrying .whl and
+# .gpu-libs on the first call. Every call ends by copying what it has into $OUT: the node may
+# be gone at the next one.
+#   call 1: tools/gpu_check.sh quick   the distributed sections first, alone on the node (their
+#           link bandwidth needs it to themselves); then, in the background and side by side
+#           through the machine-wide lease, six quick studies: qa and qa2 (the built-in model
+#           twice: A/A), ql (a Hugging Face Llama), qe (a model from a file), b9 and b10 (the
+#           timing section at batch 9 and 10: A/B)
+#   call 2: tools/gpu_check.sh compare waits for them; the comparisons qa_vs_qa2, b9_vs_b10,
+#           qa_vs_ql, qa_vs_qe and their verdict counts per measure
+#   call 3: tools/gpu_check.sh full    the full preset in one command on the 4 GPUs, in the
+#           background
+#   call 4: tools/gpu_check.sh wait    waits for it, then collects its tables and report
+set -uo pipefail
+W=/tmp/w
+WAIT_S=${WAIT_S:-560}
+started=$(date +%s)
+LLAMA="model={factory: 'lmstudy.measure.hf_factory:llama', name: llama}"
+ENCODER="model={factory: 'tests/fixtures/models/encoder_lm.py:build', name: encoder-lm}"
+EXCLUDE=(--exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.pickle' --exclude='*.pickle.gz'
+  --exclude='*.qdstrm')
+
+copy_tree() { mkdir -p $W/$1 && tar --exclude=./.whl --exclude=./.gpu-libs -cf - . | tar -xf - -C $W/$1; }
+
+study() {  # copy name, then snakemake's arguments (a quick study: one GPU job at a time)
+  local name=$1; shift
+  (cd $W/$name && s=$(date +%s) && python3 -m snakemake --cores 4 --resources gpu=1 --keep-going "$@" \
+     > $W/$name.log 2>&1; echo $? > $W/$name.rc; echo $(( $(date +%s) - s )) > $W/$name.wall)
+}
+
+wait_for() {  # the logs to wait for (their .rc files)
+  while [ $(( $(date +%s) - started )) -lt "$WAIT_S" ]; do
+    pending=0; for n in "$@"; do [ -f $W/$n.rc ] || pending=1; done
+    [ $pending = 0 ] && break; sleep 5
+  done
+  for n in "$@"; do
+    echo "== $n: $(grep -c '^Finished jobid' $W/$n.log 2>/dev/null) jobs done, rc $(cat $W/$n.rc 2>/dev/null || echo running), wall $(cat $W/$n.wall 2>/dev/null) s"
+    grep -E "^Error in rule|error:" $W/$n.log 2>/dev/null | head -3
+  done
+}
+
+setup() {
+  mkdir -p $W; source tools/gpu_env.sh
+  export LMSTUDY_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,power.limit --format=csv | tee $W/gpu.txt
+  nvidia-smi topo -m > $W/topo.txt 2>&1
+}
+
+background() { export -f study; export W; setsid bash -c "$1" < /dev/null > /dev/null 2>&1 & }
+
+cost_totals() {  # each run's cost section: job-seconds by rule and phase
+  for n in "$@"; do
+    f=$W/$n/results/$n/cost/jobs.csv
+    [ -f $f ] && python3 tools/cost_totals.py "$n" "$f"
+  done
+}
+
+collect() {  # tables, records and logs (no exports, snapshots) into $OUT, at most 8 files
+  (cd $W && tar "${EXCLUDE[@]}" -czf $OUT/runs.tgz */results */report */logs 2>/dev/null)
+  (cd $W && tar -czf $OUT/logs.tgz *.txt *.log *.rc *.wall 2>/dev/null)
+  ls -la $OUT
+}
+
+case "${1:-}" in
+quick)
+  setup
+  if [ -x tools/gpu_check_42.sh ]; then
+    copy_tree qd && (cd $W/qd && timeout 240 bash tools/gpu_check_42.sh > $W/distributed.txt 2>&1; echo $? > $W/qd.rc)
+    tail -25 $W/distributed.txt
+  fi
+  for r in qa qa2 ql qe b9 b10; do copy_tree $r; done
+  background "study qa --config preset=quick run=qa & study qa2 --config preset=quick run=qa2 & \
+    study ql --config preset=quick run=ql \"$LLAMA\" & study qe --config preset=quick run=qe \"$ENCODER\" & \
+    study b9 results/b9/timing/timing.csv --config preset=quick run=b9 batch_size=9 & \
+    study b10 results/b10/timing/timing.csv --config preset=quick run=b10 batch_size=10 & wait"
+  sleep 30; wait_for qa qa2 ql qe b9 b10; collect ;;
+compare)
+  wait_for qa qa2 ql qe b9 b10
+  for other in qa2 ql qe; do cp -a $W/$other/results/$other $W/qa/results/; done
+  cp -a $W/b10/results/b10 $W/b9/results/
+  for pair in qa:qa2 qa:ql qa:qe; do
+    b=${pair#*:}
+    (cd $W/qa && python3 -m snakemake --cores 8 report/compare/qa_vs_$b/index.html --config preset=quick run=qa \
+      > $W/compare_$b.log 2>&1; echo "compare qa_vs_$b rc $?")
+  done
+  (cd $W/b9 && python3 -m snakemake --cores 8 report/compare/b9_vs_b10/index.html --config preset=quick run=b9 \
+    batch_size=9 > $W/compare_b10.log 2>&1; echo "compare b9_vs_b10 rc $?")
+  python3 tools/verdict_counts.py $W/qa/report/compare/qa_vs_qa2 $W/b9/report/compare/b9_vs_b10 \
+    | tee $W/verdicts.txt
+  cost_totals qa qa2 ql qe | tee $W/cost_totals.txt
+  collect ;;
+full)
+  setup; copy_tree full
+  background "study full --cores 16 --resources gpu=4 --config run=full"
+  sleep 30; wait_for full; collect ;;
+wait)
+  wait_for full
+  [ -f $W/full.rc ] && cost_totals full | tee $W/cost_totals_full.txt
+  collect ;;
+*) echo "usage: $0 quick|compare|full|wait" >&2; exit 2 ;;
+esac
