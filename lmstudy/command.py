@@ -89,18 +89,28 @@ def _measure(args: argparse.Namespace) -> None:
         cli.fork_measuring_processes()
     runner = job.load_runner()
     paths = {dest: getattr(args, dest) for dest, _, _ in _path_options(job)}
-    try:
-        clock = runner(spec, paths)
-    except IncompleteSpec as error:
-        raise IncompleteSpec(error.missing, args.job) from None
-    except KeyError as error:
-        # a runner reads a setting before it builds its spec: a key the spec lacks, said as such
-        key = error.args[0] if error.args else None
-        if not isinstance(key, str) or key in spec:
-            raise
-        raise IncompleteSpec([key], args.job) from None
-    if args.phases and clock is not None:
-        clock.write(args.phases)
+
+    def run() -> None:
+        try:
+            clock = runner(spec, paths)
+        except IncompleteSpec as error:
+            raise IncompleteSpec(error.missing, args.job) from None
+        except KeyError as error:
+            # a runner reads a setting before it builds its spec: a key the spec lacks, said as such
+            key = error.args[0] if error.args else None
+            if not isinstance(key, str) or key in spec:
+                raise
+            raise IncompleteSpec([key], args.job) from None
+        if args.phases and clock is not None:
+            clock.write(args.phases)
+
+    if job.forks:
+        # A user's model: its code imported once, in a child that runs the job where that is safe.
+        from lmstudy.measure.model_process import run_with_model_imported
+
+        if run_with_model_imported(run, spec):
+            return
+    run()
 
 
 def main(argv=None) -> None:

@@ -86,13 +86,18 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
     return factory
 
 
+# The factories whose code this process has imported (and built once on the meta device): inherited
+# by the processes it forks, which then import nothing again.
+_IMPORTED: set[str] = set()
+
+
 def import_model_code(choice: ModelChoice, dims: dict, context_length: int) -> None:
     """Import what the model's factory imports, on first use too, before a measuring process times its
-    build: a cold start excludes imports (STUDY.md), and the process that forked this one could not
-    import the user's code for it. Building the model once on the meta device runs the factory's lazy
-    imports (transformers loads a model's module on first use) and allocates nothing; where that build
-    fails, the real one says why."""
-    if choice.builtin:
+    build: a cold start excludes imports (STUDY.md). Building the model once on the meta device runs the
+    factory's lazy imports (transformers loads a model's module on first use) and allocates nothing;
+    where that build fails, the real one says why. Nothing to do where this process, or the one it was
+    forked from (lmstudy.measure.model_process), imported it already."""
+    if choice.builtin or choice.factory in _IMPORTED:
         return
     load_factory(choice.factory)
     try:
@@ -100,6 +105,7 @@ def import_model_code(choice: ModelChoice, dims: dict, context_length: int) -> N
             build_model(choice, dims, context_length)
     except Exception:  # noqa: BLE001 - the timed build that follows reports the model's own failure
         pass
+    _IMPORTED.add(choice.factory)
 
 
 def accepts_attention(factory: Callable) -> bool:
@@ -232,32 +238,51 @@ def logits_of(output, inputs: torch.Tensor, vocab_size: int, factory: str) -> to
     return output
 
 
+class CountOnDevice(Exception):
+    """The model's forward cannot run on the meta device (it reads a value: Hugging Face's masks call
+    .item()): its FLOPs are counted on the device, in a measuring process, with the model built there."""
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def parameters_on_meta(choice: ModelChoice, dims: dict, context_length: int) -> int:
+    """The model's parameters (all of them), built on the meta device: nothing allocated."""
+    with torch.device("meta"):
+        return count_parameters(build_model(choice, dims, context_length))
+
+
 def count_on_meta(choice: ModelChoice, dims: dict, context_length: int, batch_size: int) -> dict:
     """The model's parameters (all of them) and the FLOPs of one step of each pass, by PyTorch's
     FlopCounterMode, counted on the meta device: nothing is allocated or computed anywhere.
 
-    FLOPs are those of fp32 arithmetic (autocast changes dtypes, not the count).
+    FLOPs are those of fp32 arithmetic (autocast changes dtypes, not the count). A model whose forward
+    cannot run on the meta device raises CountOnDevice: never a build on the host, which may not hold
+    it and costs as much as measuring (count_flops counts it where it is measured).
     """
+    with torch.device("meta"):
+        model = build_model(choice, dims, context_length)
     try:
-        return _count(choice, dims, context_length, batch_size, "meta")
-    except RuntimeError:
-        # Some models read a value in their forward (Hugging Face's masks call .item()), which the
-        # meta device cannot give: counted on the host, with one sequence (FLOPs scale with the batch).
-        counted = _count(choice, dims, context_length, 1, "cpu")
-        return {k: v if k == "parameters" else v * batch_size for k, v in counted.items()}
+        flops = count_flops(model, batch_size, context_length, dims["vocab_size"], choice.factory)
+    except RuntimeError as error:
+        raise CountOnDevice(f"{type(error).__name__}: {_one_line(error)}") from None
+    return {"parameters": count_parameters(model), **flops}
 
 
-def _count(choice: ModelChoice, dims: dict, context_length: int, batch_size: int, device: str) -> dict:
+def count_flops(model: nn.Module, batch_size: int, context_length: int, vocab_size: int, factory: str) -> dict:
+    """The FLOPs of one step of each pass of `model`, on the device its parameters are on, by
+    FlopCounterMode: a forward without grad, then a forward and backward (whose gradients are left in
+    the parameters' .grad: count after measuring)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with torch.device(device):
-        model = build_model(choice, dims, context_length)
-        inputs = torch.zeros(batch_size, context_length, dtype=torch.long)
-    vocab_size = dims["vocab_size"]
+    model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper: count the module itself
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    inputs = torch.zeros(batch_size, context_length, dtype=torch.long, device=device)
     with torch.no_grad(), FlopCounterMode(display=False) as forward:
-        forward_logits(model, inputs, vocab_size, choice.factory)
+        forward_logits(model, inputs, vocab_size, factory)
     with FlopCounterMode(display=False) as training:
-        logits = forward_logits(model, inputs, vocab_size, choice.factory)
+        logits = forward_logits(model, inputs, vocab_size, factory)
         loss = nn.functional.cross_entropy(logits.reshape(-1, vocab_size).float(), inputs.reshape(-1))
         # A model without a backward (no parameters) has its forward counted and measured; its
         # backward passes stop where they are measured (check_differentiable), naming why.
@@ -265,12 +290,33 @@ def _count(choice: ModelChoice, dims: dict, context_length: int, batch_size: int
             loss.backward()
     backward = training.get_total_flops() if loss.requires_grad else None
     return {
-        "parameters": sum(p.numel() for p in model.parameters()),
         "forward": forward.get_total_flops(),
         # The optimizer's arithmetic is not counted (the MFU convention, as lmstudy.flops).
         "forward_backward": backward,
         "train_step": backward,
     }
+
+
+def count_on_device(model: nn.Module, batch_size: int, context_length: int, vocab_size: int,
+                    factory: str) -> dict | None:
+    """count_flops of a model built on the measuring device, after its measurement: with the measured
+    batch, else (out of memory) with one sequence, scaled (FLOPs scale with the batch); None where
+    neither fits."""
+    from lmstudy.measure.devices import free_memory, is_out_of_memory
+
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    for batch in dict.fromkeys((batch_size, 1)):
+        try:
+            counted = count_flops(model, batch, context_length, vocab_size, factory)
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            model.zero_grad(set_to_none=True)
+            free_memory(device)
+            continue
+        model.zero_grad(set_to_none=True)
+        return {k: v * batch_size // batch if v is not None else None for k, v in counted.items()}
+    return None
 
 
 def _keywords(kwargs: dict) -> str:

@@ -110,6 +110,11 @@ def watch_cuda_start() -> None:
     watched(torch._C, "_cuda_init", "torch's CUDA initialisation")
 
 
+def first_cuda_call() -> str | None:
+    """What started CUDA in this process, where a watched entry point saw it (watch_cuda_start)."""
+    return _FIRST_CUDA_CALL[0] if _FIRST_CUDA_CALL else None
+
+
 def _caller_outside_torch() -> str:
     try:
         frame = sys._getframe(2)

@@ -121,19 +121,21 @@ def _build(spec: TimingSpec, device: torch.device):
     return work
 
 
-def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) -> dict:
+def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, count: bool = False) -> dict:
     """One fresh process's trajectory of `pass_name` (run it in a fresh process).
 
     Plain data: per-step seconds and peaks, the phases' seconds, the
     environment (`facts`: environment.host_facts() of the parent), the SM
     clock in each warm-up's window, the GPU's busy ms and the kernels launched in one more step
-    (CUDA only), and the error that ended the trajectory early.
+    (CUDA only), and the error that ended the trajectory early. With `count`, also the model's FLOPs
+    per pass, counted on the device after the measurement (`counted`: the meta device could not).
     """
     start = now(None)  # no device yet: starting it is what this region times
     device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
     result = {"pass": pass_name, "device": device.type, "start_s": now(device) - start, "env": env,
               "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0, "clocks": {},
-              "gpu_busy_ms": None, "kernels_per_step": None, "imports_s": 0.0, "profile_s": 0.0}
+              "gpu_busy_ms": None, "kernels_per_step": None, "imports_s": 0.0, "profile_s": 0.0,
+              "count_s": 0.0}
     start = now(device)
     import_model_code(spec.model, spec.dims, spec.context_length)
     result["imports_s"] = now(device) - start
@@ -147,6 +149,10 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) ->
         profiled = now(device)
         result.update(gpu_measures(step, device))
         result["profile_s"] = now(device) - profiled
+        if count:
+            counting = now(device)
+            result["counted"] = spec.count_on_device(work.model)
+            result["count_s"] = now(device) - counting
     if oom:
         if not result["build_s"]:
             result["build_s"] = now(device) - start
@@ -265,7 +271,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     clock = clock or PhaseClock()
     with clock.timing("imports"):
         import_lazy_modules()  # once here, not in every fresh process's build
-    with clock.timing("build"):  # the counting child builds the model (on the meta device) to count it
+    with clock.timing("count"):  # the counting child builds the model on the meta device to count it
         model = model_facts(spec)
     facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
     if model.not_applicable:  # an attention the model cannot switch to: a row that says so, nothing measured
@@ -275,13 +281,18 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     steady = max(spec.warmup_steps)
 
     def measure(passes: list[str], round_index: int) -> dict[str, dict]:
+        nonlocal model
         measured = {}
         for pass_name in passes:
             what = (f"process {round_index + 1} of the {pass_name} pass of {spec.size} ctx "
                     f"{spec.context_length} {spec.precision} {spec.variant}")
             started = time.perf_counter()
-            result = run_forked(measure_pass, spec, pass_name, facts, what=what)
+            # Until a process has counted the FLOPs on the device (where the meta device cannot), the
+            # next one counts them, after its measurement.
+            result = run_forked(measure_pass, spec, pass_name, facts, model.on_device, what=what)
             result["process_s"] = time.perf_counter() - started
+            if result.get("counted") is not None:
+                model = model.with_counts(result["counted"])
             _account(clock, spec, result)
             # Progress in the job's log: which fresh processes are done.
             window = result["step_s"][steady: steady + spec.timed_steps]
@@ -302,6 +313,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     by_pass = measure_until_stable(measure, list(spec.passes), steady_window, spec.noise,
                                    progress=lambda line: print(line, flush=True), clock=clock,
                                    gpu_busy_of=gpu_busy_s)
+    model = model.with_counts(None) if model.on_device else model  # no process could count them
     rows = []
     for pass_name in spec.passes:
         results = by_pass[pass_name]
@@ -318,7 +330,8 @@ def _account(clock: PhaseClock, spec: TimingSpec, result: dict) -> None:
     compile_s = compile_seconds(times) if spec.compiled else 0.0
     steps_s = sum(times) - compile_s
     clock.add("start", result["fork_s"] + result["start_s"])
-    clock.add("imports", result.get("imports_s", 0.0))
+    clock.add("model_imports", result.get("imports_s", 0.0))
+    clock.add("count", result.get("count_s", 0.0))
     clock.add("build", result["build_s"])
     clock.add("profile", result.get("profile_s", 0.0))
     clock.add("compile", compile_s)
