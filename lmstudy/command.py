@@ -105,8 +105,13 @@ def _measure(args: argparse.Namespace) -> None:
             clock.write(args.phases)
 
     if job.forks:
-        # A user's model: its code imported once, in a child that runs the job where that is safe.
-        from lmstudy.measure.model_process import run_with_model_imported
+        # A user's model: its code imported once, in a child that runs the job where that is safe;
+        # a measuring process that it ends, crashes or forks is told in one sentence naming it.
+        from lmstudy.measure import fresh_process
+        from lmstudy.measure.model_process import run_with_model_imported, users_model
+
+        choice = users_model(spec)
+        fresh_process.MODEL_FACTORY = choice.factory if choice else None
 
         if run_with_model_imported(run, spec):
             return

@@ -179,6 +179,20 @@ def check_fp32(model: nn.Module, factory: str) -> None:
             )
 
 
+def check_not_meta(model: nn.Module, factory: str) -> None:
+    """A UserError where the model built for measuring has a parameter or buffer on the meta device:
+    a step on meta tensors computes nothing and takes no time, so it would be measured as a result."""
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    on_meta = [name for name, tensor in tensors if tensor.is_meta]
+    if on_meta:
+        raise UserError(
+            f"the model factory {factory!r} returned a model with {len(on_meta)} of its {len(tensors)} "
+            f"parameters and buffers on the meta device ({on_meta[0]} among them), where nothing is "
+            "computed, so there is nothing to measure: build it on the current device (no "
+            "torch.device(\"meta\"), device=\"meta\" or init_empty_weights in the factory)."
+        )
+
+
 def forward_logits(model: nn.Module, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
     """The model's logits for `inputs`: its forward called on the token ids alone, its output checked
     (logits_of). A forward that cannot take that call (an argument it requires: a TypeError) or fails
@@ -270,7 +284,8 @@ def count_on_meta(choice: ModelChoice, dims: dict, context_length: int, batch_si
     return {"parameters": count_parameters(model), **flops}
 
 
-def count_flops(model: nn.Module, batch_size: int, context_length: int, vocab_size: int, factory: str) -> dict:
+def count_flops(model: nn.Module, batch_size: int, context_length: int, vocab_size: int,
+                factory: str) -> dict:
     """The FLOPs of one step of each pass of `model`, on the device its parameters are on, by
     FlopCounterMode: a forward without grad, then a forward and backward (whose gradients are left in
     the parameters' .grad: count after measuring)."""

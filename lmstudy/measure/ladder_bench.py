@@ -229,7 +229,8 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
         if row["flops_per_step"] is None and not spec.model.builtin:  # the meta device could not count
             with phase(clock, "count", device):
                 counted = spec.count_on_device(work.model)
-            row["flops_per_step"] = float(counted["train_step"]) if counted and counted["train_step"] else None
+            train_step = (counted or {}).get("train_step")
+            row["flops_per_step"] = float(train_step) if train_step else None
     for stopped in (oom, unsupported):
         if stopped:
             row.pop("first_step_s", None)
