@@ -24,23 +24,42 @@ ONE_PROCESS = {"min_processes": 1, "max_processes": 1, "max_spread": 0.05, "min_
 
 
 def _timing_job(how: str, tmp_path) -> subprocess.CompletedProcess:
-    spec = spec_fields("timing", model={"factory": FACTORY, "name": "bad", "range_depth": None, "extra": {}},
-                       variant="naive", precision="fp32")
+    spec = spec_fields(
+        "timing",
+        model={"factory": FACTORY, "name": "bad", "range_depth": None, "extra": {}},
+        variant="naive",
+        precision="fp32",
+    )
     spec["noise"] = ONE_PROCESS
     return subprocess.run(
-        [sys.executable, "-m", "lmstudy", "measure", "timing", "--spec", json.dumps(spec),
-         "--out", str(tmp_path / "rows.csv")],
-        cwd=REPO, env={**os.environ, "LMSTUDY_TEST_MISBEHAVE": how}, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "lmstudy",
+            "measure",
+            "timing",
+            "--spec",
+            json.dumps(spec),
+            "--out",
+            str(tmp_path / "rows.csv"),
+        ],
+        cwd=REPO,
+        env={**os.environ, "LMSTUDY_TEST_MISBEHAVE": how},
+        capture_output=True,
+        text=True,
         timeout=600,
     )
 
 
-@pytest.mark.parametrize(("how", "said"), [
-    ("fork", "forked a process in process 1 of the forward pass"),
-    ("exit", "exited the process with status 3 (os._exit"),
-    ("segv", "crashed with SIGSEGV"),
-    ("meta", "on the meta device (embed.weight among them), where nothing is computed"),
-])
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("fork", "forked a process in process 1 of the forward pass"),
+        ("exit", "exited the process with status 3 (os._exit"),
+        ("segv", "crashed with SIGSEGV"),
+        ("meta", "on the meta device (embed.weight among them), where nothing is computed"),
+    ],
+)
 def test_a_model_that_misbehaves_gets_one_sentence_naming_its_factory(how, said, tmp_path):
     done = _timing_job(how, tmp_path)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]

@@ -33,15 +33,34 @@ DIMS = {"vocab_size": 64, "d_model": 32, "d_ff": 64, "num_layers": 2, "num_heads
 
 
 def _timing_job(factory: str, tmp_path, extra_env=None):
-    spec = spec_fields("timing", model={"factory": factory, "name": "mine", "range_depth": None, "extra": {}},
-                       variant="naive", precision="fp32")
+    spec = spec_fields(
+        "timing",
+        model={"factory": factory, "name": "mine", "range_depth": None, "extra": {}},
+        variant="naive",
+        precision="fp32",
+    )
     spec["noise"] = TWO_PROCESSES
     record = tmp_path / "pids"
     env = {**os.environ, "LMSTUDY_TEST_PID_FILE": str(record), **(extra_env or {})}
     process = subprocess.Popen(
-        [sys.executable, "-m", "lmstudy", "measure", "timing", "--spec", json.dumps(spec),
-         "--out", str(tmp_path / "rows.csv"), "--phases", str(tmp_path / "phases.json")],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "lmstudy",
+            "measure",
+            "timing",
+            "--spec",
+            json.dumps(spec),
+            "--out",
+            str(tmp_path / "rows.csv"),
+            "--phases",
+            str(tmp_path / "phases.json"),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     output, _ = process.communicate(timeout=600)
     assert process.returncode == 0, output[-4000:]
@@ -81,6 +100,13 @@ def test_a_model_counted_on_the_meta_device_needs_no_count_on_the_device():
     counted = count_on_meta(ModelChoice(factory=RECORDER, name="mine"), DIMS, 16, 2)
     assert counted["parameters"] == 64 * 32 + 32 * 32 + 32 * 64
     assert counted["forward"] == 2 * 2 * 16 * (32 * 32 + 32 * 64)
+    assert counted["matmul_parameters"] == 32 * 32 + 32 * 64  # the N of 6N: the embedding left out
+
+
+def test_the_parameters_in_matrix_products_leave_out_positions_and_norms_and_count_a_tied_head_once():
+    counted = count_on_meta(ModelChoice(factory="tests/fixtures/models/encoder_lm.py:build"), DIMS, 16, 2)
+    positions, norms = 16 * 32, 2 * 2 * 2 * 32  # learned positions; two LayerNorms a layer, weight and bias
+    assert counted["matmul_parameters"] == counted["parameters"] - positions - norms
 
 
 @pytest.mark.skipif(not shutil.which("cc"), reason="no C compiler to build the stand-in driver")
@@ -88,10 +114,13 @@ def test_a_model_whose_import_starts_cuda_is_imported_in_each_measuring_process_
     """The model's process sees the driver started and leaves the job to the job's own process, which
     never imported the model: each measuring process imports it afresh, and every row is measured."""
     library = tmp_path / "libcuda.so.1"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library),
-                    str(REPO / "tests/fixtures/fake_driver/libcuda.c")], check=True)
-    job_pid, pids, rows, phases, output = _timing_job(RECORDER, tmp_path,
-                                                      {"LMSTUDY_TEST_FAKE_CUINIT": str(library)})
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(library), str(REPO / "tests/fixtures/fake_driver/libcuda.c")],
+        check=True,
+    )
+    job_pid, pids, rows, phases, output = _timing_job(
+        RECORDER, tmp_path, {"LMSTUDY_TEST_FAKE_CUINIT": str(library)}
+    )
     assert "started CUDA when imported (the CUDA driver has been initialised (cuInit))" in output
     assert job_pid not in pids["import"] | pids["call"]
     # the model's process, the counting child and six measuring processes

@@ -304,12 +304,58 @@ def count_flops(model: nn.Module, batch_size: int, context_length: int, vocab_si
         if loss.requires_grad:
             loss.backward()
     backward = training.get_total_flops() if loss.requires_grad else None
+    with torch.no_grad(), ParametersInMatmuls(model) as in_matmuls:
+        forward_logits(model, inputs, vocab_size, factory)
     return {
+        "matmul_parameters": in_matmuls.count(),
         "forward": forward.get_total_flops(),
         # The optimizer's arithmetic is not counted (the MFU convention, as lmstudy.flops).
         "forward_backward": backward,
         "train_step": backward,
     }
+
+
+# The matrix products of PyTorch's operators (aten), as a dispatch mode sees them.
+MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot", "convolution", "_scaled_mm",
+                        "_addmm_activation", "linear", "matmul"})
+
+
+class ParametersInMatmuls:
+    """The parameters that take part in a matrix product of one forward (the N of 6N): every
+    embedding, position and norm excepted, whatever it is called; a tied LM head counted once.
+
+    A parameter takes part when its storage is an operand of a matrix product (a view of it, as the
+    transpose a Linear takes, shares its storage); on the meta device too.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        self.storages = {p.untyped_storage()._cdata: p for p in model.parameters()}
+        self.found: dict[int, int] = {}
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func._schema.name.split("::")[-1] in MATMUL_OPS:
+                    for arg in [*args, *(kwargs or {}).values()]:
+                        if isinstance(arg, torch.Tensor):
+                            key = arg.untyped_storage()._cdata
+                            if key in outer.storages:
+                                outer.found[key] = outer.storages[key].numel()
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+
+    def __enter__(self) -> ParametersInMatmuls:
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.mode.__exit__(*exc)
+
+    def count(self) -> int:
+        return sum(self.found.values())
 
 
 def count_on_device(model: nn.Module, batch_size: int, context_length: int, vocab_size: int,
@@ -330,7 +376,8 @@ def count_on_device(model: nn.Module, batch_size: int, context_length: int, voca
             free_memory(device)
             continue
         model.zero_grad(set_to_none=True)
-        return {k: v * batch_size // batch if v is not None else None for k, v in counted.items()}
+        return {k: v * batch_size // batch if v is not None and k != "matmul_parameters" else v
+                for k, v in counted.items()}
     return None
 
 

@@ -35,6 +35,8 @@ class ModelFacts:
     counted_by: str
     # The FLOPs are to be counted on the device by a measuring process (the meta device cannot).
     on_device: bool = False
+    # The parameters that take part in a matrix product (the N of 6N: no embedding, position or norm).
+    matmul_parameters: int | None = None
 
     def flops(self, pass_name: str) -> float:
         return self.flops_per_step[pass_name]
@@ -48,7 +50,8 @@ class ModelFacts:
                                        "did not fit the device)")
         flops = {p: float(counted[p]) if counted[p] is not None else float("nan") for p in PASSES}
         return dataclasses.replace(self, flops_per_step=flops, on_device=False,
-                                   counted_by=f"FlopCounterMode {ON_DEVICE}")
+                                   counted_by=f"FlopCounterMode {ON_DEVICE}",
+                                   matmul_parameters=counted.get("matmul_parameters"))
 
 
 def model_facts(spec: ModelSpec, count: bool = True) -> ModelFacts:
@@ -78,6 +81,7 @@ def _facts(spec: ModelSpec, count: bool) -> dict:
         facts["parameters"] = spec.parameter_count()
         if not facts["not_applicable"]:  # nothing is measured otherwise: no FLOPs to count
             facts["flops_per_step"] = {p: spec.flops_per_step(p) for p in PASSES}
+            facts["matmul_parameters"] = spec.matmul_parameter_count()
     except CountOnDevice:
         facts["on_device"] = True
     except Exception as error:

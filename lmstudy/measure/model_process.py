@@ -52,11 +52,15 @@ def run_with_model_imported(run: Callable[[], None], spec: dict) -> bool:
         return False
     if job_process.PROCESS_STARTED_AT is None:  # the job's clock starts with this process, not the child
         job_process.PROCESS_STARTED_AT = time.time() - job_process.seconds_since_process_start()
-    result = fresh_process.run_forked(_model_process, run, choice, spec, with_fork_time=False,
-                                      what=f"the model's process of {choice.label}")
+    result = fresh_process.run_forked(
+        _model_process, run, choice, spec, with_fork_time=False, what=f"the model's process of {choice.label}"
+    )
     if not result["ran"]:
-        print(f"The model's code ({choice.factory}) started CUDA when imported ({result['why']}): each "
-              "measuring process imports it afresh instead, once per process.", flush=True)
+        print(
+            f"The model's code ({choice.factory}) started CUDA when imported ({result['why']}): each "
+            "measuring process imports it afresh instead, once per process.",
+            flush=True,
+        )
     return result["ran"]
 
 

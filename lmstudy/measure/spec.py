@@ -73,6 +73,15 @@ class ModelSpec:
             return parameter_count(**self.dims)
         return _parameters(self.model, tuple(self.dims.items()), self.context_length)
 
+    def matmul_parameter_count(self) -> int | None:
+        """The parameters that take part in a matrix product (the N of 6N): the built-in model's by
+        formula, another's as its forward uses them (lmstudy.measure.factory.ParametersInMatmuls)."""
+        from lmstudy.flops import parameter_count
+
+        if self.model.builtin:
+            return parameter_count(**self.dims, in_matmuls=True)
+        return self.counted().get("matmul_parameters")
+
     def flops_per_step(self, pass_name: str) -> float:
         """The FLOPs of one step: the built-in model's by formula, which PyTorch's FlopCounterMode
         matches exactly (tests/test_model_factory.py); another's counted by FlopCounterMode, on the meta

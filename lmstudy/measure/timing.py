@@ -177,6 +177,7 @@ def _base_row(spec: TimingSpec, pass_name: str, warmup: int, facts: ModelFacts) 
         "batch_size": spec.batch_size, "pass": pass_name, "precision": spec.precision,
         "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
         "params": facts.parameters,
+        "matmul_params": facts.matmul_parameters,
         "flops_per_step": facts.flops_per_step.get(pass_name),
         "flops_counted_by": facts.counted_by,
         "model": spec.model.label,
