@@ -320,9 +320,12 @@ MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot", "
                         "_addmm_activation", "linear", "matmul"})
 
 
+ADDING = frozenset({"addmm", "addmv", "baddbmm", "_addmm_activation"})
+
+
 class ParametersInMatmuls:
     """The parameters that take part in a matrix product of one forward (the N of 6N): every
-    embedding, position and norm excepted, whatever it is called; a tied LM head counted once.
+    embedding, position, norm and bias excepted, whatever it is called; a tied LM head counted once.
 
     A parameter takes part when its storage is an operand of a matrix product (a view of it, as the
     transpose a Linear takes, shares its storage); on the meta device too.
@@ -337,8 +340,11 @@ class ParametersInMatmuls:
 
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if func._schema.name.split("::")[-1] in MATMUL_OPS:
-                    for arg in [*args, *(kwargs or {}).values()]:
+                name = func._schema.name.split("::")[-1]
+                if name in MATMUL_OPS:
+                    # addmm and its kind add their first operand (a bias) to the product: not in it
+                    factors = args[1:] if name in ADDING else args
+                    for arg in [*factors, *(kwargs or {}).values()]:
                         if isinstance(arg, torch.Tensor):
                             key = arg.untyped_storage()._cdata
                             if key in outer.storages:

@@ -35,7 +35,7 @@ class ModelFacts:
     counted_by: str
     # The FLOPs are to be counted on the device by a measuring process (the meta device cannot).
     on_device: bool = False
-    # The parameters that take part in a matrix product (the N of 6N: no embedding, position or norm).
+    # The parameters that take part in a matrix product (the N of 6N: no embedding, position, norm or bias).
     matmul_parameters: int | None = None
 
     def flops(self, pass_name: str) -> float:

@@ -232,7 +232,7 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
 @computes_table
 def model_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The model of each size: dimensions, vocabulary, batch, its parameters and those that take part
-    in a matrix product (the N of 6N: no embedding, position or norm), each context length's where a
+    in a matrix product (the N of 6N: no embedding, position, norm or bias), each context length's where a
     model's parameters depend on it (learned positions)."""
     columns = ["size", "d_model", "d_ff", "num_layers", "num_heads", "vocab_size", "batch_size", "params"]
     if not set(columns) <= set(frame):
