@@ -82,6 +82,7 @@ def test_a_hugging_face_model_is_imported_once_a_job_and_counted_on_the_device(t
     # Its forward reads a value (.item()), so not on the meta device: counted on the device, as
     # FlopCounterMode counts the model built on the host (what the count was before).
     assert rows["flops_counted_by"].str.contains("on the device").all()
+    assert rows["attention_ran"].eq("naive: matrix products and a softmax").all()  # eager attention
     choice = ModelChoice(factory=LLAMA, name="mine")
     spec = spec_fields("timing")
     with pytest.raises(CountOnDevice):
@@ -135,3 +136,22 @@ def test_without_a_fake_driver_the_same_model_is_imported_once(tmp_path):
     assert len(pids["import"]) == 1 and job_pid not in pids["import"]
     assert "started CUDA" not in output
     assert rows["flops_counted_by"].eq("FlopCounterMode").all()
+
+
+@pytest.mark.parametrize(
+    ("factory", "attention", "ran"),
+    [
+        # nn.TransformerEncoderLayer: PyTorch's SDPA inside, though the study builds it as "naive"
+        ("tests/fixtures/models/encoder_lm.py:build", "naive", "SDPA, flash kernel"),
+        ("lmstudy.measure.model:build", "naive", "naive: matrix products and a softmax"),
+        ("lmstudy.measure.model:build", "sdpa", "SDPA, flash kernel"),
+        (RECORDER, "naive", "none found (no attention kernel, no softmax)"),
+    ],
+)
+def test_the_attention_a_model_runs_is_read_from_the_operators_it_dispatches(factory, attention, ran):
+    import torch
+
+    from lmstudy.measure.factory import attention_run, build_model
+
+    model = build_model(ModelChoice(factory=factory), DIMS, 16, attention)
+    assert attention_run(model, torch.zeros(2, 16, dtype=torch.long)) == ran

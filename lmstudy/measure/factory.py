@@ -364,6 +364,41 @@ class ParametersInMatmuls:
         return sum(self.found.values())
 
 
+# What a model's attention runs, by the operators a forward dispatches (the first that matches).
+ATTENTION_OPS = (
+    ("_scaled_dot_product_flash_attention", "SDPA, flash kernel"),
+    ("_scaled_dot_product_efficient_attention", "SDPA, memory-efficient kernel"),
+    ("_scaled_dot_product_cudnn_attention", "SDPA, cuDNN kernel"),
+    ("_scaled_dot_product_fused_attention_overrideable", "SDPA, the backend's fused kernel"),
+    ("_flash_attention_forward", "flash attention kernel"),
+    ("_efficient_attention_forward", "memory-efficient attention kernel"),
+    ("_native_multi_head_attention", "PyTorch's fused multi-head attention"),
+    ("_transformer_encoder_layer_fwd", "PyTorch's fused encoder layer"),
+    ("_softmax", "naive: matrix products and a softmax"),
+)
+
+
+def attention_run(model: nn.Module, inputs: torch.Tensor) -> str:
+    """The attention `model` runs on `inputs`, as one forward (with grad, as the training passes) shows
+    by the operators it dispatches: an SDPA kernel, a fused one of PyTorch's, or products and a softmax
+    (the naive attention, and SDPA's math fallback)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(func._schema.name.split("::")[-1])
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        model(inputs)
+    for op, label in ATTENTION_OPS:
+        if any(name.startswith(op) for name in seen):
+            return label
+    return "none found (no attention kernel, no softmax)"
+
+
 def count_on_device(model: nn.Module, batch_size: int, context_length: int, vocab_size: int,
                     factory: str) -> dict | None:
     """count_flops of a model built on the measuring device, after its measurement: with the measured

@@ -121,14 +121,16 @@ def _build(spec: TimingSpec, device: torch.device):
     return work
 
 
-def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, count: bool = False) -> dict:
+def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, count: bool = False,
+                 look: bool = False) -> dict:
     """One fresh process's trajectory of `pass_name` (run it in a fresh process).
 
     Plain data: per-step seconds and peaks, the phases' seconds, the
     environment (`facts`: environment.host_facts() of the parent), the SM
     clock in each warm-up's window, the GPU's busy ms and the kernels launched in one more step
     (CUDA only), and the error that ended the trajectory early. With `count`, also the model's FLOPs
-    per pass, counted on the device after the measurement (`counted`: the meta device could not).
+    per pass, counted on the device after the measurement (`counted`: the meta device could not); with
+    `look`, the attention the model ran (`attention_ran`: lmstudy.measure.factory.attention_run).
     """
     start = now(None)  # no device yet: starting it is what this region times
     device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
@@ -153,6 +155,10 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, co
             counting = now(device)
             result["counted"] = spec.count_on_device(work.model)
             result["count_s"] = now(device) - counting
+        if look:
+            looking = now(device)
+            result["attention_ran"] = _attention_run(work, device)
+            result["count_s"] += now(device) - looking
     if oom:
         if not result["build_s"]:
             result["build_s"] = now(device) - start
@@ -169,6 +175,22 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, co
     result["peak_allocated"] = [allocated for allocated, _ in peaks]
     result["peak_reserved"] = [reserved for _, reserved in peaks]
     return result
+
+
+def _attention_run(work, device: torch.device) -> str | None:
+    """attention_run of the measured model, after its measurement; None where that forward does not fit."""
+    from lmstudy.measure.devices import free_memory, is_out_of_memory
+    from lmstudy.measure.factory import attention_run
+    from lmstudy.measure.steps import autocast_context
+
+    try:  # under the measured precision: SDPA chooses its kernel by the dtype, too
+        with autocast_context(work.precision, work.device):
+            return attention_run(getattr(work.model, "_orig_mod", work.model), work.inputs)
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
+        free_memory(device)
+        return None
 
 
 def _base_row(spec: TimingSpec, pass_name: str, warmup: int, facts: ModelFacts) -> dict:
@@ -222,6 +244,7 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], facts: ModelFacts
             steps_run=max(len(r["step_s"]) for r in results), peak_tflops=peak_tflops,
             processes=len(complete), power_limit_w=first.get("power_limit_w"),
             max_sm_clock_mhz=first.get("max_sm_clock_mhz"),
+            attention_ran=next((r["attention_ran"] for r in results if r.get("attention_ran")), None),
             mfu_peak=hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
         )
         # The first process compiled from scratch; the later ones found its work in the job's cache.
@@ -290,7 +313,8 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
             started = time.perf_counter()
             # Until a process has counted the FLOPs on the device (where the meta device cannot), the
             # next one counts them, after its measurement.
-            result = run_forked(measure_pass, spec, pass_name, facts, model.on_device, what=what)
+            result = run_forked(measure_pass, spec, pass_name, facts, model.on_device, round_index == 0,
+                                what=what)
             result["process_s"] = time.perf_counter() - started
             if result.get("counted") is not None:
                 model = model.with_counts(result["counted"])

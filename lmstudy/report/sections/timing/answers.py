@@ -259,10 +259,21 @@ def model_table(frame: pd.DataFrame) -> pd.DataFrame:
             "parameters (M)": rows["size"].map(lambda size: _by_context(contexts, size, "params")),
             ("in matrix products (M)" if in_matmuls else "without the token embedding (M)"):
                 rows["size"].map(lambda size: _by_context(contexts, size, "matmul_params")),
+            **({"attention as run": rows["size"].map(lambda size: _attention_run(frame, size))}
+               if "attention_ran" in frame and "variant" in frame else {}),
             **({"FLOPs counted by": rows["flops_counted_by"].astype(str)}
                if "flops_counted_by" in rows else {}),
         }
     ).reset_index(drop=True)
+
+
+def _attention_run(frame: pd.DataFrame, size: str) -> str:
+    """What attention each variant of a size ran, as its measuring processes saw the operators
+    (a user's model built as its factory builds it is the variant "naive", whatever it runs)."""
+    part = frame[(frame["size"] == size) & frame["attention_ran"].notna()]
+    seen = part.drop_duplicates(["variant", "attention_ran"])
+    pairs = zip(seen["variant"], seen["attention_ran"], strict=True)
+    return "; ".join(f"{variant}: {ran}" for variant, ran in pairs)
 
 
 def _by_context(contexts: pd.DataFrame, size: str, column: str) -> str:
