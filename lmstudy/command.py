@@ -104,18 +104,24 @@ def _measure(args: argparse.Namespace) -> None:
         if args.phases and clock is not None:
             clock.write(args.phases)
 
-    if job.forks:
-        # A user's model: its code imported once, in a child that runs the job where that is safe;
-        # a measuring process that it ends, crashes or forks is told in one sentence naming it.
-        from lmstudy.measure import fresh_process
-        from lmstudy.measure.model_process import run_with_model_imported, users_model
+    from lmstudy.measure import fresh_process
 
-        choice = users_model(spec)
-        fresh_process.MODEL_FACTORY = choice.factory if choice else None
+    # What the job's processes start and leave running (a model's workers, a daemon) ends with the job,
+    # named in its log: orphans come to this process (a subreaper), not to init.
+    fresh_process.become_subreaper()
+    try:
+        if job.forks:
+            # A user's model: its code imported once, in a child that runs the job where that is safe;
+            # a measuring process that it ends, crashes or forks is told in one sentence naming it.
+            from lmstudy.measure.model_process import run_with_model_imported, users_model
 
-        if run_with_model_imported(run, spec):
-            return
-    run()
+            choice = users_model(spec)
+            fresh_process.MODEL_FACTORY = choice.factory if choice else None
+            if run_with_model_imported(run, spec):
+                return
+        run()
+    finally:
+        fresh_process.end_left_processes(f"the {args.job} job")
 
 
 def main(argv=None) -> None:

@@ -275,7 +275,7 @@ def run_forked(
             if _MODEL_FORKS:
                 result = {"ok": False, "user_error": _model_forked(what)}
                 status = 1
-            _end_left_processes(what)
+            end_left_processes(what)
             with os.fdopen(write_end, "w") as pipe:
                 json.dump(result, pipe, default=str)
             sys.stdout.flush()
@@ -330,7 +330,7 @@ def _model_forked(what: str) -> str:
             "os.fork, and multiprocessing only with the spawn start method).")
 
 
-def _end_left_processes(what: str) -> None:
+def end_left_processes(what: str) -> None:
     """End the processes this one started that still run (the model's, or a library's): a job leaves
     nothing behind. Each is named in the job's log."""
     left = descendants(os.getpid())
@@ -342,9 +342,15 @@ def _end_left_processes(what: str) -> None:
     for pid in left:
         with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
-    named = "; ".join(f"pid {pid} ({command})" for pid, command in left.items())
-    print(f"{what} left {len(left)} process{'es' if len(left) > 1 else ''} running, ended with it: {named}",
-          file=sys.stderr, flush=True)
+    # torch.compile's own workers (inductor's pool) are ended too, unnamed: they are no one's leak.
+    named = {pid: command for pid, command in left.items() if TORCH_WORKERS not in command}
+    if named:
+        listed = "; ".join(f"pid {pid} ({command})" for pid, command in named.items())
+        print(f"{what} left {len(named)} process{'es' if len(named) > 1 else ''} running, ended with it: "
+              f"{listed}", file=sys.stderr, flush=True)
+
+
+TORCH_WORKERS = f"torch{os.sep}_inductor{os.sep}"
 
 
 _PR_SET_CHILD_SUBREAPER = 36
