@@ -89,18 +89,39 @@ def _measure(args: argparse.Namespace) -> None:
         cli.fork_measuring_processes()
     runner = job.load_runner()
     paths = {dest: getattr(args, dest) for dest, _, _ in _path_options(job)}
+
+    def run() -> None:
+        try:
+            clock = runner(spec, paths)
+        except IncompleteSpec as error:
+            raise IncompleteSpec(error.missing, args.job) from None
+        except KeyError as error:
+            # a runner reads a setting before it builds its spec: a key the spec lacks, said as such
+            key = error.args[0] if error.args else None
+            if not isinstance(key, str) or key in spec:
+                raise
+            raise IncompleteSpec([key], args.job) from None
+        if args.phases and clock is not None:
+            clock.write(args.phases)
+
+    from lmstudy.measure import fresh_process
+
+    # What the job's processes start and leave running (a model's workers, a daemon) ends with the job,
+    # named in its log: orphans come to this process (a subreaper), not to init.
+    fresh_process.become_subreaper()
     try:
-        clock = runner(spec, paths)
-    except IncompleteSpec as error:
-        raise IncompleteSpec(error.missing, args.job) from None
-    except KeyError as error:
-        # a runner reads a setting before it builds its spec: a key the spec lacks, said as such
-        key = error.args[0] if error.args else None
-        if not isinstance(key, str) or key in spec:
-            raise
-        raise IncompleteSpec([key], args.job) from None
-    if args.phases and clock is not None:
-        clock.write(args.phases)
+        if job.forks:
+            # A user's model: its code imported once, in a child that runs the job where that is safe;
+            # a measuring process that it ends, crashes or forks is told in one sentence naming it.
+            from lmstudy.measure.model_process import run_with_model_imported, users_model
+
+            choice = users_model(spec)
+            fresh_process.MODEL_FACTORY = choice.factory if choice else None
+            if run_with_model_imported(run, spec):
+                return
+        run()
+    finally:
+        fresh_process.end_left_processes(f"the {args.job} job")
 
 
 def main(argv=None) -> None:

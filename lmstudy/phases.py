@@ -19,12 +19,21 @@ from lmstudy import job_process
 PHASES = {
     "wait": "taking a GPU lease: asking nvidia-smi, and waiting while another job held the GPU",
     "imports": "interpreter start and imports",
+    "model_imports": "importing the model's own code (the factory's module, transformers), once a job where "
+                     "that is safe, else in each fresh process",
+    "count": "counting the model's parameters and FLOPs (on the meta device, else on the device after "
+             "measuring)",
     "start": "starting fresh processes and CUDA",
     "build": "building models",
     "compile": "compiling (torch.compile)",
     "measure": "measuring (warm-up and timed steps)",
     "profile": "profiler capture, export and analysis",
 }
+
+
+# Phases a job spent before its clock was made (the model's code imported by lmstudy.command before
+# the runner starts): the next clock takes them, out of its imports.
+EARLIER: dict[str, float] = {}
 
 
 class PhaseClock:
@@ -50,6 +59,11 @@ class PhaseClock:
             self.lease["leased_at"] = started_at if started_at == started_at else None
             if started_at == started_at:
                 self.seconds["imports"] = now - started_at
+        for phase, seconds in EARLIER.items():
+            self.seconds[phase] += seconds
+            if "imports" in self.seconds:
+                self.seconds["imports"] = max(0.0, self.seconds["imports"] - seconds)
+        EARLIER.clear()
 
     def add_round(self, seconds: float, min_processes: int) -> None:
         """One round of fresh processes (lmstudy.measure.repeat): the repetition's cost, beside the phases."""

@@ -142,7 +142,21 @@ def test_the_model_table_counts_parameters_with_and_without_the_input_embedding(
     table = timing_answers.model_table(frame)
     assert len(table) == 1
     assert table["parameters (M)"].iloc[0] == "129"  # three significant digits
-    assert table["without embedding (M)"].iloc[0] == "121"
+    # A run that recorded no count of the parameters in matrix products: the token embedding out, said so.
+    assert table["without the token embedding (M)"].iloc[0] == "121"
+
+
+def test_the_model_table_gives_each_contexts_parameters_where_they_differ_and_those_in_matrix_products():
+    """A model with learned positions (tests/fixtures/models/encoder_lm.py) has more parameters at a
+    longer context; the N of 6N leaves out every embedding, positions too, and every norm."""
+    base = {"size": "tiny", "d_model": 32, "d_ff": 64, "num_layers": 2, "num_heads": 4, "vocab_size": 64,
+            "batch_size": 2}
+    frame = pd.DataFrame([{**base, "context_length": 16, "params": 19_648, "matmul_params": 18_688},
+                          {**base, "context_length": 32, "params": 20_160, "matmul_params": 18_688}])
+    table = timing_answers.model_table(frame)
+    assert table["parameters (M)"].iloc[0] == "0.0196 (ctx 16), 0.0202 (ctx 32)"
+    assert table["in matrix products (M)"].iloc[0] == "0.0187"
+    assert "without the token embedding (M)" not in table
 
 
 def test_what_would_not_fit_is_shown_only_for_a_gpu_larger_than_80_gb():

@@ -11,7 +11,15 @@ import torch
 
 from lmstudy import code_version, flops
 from lmstudy.errors import UserError
-from lmstudy.measure.factory import NotApplicable, build_model, count_on_meta, load_factory, logits_of
+from lmstudy.measure.factory import (
+    NotApplicable,
+    build_model,
+    count_flops,
+    count_on_meta,
+    load_factory,
+    logits_of,
+    parameters_on_meta,
+)
 from lmstudy.measure.module_ranges import module_ranges
 from lmstudy.model_choice import ModelChoice, choice_from_config, factory_file
 
@@ -165,8 +173,10 @@ def test_a_hugging_face_model_is_built_from_its_config_class_with_the_sizes_dime
     model = build_model(choice, DIMS, context_length=8, attention="sdpa")
     ids = torch.randint(64, (2, 8))
     assert logits_of(model(ids), ids, 64, reference).shape == (2, 8, 64)
-    counted = count_on_meta(choice, DIMS, context_length=8, batch_size=2)
-    assert counted["parameters"] == sum(p.numel() for p in model.parameters())
+    # Its parameters on the meta device; its FLOPs where it runs (its masks read values: not on meta).
+    assert parameters_on_meta(choice, DIMS, context_length=8) == sum(p.numel() for p in model.parameters())
+    counted = count_flops(model, 2, 8, 64, reference)
+    assert counted["forward"] > 0 and counted["train_step"] > 2 * counted["forward"]
 
 
 def test_a_factory_out_of_memory_is_a_result_not_a_broken_factory(tmp_path):

@@ -169,3 +169,44 @@ def test_a_cuda_backwards_module_ranges_on_autograds_thread_are_read_inside_back
     assert table.loc["k_layer", "range"] == "module layers.0" and table.loc["k_tail", "range"] == "backward"
     assert set(table["phase"]) == {"forward", "backward"}
     assert table["adopted_instances"].to_dict() == {"k_fwd": 0, "k_layer": 1, "k_mlp": 1, "k_tail": 1}
+
+
+class _EncoderLM(nn.Module):
+    """A language model of nn.TransformerEncoderLayer blocks, as a newcomer writes one."""
+
+    def __init__(self, norm_first: bool):
+        super().__init__()
+        self.embed = nn.Embedding(64, 32)
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=norm_first)
+            for _ in range(2)
+        )
+        self.head = nn.Linear(32, 64)
+
+    def forward(self, ids):
+        mask = nn.Transformer.generate_square_subsequent_mask(ids.shape[1])
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x, src_mask=mask, is_causal=True)
+        return self.head(x)
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+def test_a_norms_backward_is_attributed_to_the_norm_not_to_the_attention_beside_it(norm_first):
+    """The backward of each LayerNorm runs inside its own module's backward range, in a pre-norm block
+    (its output feeds self_attn) and a post-norm one (its output feeds the next block): the profiler's
+    innermost module range around native_layer_norm_backward is the norm's."""
+    torch.manual_seed(0)
+    model = _EncoderLM(norm_first)
+    ids = torch.zeros(2, 8, dtype=torch.long)
+    with mr.module_ranges(model, 4) as ranges, torch.profiler.profile() as profile:
+        ranges.step(lambda: model(ids).sum().backward())
+
+    def module_of(event) -> str | None:
+        parent = event.cpu_parent
+        while parent is not None and not parent.name.startswith("module "):
+            parent = parent.cpu_parent
+        return parent.name if parent is not None else None
+
+    owners = [module_of(e) for e in profile.events() if e.name == "aten::native_layer_norm_backward"]
+    assert sorted(owners) == [f"module blocks.{i}.norm{n}" for i in (0, 1) for n in (1, 2)]

@@ -201,3 +201,18 @@ def test_backend_comparison_flags_a_range_that_differs():
     assert not table.loc["step/optimizer", "within_tolerance"]
     assert table.drop(index="step/optimizer")["within_tolerance"].all()
     assert table.loc["step/optimizer", "relative_difference"] == pytest.approx(0.10)
+
+
+def test_a_norms_backward_goes_to_the_norm_not_to_the_module_whose_range_was_open_before_it(tmp_path):
+    """Autograd's wrapper of a backward node opens before the node's pre-hooks switch the module ranges
+    (self_attn's backward closes, the norm's opens): placed at its node, it goes to the norm, as the
+    node and its operator do. A user's model of pre-norm nn.TransformerEncoderLayer blocks
+    (tests/fixtures/models/pre_norm_lm.py)."""
+    from lmstudy.model_choice import ModelChoice
+
+    model = ModelChoice(factory="tests/fixtures/models/pre_norm_lm.py:build", range_depth=4)
+    run_job(spec_for("nsys", passes=("train_step",), profiled_steps=1, model=model, **TINY), tmp_path)
+    kernels = pd.read_csv(tmp_path / "train_step" / "kernels.csv")
+    norm = kernels[(kernels["phase"] == "backward") & kernels["kernel"].str.contains("LayerNorm|layer_norm")]
+    assert len(norm) == 3 * 2 * 2  # wrapper, node and operator of each of two norms in two layers
+    assert norm["range"].str.fullmatch(r"module blocks\.layers\.\d\.norm[12]").all(), norm["range"].tolist()

@@ -79,9 +79,10 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
     with clock.timing("start"):
         device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
     peak = hardware.peak_tflops(env["gpu"], spec.precision, spec.tf32) if device.type == "cuda" else None
-    with phase(clock, "imports", device):
+    with phase(clock, "model_imports", device):
         import_model_code(spec.model, spec.dims, spec.context_length)
-    facts = counted_here(spec)  # a model too large to count gives no FLOPs, and OOM rows below
+    with phase(clock, "count", device):
+        facts = counted_here(spec)  # a model too large to count gives no FLOPs, and OOM rows below
     rows = []
     for mode in MODES:
         torch._dynamo.reset()
@@ -122,14 +123,21 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                 compiling = max(0.0, row.get("first_step_excess_s") or 0.0) if mode == "compiled" else 0.0
                 clock.add("compile", min(compiling, spent))
                 clock.add("measure", spent - min(compiling, spent))
-            if row["status"] == "ok":
-                flops = row["flops_per_step"]
-                row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
-                row["mfu"] = row["achieved_tflops"] / peak if peak and flops else None
             row.update(env)
             rows.append(row)
+        if facts.on_device and not build_oom:  # the meta device could not count: the measured model can
+            with phase(clock, "count", device):
+                facts = facts.with_counts(spec.count_on_device(work.model))
         del work
         free_memory(device)
+    facts = facts.with_counts(None)  # where no build fitted to count on
+    for row in rows:
+        if row["flops_per_step"] is None and facts.flops_per_step:
+            row["flops_per_step"] = facts.flops_per_step.get(row["pass"])
+        if row["status"] == "ok":
+            flops = row["flops_per_step"]
+            row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
+            row["mfu"] = row["achieved_tflops"] / peak if peak and flops else None
     return rows
 
 

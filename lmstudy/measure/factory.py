@@ -86,13 +86,18 @@ def load_factory(reference: str) -> Callable[..., nn.Module]:
     return factory
 
 
+# The factories whose code this process has imported (and built once on the meta device): inherited
+# by the processes it forks, which then import nothing again.
+_IMPORTED: set[str] = set()
+
+
 def import_model_code(choice: ModelChoice, dims: dict, context_length: int) -> None:
     """Import what the model's factory imports, on first use too, before a measuring process times its
-    build: a cold start excludes imports (STUDY.md), and the process that forked this one could not
-    import the user's code for it. Building the model once on the meta device runs the factory's lazy
-    imports (transformers loads a model's module on first use) and allocates nothing; where that build
-    fails, the real one says why."""
-    if choice.builtin:
+    build: a cold start excludes imports (STUDY.md). Building the model once on the meta device runs the
+    factory's lazy imports (transformers loads a model's module on first use) and allocates nothing;
+    where that build fails, the real one says why. Nothing to do where this process, or the one it was
+    forked from (lmstudy.measure.model_process), imported it already."""
+    if choice.builtin or choice.factory in _IMPORTED:
         return
     load_factory(choice.factory)
     try:
@@ -100,6 +105,7 @@ def import_model_code(choice: ModelChoice, dims: dict, context_length: int) -> N
             build_model(choice, dims, context_length)
     except Exception:  # noqa: BLE001 - the timed build that follows reports the model's own failure
         pass
+    _IMPORTED.add(choice.factory)
 
 
 def accepts_attention(factory: Callable) -> bool:
@@ -173,6 +179,20 @@ def check_fp32(model: nn.Module, factory: str) -> None:
             )
 
 
+def check_not_meta(model: nn.Module, factory: str) -> None:
+    """A UserError where the model built for measuring has a parameter or buffer on the meta device:
+    a step on meta tensors computes nothing and takes no time, so it would be measured as a result."""
+    tensors = [*model.named_parameters(), *model.named_buffers()]
+    on_meta = [name for name, tensor in tensors if tensor.is_meta]
+    if on_meta:
+        raise UserError(
+            f"the model factory {factory!r} returned a model with {len(on_meta)} of its {len(tensors)} "
+            f"parameters and buffers on the meta device ({on_meta[0]} among them), where nothing is "
+            "computed, so there is nothing to measure: build it on the current device (no "
+            "torch.device(\"meta\"), device=\"meta\" or init_empty_weights in the factory)."
+        )
+
+
 def forward_logits(model: nn.Module, inputs: torch.Tensor, vocab_size: int, factory: str) -> torch.Tensor:
     """The model's logits for `inputs`: its forward called on the token ids alone, its output checked
     (logits_of). A forward that cannot take that call (an argument it requires: a TypeError) or fails
@@ -232,45 +252,174 @@ def logits_of(output, inputs: torch.Tensor, vocab_size: int, factory: str) -> to
     return output
 
 
+class CountOnDevice(Exception):
+    """The model's forward cannot run on the meta device (it reads a value: Hugging Face's masks call
+    .item()): its FLOPs are counted on the device, in a measuring process, with the model built there."""
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def parameters_on_meta(choice: ModelChoice, dims: dict, context_length: int) -> int:
+    """The model's parameters (all of them), built on the meta device: nothing allocated."""
+    with torch.device("meta"):
+        return count_parameters(build_model(choice, dims, context_length))
+
+
 def count_on_meta(choice: ModelChoice, dims: dict, context_length: int, batch_size: int) -> dict:
     """The model's parameters (all of them) and the FLOPs of one step of each pass, by PyTorch's
     FlopCounterMode, counted on the meta device: nothing is allocated or computed anywhere.
 
-    FLOPs are those of fp32 arithmetic (autocast changes dtypes, not the count).
+    FLOPs are those of fp32 arithmetic (autocast changes dtypes, not the count). A model whose forward
+    cannot run on the meta device raises CountOnDevice: never a build on the host, which may not hold
+    it and costs as much as measuring (count_flops counts it where it is measured).
     """
+    with torch.device("meta"):
+        model = build_model(choice, dims, context_length)
     try:
-        return _count(choice, dims, context_length, batch_size, "meta")
-    except RuntimeError:
-        # Some models read a value in their forward (Hugging Face's masks call .item()), which the
-        # meta device cannot give: counted on the host, with one sequence (FLOPs scale with the batch).
-        counted = _count(choice, dims, context_length, 1, "cpu")
-        return {k: v if k == "parameters" else v * batch_size for k, v in counted.items()}
+        flops = count_flops(model, batch_size, context_length, dims["vocab_size"], choice.factory)
+    except RuntimeError as error:
+        raise CountOnDevice(f"{type(error).__name__}: {_one_line(error)}") from None
+    return {"parameters": count_parameters(model), **flops}
 
 
-def _count(choice: ModelChoice, dims: dict, context_length: int, batch_size: int, device: str) -> dict:
+def count_flops(model: nn.Module, batch_size: int, context_length: int, vocab_size: int,
+                factory: str) -> dict:
+    """The FLOPs of one step of each pass of `model`, on the device its parameters are on, by
+    FlopCounterMode: a forward without grad, then a forward and backward (whose gradients are left in
+    the parameters' .grad: count after measuring)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    with torch.device(device):
-        model = build_model(choice, dims, context_length)
-        inputs = torch.zeros(batch_size, context_length, dtype=torch.long)
-    vocab_size = dims["vocab_size"]
+    model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper: count the module itself
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    inputs = torch.zeros(batch_size, context_length, dtype=torch.long, device=device)
     with torch.no_grad(), FlopCounterMode(display=False) as forward:
-        forward_logits(model, inputs, vocab_size, choice.factory)
+        forward_logits(model, inputs, vocab_size, factory)
     with FlopCounterMode(display=False) as training:
-        logits = forward_logits(model, inputs, vocab_size, choice.factory)
+        logits = forward_logits(model, inputs, vocab_size, factory)
         loss = nn.functional.cross_entropy(logits.reshape(-1, vocab_size).float(), inputs.reshape(-1))
         # A model without a backward (no parameters) has its forward counted and measured; its
         # backward passes stop where they are measured (check_differentiable), naming why.
         if loss.requires_grad:
             loss.backward()
     backward = training.get_total_flops() if loss.requires_grad else None
+    with torch.no_grad(), ParametersInMatmuls(model) as in_matmuls:
+        forward_logits(model, inputs, vocab_size, factory)
     return {
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "matmul_parameters": in_matmuls.count(),
         "forward": forward.get_total_flops(),
         # The optimizer's arithmetic is not counted (the MFU convention, as lmstudy.flops).
         "forward_backward": backward,
         "train_step": backward,
     }
+
+
+# The matrix products of PyTorch's operators (aten), as a dispatch mode sees them.
+MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot", "convolution", "_scaled_mm",
+                        "_addmm_activation", "linear", "matmul"})
+
+
+ADDING = frozenset({"addmm", "addmv", "baddbmm", "_addmm_activation"})
+
+
+class ParametersInMatmuls:
+    """The parameters that take part in a matrix product of one forward (the N of 6N): every
+    embedding, position, norm and bias excepted, whatever it is called; a tied LM head counted once.
+
+    A parameter takes part when its storage is an operand of a matrix product (a view of it, as the
+    transpose a Linear takes, shares its storage); on the meta device too.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        self.storages = {p.untyped_storage()._cdata: p for p in model.parameters()}
+        self.found: dict[int, int] = {}
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                name = func._schema.name.split("::")[-1]
+                if name in MATMUL_OPS:
+                    # addmm and its kind add their first operand (a bias) to the product: not in it
+                    factors = args[1:] if name in ADDING else args
+                    for arg in [*factors, *(kwargs or {}).values()]:
+                        if isinstance(arg, torch.Tensor):
+                            key = arg.untyped_storage()._cdata
+                            if key in outer.storages:
+                                outer.found[key] = outer.storages[key].numel()
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+
+    def __enter__(self) -> ParametersInMatmuls:
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.mode.__exit__(*exc)
+
+    def count(self) -> int:
+        return sum(self.found.values())
+
+
+# What a model's attention runs, by the operators a forward dispatches (the first that matches).
+ATTENTION_OPS = (
+    ("_scaled_dot_product_flash_attention", "SDPA, flash kernel"),
+    ("_scaled_dot_product_efficient_attention", "SDPA, memory-efficient kernel"),
+    ("_scaled_dot_product_cudnn_attention", "SDPA, cuDNN kernel"),
+    ("_scaled_dot_product_fused_attention_overrideable", "SDPA, the backend's fused kernel"),
+    ("_flash_attention_forward", "flash attention kernel"),
+    ("_efficient_attention_forward", "memory-efficient attention kernel"),
+    ("_native_multi_head_attention", "PyTorch's fused multi-head attention"),
+    ("_transformer_encoder_layer_fwd", "PyTorch's fused encoder layer"),
+    ("_softmax", "naive: matrix products and a softmax"),
+)
+
+
+def attention_run(model: nn.Module, inputs: torch.Tensor) -> str:
+    """The attention `model` runs on `inputs`, as one forward (with grad, as the training passes) shows
+    by the operators it dispatches: an SDPA kernel, a fused one of PyTorch's, or products and a softmax
+    (the naive attention, and SDPA's math fallback)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(func._schema.name.split("::")[-1])
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        model(inputs)
+    for op, label in ATTENTION_OPS:
+        if any(name.startswith(op) for name in seen):
+            return label
+    return "none found (no attention kernel, no softmax)"
+
+
+def count_on_device(model: nn.Module, batch_size: int, context_length: int, vocab_size: int,
+                    factory: str) -> dict | None:
+    """count_flops of a model built on the measuring device, after its measurement: with the measured
+    batch, else (out of memory) with one sequence, scaled (FLOPs scale with the batch); None where
+    neither fits."""
+    from lmstudy.measure.devices import free_memory, is_out_of_memory
+
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    for batch in dict.fromkeys((batch_size, 1)):
+        try:
+            counted = count_flops(model, batch, context_length, vocab_size, factory)
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            model.zero_grad(set_to_none=True)
+            free_memory(device)
+            continue
+        model.zero_grad(set_to_none=True)
+        return {k: v * batch_size // batch if v is not None and k != "matmul_parameters" else v
+                for k, v in counted.items()}
+    return None
 
 
 def _keywords(kwargs: dict) -> str:

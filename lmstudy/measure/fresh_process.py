@@ -23,6 +23,7 @@ leaves a measurement running on the GPU that would overlap the next one.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -51,6 +52,15 @@ _FIRST_CUDA_CALL: list[str] = []
 CUDA_SUCCESS = 0
 # The torch entry points watched, with their originals: a measuring process puts them back.
 _WATCHED: list[tuple[object, str, object]] = []
+# The user's model factory of this job (lmstudy.command sets it; children inherit it): a measuring
+# process that the model ends, crashes or forks is told in one sentence naming it.
+MODEL_FACTORY: str | None = None
+# Where the model's code forked in this measuring process (os.fork, multiprocessing's fork), and
+# whether the fork under way is one: its child exits at once, before it runs anything of the model's.
+_MODEL_FORKS: list[str] = []
+_REFUSE_FORK = [False]
+_FORKING_NOW = [False]  # run_forked's own fork
+FORKED_BY_MODEL = 86  # the exit status of such a child
 
 
 def mark_forking_parent() -> None:
@@ -108,6 +118,49 @@ def watch_cuda_start() -> None:
     watched(torch.cuda, "_lazy_init", "torch's CUDA initialisation")
     watched(torch._C, "_cuda_getDeviceCount", "a CUDA device count (torch.cuda.is_available or device_count)")
     watched(torch._C, "_cuda_init", "torch's CUDA initialisation")
+
+
+def _before_fork() -> None:
+    _REFUSE_FORK[0] = False
+    if _FORKING_PARENT or _FORKING_NOW[0] or MODEL_FACTORY is None:
+        return
+    where = _forked_by()
+    if where is not None:
+        _MODEL_FORKS.append(where)
+        _REFUSE_FORK[0] = True
+
+
+def _after_fork_in_child() -> None:
+    if _REFUSE_FORK[0]:
+        os._exit(FORKED_BY_MODEL)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+
+
+def _forked_by() -> str | None:
+    """Where the model's code called for the fork under way, or None where torch or lmstudy did (a
+    compile worker, a fresh process): the innermost caller past os and multiprocessing."""
+    torch = sys.modules.get("torch")
+    ours = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep]
+    if torch is not None and getattr(torch, "__file__", None):
+        ours.append(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    passed = [os.path.dirname(os.__file__) + os.sep + "multiprocessing" + os.sep, os.__file__]
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename != __file__ and not any(filename.startswith(p) for p in passed):
+            if any(filename.startswith(folder) for folder in ours):
+                return None
+            return f"{filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return None
+
+
+def first_cuda_call() -> str | None:
+    """What started CUDA in this process, where a watched entry point saw it (watch_cuda_start)."""
+    return _FIRST_CUDA_CALL[0] if _FIRST_CUDA_CALL else None
 
 
 def _caller_outside_torch() -> str:
@@ -194,22 +247,35 @@ def run_forked(
     sys.stderr.flush()
     forked_at = time.perf_counter()
     parent = os.getpid()
-    pid = os.fork()
+    _FORKING_NOW[0] = True
+    try:
+        pid = os.fork()
+    finally:
+        _FORKING_NOW[0] = False
     if pid == 0:  # the child: never returns
         started = time.perf_counter()
         status = 1
         become_measuring_process()
+        _MODEL_FORKS.clear()
         try:
             os.close(read_end)
             die_with_parent(parent)
+            become_subreaper()  # what the model starts and orphans stays below: ended at the end
             try:
                 result = {"ok": True, "value": function(*args), "fork_s": started - forked_at}
                 status = 0
             except UserError as error:
                 # The user's to fix (no CUDA for a GPU run, ...): one sentence, no traceback.
                 result = {"ok": False, "user_error": str(error)}
+            except SystemExit as error:
+                result = ({"ok": False, "error": traceback.format_exc()} if MODEL_FACTORY is None else
+                          {"ok": False, "user_error": _model_ended(what, f"called sys.exit({error.code!r})")})
             except BaseException:  # noqa: BLE001 - reported to the parent, whatever it was
                 result = {"ok": False, "error": traceback.format_exc()}
+            if _MODEL_FORKS:
+                result = {"ok": False, "user_error": _model_forked(what)}
+                status = 1
+            end_left_processes(what)
             with os.fdopen(write_end, "w") as pipe:
                 json.dump(result, pipe, default=str)
             sys.stdout.flush()
@@ -227,6 +293,8 @@ def run_forked(
         result = json.loads(payload)
     except json.JSONDecodeError:
         # Nothing, or a result cut short: the child died while sending it.
+        if MODEL_FACTORY is not None:  # the user's model ran there: one sentence naming it
+            raise UserError(_model_ended(what, _died(wait_status))) from None
         raise ChildFailed(f"{what} died without a result ({_describe(wait_status)})") from None
     if "user_error" in result:
         raise UserError(result["user_error"])
@@ -236,6 +304,89 @@ def run_forked(
     if with_fork_time:
         value["fork_s"] = result["fork_s"]
     return value
+
+
+def _model_ended(what: str, how: str) -> str:
+    return (f"the model of factory {MODEL_FACTORY!r} {how} in {what}, which ended without a result: a "
+            "model must return its logits and leave the process to the study (nothing of this job was "
+            "written; fix the model, or measure it without the part that does this).")
+
+
+def _died(wait_status: int) -> str:
+    if os.WIFSIGNALED(wait_status):
+        signal_name = signal.Signals(os.WTERMSIG(wait_status)).name
+        if os.WTERMSIG(wait_status) == signal.SIGSEGV:
+            return "crashed with SIGSEGV (a segmentation fault in native code it ran)"
+        if os.WTERMSIG(wait_status) == signal.SIGKILL:
+            return "was killed by SIGKILL (the host's out-of-memory killer, or a person)"
+        return f"was killed by signal {signal_name}"
+    return f"exited the process with status {os.WEXITSTATUS(wait_status)} (os._exit, or a library that exits)"
+
+
+def _model_forked(what: str) -> str:
+    return (f"the model of factory {MODEL_FACTORY!r} forked a process in {what} (os.fork, called from "
+            f"{_MODEL_FORKS[0]}): a forked process cannot use CUDA once it has started, so the study "
+            "ended that process at once and measured nothing; compute in the model's own process (no "
+            "os.fork, and multiprocessing only with the spawn start method).")
+
+
+def end_left_processes(what: str) -> None:
+    """End the processes this one started that still run (the model's, or a library's): a job leaves
+    nothing behind. Each is named in the job's log."""
+    left = descendants(os.getpid())
+    if not left:
+        return
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
+    # torch.compile's own workers (inductor's pool) are ended too, unnamed: they are no one's leak.
+    named = {pid: command for pid, command in left.items() if TORCH_WORKERS not in command}
+    if named:
+        listed = "; ".join(f"pid {pid} ({command})" for pid, command in named.items())
+        print(f"{what} left {len(named)} process{'es' if len(named) > 1 else ''} running, ended with it: "
+              f"{listed}", file=sys.stderr, flush=True)
+
+
+TORCH_WORKERS = f"torch{os.sep}_inductor{os.sep}"
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Orphans of this process's descendants (a daemon the model starts) become its children, not
+    init's: descendants() finds them."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def descendants(root: int) -> dict[int, str]:
+    """The processes below `root` (children, theirs, ...), each with its command line (Linux /proc)."""
+    parents, commands = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
+                continue
+            parents[int(entry)] = int(fields[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                commands[int(entry)] = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError, ValueError):
+            continue
+    found, frontier = {}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = commands.get(pid, "")[:200] or "?"
+                frontier.append(pid)
+    return found
 
 
 def _describe(wait_status: int) -> str:

@@ -86,9 +86,12 @@ class BenchSpec(ModelSpec):
         (it reads a value in its forward, so not on the meta device), which is too large to measure
         too: its row says OOM."""
         from lmstudy.measure.devices import is_out_of_memory
+        from lmstudy.measure.factory import CountOnDevice
 
         try:
             return super().flops_per_step(pass_name)
+        except CountOnDevice:  # counted on the device after the rung's measurement (measure_rung)
+            return None
         except Exception as error:
             if not is_out_of_memory(error):
                 raise
@@ -170,8 +173,10 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
     rung = RUNGS[spec.rung]
     with clock.timing("start"):
         device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
-    with phase(clock, "imports", device):
+    with phase(clock, "model_imports", device):
         import_model_code(spec.model, spec.dims, spec.context_length)
+    with phase(clock, "count", device):
+        flops = spec.flops_per_step()
     row = {
         "size": spec.size,
         "rung_key": spec.rung,
@@ -189,7 +194,7 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
         "warmup_steps": spec.warmup_steps,
         "timed_steps": spec.timed_steps,
         "profile_steps": spec.profile_steps,
-        "flops_per_step": spec.flops_per_step(),
+        "flops_per_step": flops,
         **env,
     }
     reason = unsupported_here(rung, device.type)
@@ -221,6 +226,11 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
             # Every process records the GPU's busy time and kernels of a step; the first, by category.
             breakdown = (kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps
                          else gpu_measures(step, device))
+        if row["flops_per_step"] is None and not spec.model.builtin:  # the meta device could not count
+            with phase(clock, "count", device):
+                counted = spec.count_on_device(work.model)
+            train_step = (counted or {}).get("train_step")
+            row["flops_per_step"] = float(train_step) if train_step else None
     for stopped in (oom, unsupported):
         if stopped:
             row.pop("first_step_s", None)

@@ -71,11 +71,22 @@ class ModelSpec:
 
         if self.model.builtin:
             return parameter_count(**self.dims)
-        return self.counted()["parameters"]
+        return _parameters(self.model, tuple(self.dims.items()), self.context_length)
+
+    def matmul_parameter_count(self) -> int | None:
+        """The parameters that take part in a matrix product (the N of 6N): the built-in model's by
+        formula, another's as its forward uses them (lmstudy.measure.factory.ParametersInMatmuls)."""
+        from lmstudy.flops import parameter_count
+
+        if self.model.builtin:
+            return parameter_count(**self.dims, in_matmuls=True)
+        return self.counted().get("matmul_parameters")
 
     def flops_per_step(self, pass_name: str) -> float:
         """The FLOPs of one step: the built-in model's by formula, which PyTorch's FlopCounterMode
-        matches exactly (tests/test_model_factory.py); another's counted by FlopCounterMode."""
+        matches exactly (tests/test_model_factory.py); another's counted by FlopCounterMode, on the meta
+        device, or where its forward cannot run there, on the device (count_on_device): until then,
+        lmstudy.measure.factory.CountOnDevice."""
         from lmstudy.flops import flops_per_step
 
         if self.model.builtin:
@@ -85,8 +96,39 @@ class ModelSpec:
         return float(counted) if counted is not None else float("nan")
 
     def counted(self) -> dict:
-        """Parameters and FLOPs per pass of the model, by lmstudy.measure.factory.count_on_meta."""
-        return _counted(self.model, tuple(self.dims.items()), self.context_length, self.batch_size)
+        """FLOPs per pass of the model: counted on the device by this process (count_on_device), else
+        on the meta device (lmstudy.measure.factory.count_on_meta), which may raise CountOnDevice."""
+        key = self._count_key
+        if key in _ON_DEVICE:
+            return _ON_DEVICE[key]
+        counted = _counted(*key)
+        if "on_device" in counted:
+            from lmstudy.measure.factory import CountOnDevice
+
+            raise CountOnDevice(counted["on_device"])
+        return counted
+
+    def count_on_device(self, model) -> dict | None:
+        """Count the FLOPs of `model` (this spec's model, built on the measuring device and measured
+        already) where the meta device cannot: the counts that flops_per_step gives from now on in
+        this process, returned; None where the count does not fit the device, or needs no device."""
+        from lmstudy.measure.factory import CountOnDevice, count_on_device
+
+        if self.model.builtin:
+            return None
+        try:
+            return self.counted()
+        except CountOnDevice:
+            pass
+        counted = count_on_device(model, self.batch_size, self.context_length, self.vocab_size,
+                                  self.model.factory)
+        if counted is not None:
+            _ON_DEVICE[self._count_key] = counted
+        return counted
+
+    @property
+    def _count_key(self) -> tuple:
+        return self.model, tuple(self.dims.items()), self.context_length, self.batch_size
 
     @property
     def flops_counted_by(self) -> str:
@@ -124,11 +166,25 @@ def init_fields(spec) -> dict:
             {f.name for f in dataclasses.fields(spec) if f.init}}
 
 
+# FLOPs counted on the device by this process (ModelSpec.count_on_device), by ModelSpec._count_key.
+_ON_DEVICE: dict[tuple, dict] = {}
+
+
 @functools.cache
 def _counted(choice: ModelChoice, dims: tuple, context_length: int, batch_size: int) -> dict:
-    from lmstudy.measure.factory import count_on_meta
+    from lmstudy.measure.factory import CountOnDevice, count_on_meta
 
-    return count_on_meta(choice, dict(dims), context_length, batch_size)
+    try:
+        return count_on_meta(choice, dict(dims), context_length, batch_size)
+    except CountOnDevice as why:  # remembered: the meta device is tried once a process
+        return {"on_device": str(why)}
+
+
+@functools.cache
+def _parameters(choice: ModelChoice, dims: tuple, context_length: int) -> int:
+    from lmstudy.measure.factory import parameters_on_meta
+
+    return parameters_on_meta(choice, dict(dims), context_length)
 
 
 def from_fields(cls, fields: dict):

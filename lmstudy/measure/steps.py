@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lmstudy.measure.factory import build_model, check_differentiable, forward_logits
+from lmstudy.measure.factory import build_model, check_differentiable, check_not_meta, forward_logits
 from lmstudy.measure.markers import annotate
 from lmstudy.measure.model import ModelConfig, cross_entropy, make_optimizer
 from lmstudy.model_choice import ModelChoice
@@ -90,6 +90,8 @@ def build_workload(
     # first would cost tens of seconds per job.
     with torch.device(device):
         model = build_model(choice, dims, config.context_length, config.attention)
+    if device.type != "meta":
+        check_not_meta(model, choice.factory)
     # The batch comes from a host generator, the same on every device; the
     # explicit device keeps it there under a surrounding torch.device context.
     generator = torch.Generator(device="cpu").manual_seed(seed)

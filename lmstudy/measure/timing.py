@@ -121,19 +121,23 @@ def _build(spec: TimingSpec, device: torch.device):
     return work
 
 
-def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) -> dict:
+def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, count: bool = False,
+                 look: bool = False) -> dict:
     """One fresh process's trajectory of `pass_name` (run it in a fresh process).
 
     Plain data: per-step seconds and peaks, the phases' seconds, the
     environment (`facts`: environment.host_facts() of the parent), the SM
     clock in each warm-up's window, the GPU's busy ms and the kernels launched in one more step
-    (CUDA only), and the error that ended the trajectory early.
+    (CUDA only), and the error that ended the trajectory early. With `count`, also the model's FLOPs
+    per pass, counted on the device after the measurement (`counted`: the meta device could not); with
+    `look`, the attention the model ran (`attention_ran`: lmstudy.measure.factory.attention_run).
     """
     start = now(None)  # no device yet: starting it is what this region times
     device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb, facts)
     result = {"pass": pass_name, "device": device.type, "start_s": now(device) - start, "env": env,
               "step_s": [], "peak_allocated": [], "error": None, "build_s": 0.0, "clocks": {},
-              "gpu_busy_ms": None, "kernels_per_step": None, "imports_s": 0.0, "profile_s": 0.0}
+              "gpu_busy_ms": None, "kernels_per_step": None, "imports_s": 0.0, "profile_s": 0.0,
+              "count_s": 0.0}
     start = now(device)
     import_model_code(spec.model, spec.dims, spec.context_length)
     result["imports_s"] = now(device) - start
@@ -147,6 +151,14 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) ->
         profiled = now(device)
         result.update(gpu_measures(step, device))
         result["profile_s"] = now(device) - profiled
+        if count:
+            counting = now(device)
+            result["counted"] = spec.count_on_device(work.model)
+            result["count_s"] = now(device) - counting
+        if look:
+            looking = now(device)
+            result["attention_ran"] = _attention_run(work, device)
+            result["count_s"] += now(device) - looking
     if oom:
         if not result["build_s"]:
             result["build_s"] = now(device) - start
@@ -165,12 +177,29 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None) ->
     return result
 
 
+def _attention_run(work, device: torch.device) -> str | None:
+    """attention_run of the measured model, after its measurement; None where that forward does not fit."""
+    from lmstudy.measure.devices import free_memory, is_out_of_memory
+    from lmstudy.measure.factory import attention_run
+    from lmstudy.measure.steps import autocast_context
+
+    try:  # under the measured precision: SDPA chooses its kernel by the dtype, too
+        with autocast_context(work.precision, work.device):
+            return attention_run(getattr(work.model, "_orig_mod", work.model), work.inputs)
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
+        free_memory(device)
+        return None
+
+
 def _base_row(spec: TimingSpec, pass_name: str, warmup: int, facts: ModelFacts) -> dict:
     return {
         "size": spec.size, **spec.dims, "context_length": spec.context_length,
         "batch_size": spec.batch_size, "pass": pass_name, "precision": spec.precision,
         "variant": spec.variant, "warmup_steps": warmup, "timed_steps": spec.timed_steps,
         "params": facts.parameters,
+        "matmul_params": facts.matmul_parameters,
         "flops_per_step": facts.flops_per_step.get(pass_name),
         "flops_counted_by": facts.counted_by,
         "model": spec.model.label,
@@ -215,6 +244,7 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], facts: ModelFacts
             steps_run=max(len(r["step_s"]) for r in results), peak_tflops=peak_tflops,
             processes=len(complete), power_limit_w=first.get("power_limit_w"),
             max_sm_clock_mhz=first.get("max_sm_clock_mhz"),
+            attention_ran=next((r["attention_ran"] for r in results if r.get("attention_ran")), None),
             mfu_peak=hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
         )
         # The first process compiled from scratch; the later ones found its work in the job's cache.
@@ -265,7 +295,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     clock = clock or PhaseClock()
     with clock.timing("imports"):
         import_lazy_modules()  # once here, not in every fresh process's build
-    with clock.timing("build"):  # the counting child builds the model (on the meta device) to count it
+    with clock.timing("count"):  # the counting child builds the model on the meta device to count it
         model = model_facts(spec)
     facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
     if model.not_applicable:  # an attention the model cannot switch to: a row that says so, nothing measured
@@ -275,13 +305,19 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     steady = max(spec.warmup_steps)
 
     def measure(passes: list[str], round_index: int) -> dict[str, dict]:
+        nonlocal model
         measured = {}
         for pass_name in passes:
             what = (f"process {round_index + 1} of the {pass_name} pass of {spec.size} ctx "
                     f"{spec.context_length} {spec.precision} {spec.variant}")
             started = time.perf_counter()
-            result = run_forked(measure_pass, spec, pass_name, facts, what=what)
+            # Until a process has counted the FLOPs on the device (where the meta device cannot), the
+            # next one counts them, after its measurement.
+            result = run_forked(measure_pass, spec, pass_name, facts, model.on_device, round_index == 0,
+                                what=what)
             result["process_s"] = time.perf_counter() - started
+            if result.get("counted") is not None:
+                model = model.with_counts(result["counted"])
             _account(clock, spec, result)
             # Progress in the job's log: which fresh processes are done.
             window = result["step_s"][steady: steady + spec.timed_steps]
@@ -302,6 +338,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
     by_pass = measure_until_stable(measure, list(spec.passes), steady_window, spec.noise,
                                    progress=lambda line: print(line, flush=True), clock=clock,
                                    gpu_busy_of=gpu_busy_s)
+    model = model.with_counts(None) if model.on_device else model  # no process could count them
     rows = []
     for pass_name in spec.passes:
         results = by_pass[pass_name]
@@ -318,7 +355,8 @@ def _account(clock: PhaseClock, spec: TimingSpec, result: dict) -> None:
     compile_s = compile_seconds(times) if spec.compiled else 0.0
     steps_s = sum(times) - compile_s
     clock.add("start", result["fork_s"] + result["start_s"])
-    clock.add("imports", result.get("imports_s", 0.0))
+    clock.add("model_imports", result.get("imports_s", 0.0))
+    clock.add("count", result.get("count_s", 0.0))
     clock.add("build", result["build_s"])
     clock.add("profile", result.get("profile_s", 0.0))
     clock.add("compile", compile_s)

@@ -9,7 +9,11 @@
   `gpu_memcpy` and `gpu_memset` the activities, joined by `correlation`;
 - on a CPU (no GPU activity in the trace): ATen operators (`cpu_op`)
   stand in for kernels, each its own launch, timed by their self time (less
-  the operators they call), so nothing is counted twice.
+  the operators they call), so nothing is counted twice. Autograd's wrapper
+  of each backward node (``autograd::engine::evaluate_function: X``) opens
+  before the node's pre-hooks run, and those hooks switch the module ranges
+  (lmstudy.measure.module_ranges): it is placed at its node's start, so that
+  it goes to the module whose backward launched the node, as the node does.
 
 Trace times are microseconds with nanosecond decimals; they become integer ns.
 """
@@ -105,6 +109,30 @@ def _self_times(ops: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+AUTOGRAD_WRAPPER = "autograd::engine::evaluate_function: "
+
+
+def _at_their_nodes(ops: pd.DataFrame) -> pd.DataFrame:
+    """`ops` (self-timed: end = start + self time) with each autograd wrapper moved to the start of the
+    node it evaluates (its first operator named as the node, on its thread); its self time kept."""
+    wrappers = ops.index[ops["name"].str.startswith(AUTOGRAD_WRAPPER)]
+    if not len(wrappers):
+        return ops
+    starts = {key: np.sort(group["start"].to_numpy()) for key, group in ops.groupby(["thread", "name"])}
+    out = ops.copy()
+    for idx in wrappers:
+        start = ops.at[idx, "start"]
+        node_starts = starts.get((ops.at[idx, "thread"], ops.at[idx, "name"][len(AUTOGRAD_WRAPPER):]))
+        if node_starts is None:
+            continue
+        first = np.searchsorted(node_starts, start)
+        if first < len(node_starts):
+            moved = int(node_starts[first])
+            out.at[idx, "end"] = moved + (ops.at[idx, "end"] - start)
+            out.at[idx, "start"] = moved
+    return out
+
+
 def read_events(path: Path) -> Events:
     events = load_trace(path)
     ranges = _frame(events, ("user_annotation",))
@@ -120,7 +148,7 @@ def read_events(path: Path) -> Events:
         ]
         activities = gpu
     else:
-        ops = _self_times(_frame(events, ("cpu_op",)).reset_index(drop=True))
+        ops = _at_their_nodes(_self_times(_frame(events, ("cpu_op",)).reset_index(drop=True)))
         ops = ops.assign(correlation=np.arange(len(ops)), kind="cpu_op")
         launches, activities = ops, ops
     for frame in (launches, activities):

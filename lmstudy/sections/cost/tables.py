@@ -13,7 +13,8 @@ from lmstudy.registry import NAMES
 
 SHORT = {
     "wait_s": "GPU lease",
-    "imports_s": "imports", "start_s": "process start", "build_s": "model builds",
+    "imports_s": "imports", "model_imports_s": "model's imports", "count_s": "counting",
+    "start_s": "process start", "build_s": "model builds",
     "compile_s": "compiling", "measure_s": "measuring", "profile_s": "profiler",
     "other_s": "other",
 }

@@ -231,14 +231,21 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
 
 @computes_table
 def model_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The model of each size: dimensions, vocabulary, batch, parameters with and without the
-    input embedding (a lookup, not a matrix product: the N of 6N leaves it out)."""
+    """The model of each size: dimensions, vocabulary, batch, its parameters and those that take part
+    in a matrix product (the N of 6N: no embedding, position, norm or bias), each context length's where a
+    model's parameters depend on it (learned positions)."""
     columns = ["size", "d_model", "d_ff", "num_layers", "num_heads", "vocab_size", "batch_size", "params"]
     if not set(columns) <= set(frame):
         return pd.DataFrame()
     # The model's label and what counted its FLOPs, where the rows have them (runs since model: exists).
     named = [c for c in ("model", "flops_counted_by") if c in frame]
-    rows = frame.drop_duplicates("size")[columns + named].sort_values("size")
+    in_matmuls = "matmul_params" in frame and frame["matmul_params"].notna().all()
+    frame = frame if "context_length" in frame else frame.assign(context_length=0)
+    contexts = frame.drop_duplicates(["size", "context_length"]).sort_values(["size", "context_length"])
+    if not in_matmuls:  # runs from before the count: the token embedding alone taken out, as said
+        embedding = contexts["vocab_size"] * contexts["d_model"]
+        contexts = contexts.assign(matmul_params=contexts["params"] - embedding)
+    rows = contexts.drop_duplicates("size")[columns + named]
     return pd.DataFrame(
         {
             **({"model": rows["model"].astype(str)} if "model" in rows else {}),
@@ -249,14 +256,35 @@ def model_table(frame: pd.DataFrame) -> pd.DataFrame:
             "heads": rows["num_heads"],
             "vocabulary": rows["vocab_size"],
             "batch": rows["batch_size"],
-            # Three significant digits each: one precision for the column would show a tiny model as 0.
-            "parameters (M)": (rows["params"] / 1e6).map(significant),
-            "without embedding (M)": ((rows["params"] - rows["vocab_size"] * rows["d_model"]) / 1e6).map(
-                significant),
+            "parameters (M)": rows["size"].map(lambda size: _by_context(contexts, size, "params")),
+            ("in matrix products (M)" if in_matmuls else "without the token embedding (M)"):
+                rows["size"].map(lambda size: _by_context(contexts, size, "matmul_params")),
+            **({"attention as run": rows["size"].map(lambda size: _attention_run(frame, size))}
+               if "attention_ran" in frame and "variant" in frame else {}),
             **({"FLOPs counted by": rows["flops_counted_by"].astype(str)}
                if "flops_counted_by" in rows else {}),
         }
     ).reset_index(drop=True)
+
+
+def _attention_run(frame: pd.DataFrame, size: str) -> str:
+    """What attention each variant of a size ran, as its measuring processes saw the operators
+    (a user's model built as its factory builds it is the variant "naive", whatever it runs)."""
+    part = frame[(frame["size"] == size) & frame["attention_ran"].notna()]
+    seen = part.drop_duplicates(["variant", "attention_ran"])
+    pairs = zip(seen["variant"], seen["attention_ran"], strict=True)
+    return "; ".join(f"{variant}: {ran}" for variant, ran in pairs)
+
+
+def _by_context(contexts: pd.DataFrame, size: str, column: str) -> str:
+    """A size's millions of `column` (three significant digits: one precision for the column would show
+    a tiny model as 0), one number where every context length has the same, else each context's."""
+    part = contexts[contexts["size"] == size]
+    values = part[column] / 1e6
+    if values.nunique() <= 1:
+        return significant(values.iloc[0])
+    pairs = zip(part["context_length"], values, strict=True)
+    return ", ".join(f"{significant(v)} (ctx {int(c)})" for c, v in pairs)
 
 
 def gpu_memory_bytes(frame: pd.DataFrame) -> float | None:

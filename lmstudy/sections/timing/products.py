@@ -35,15 +35,8 @@ def _timing_consistent(frame) -> str | None:
 
 _TIMING = dict(
     required=("size", "context_length", "pass", "precision", "variant", "warmup_steps", "status", "params"),
-    numeric=(
-        "context_length",
-        "batch_size",
-        "warmup_steps",
-        "timed_steps",
-        "params",
-        *MS_COLUMNS,
-        "tokens_per_s",
-    ),
+    numeric=("context_length", "batch_size", "warmup_steps", "timed_steps", "params", "matmul_params",
+             *MS_COLUMNS, "tokens_per_s"),
     job=("size", "context_length", "precision", "variant"),
     grid=("pass", "warmup_steps"),
     job_grid=_timing_job_grid,

@@ -1,0 +1,84 @@
+"""A model that misbehaves in a measuring process gets one sentence naming its factory and what it did
+(lmstudy.measure.fresh_process), and what it starts ends with the job, named in its log.
+
+Real jobs, run as the workflow runs them, on a tiny factory that does each
+(tests/fixtures/models/misbehaving_lm.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lmstudy.measure.fresh_process import descendants
+
+from .conftest import REPO
+from .specs import spec_fields
+
+FACTORY = "tests/fixtures/models/misbehaving_lm.py:build"
+ONE_PROCESS = {"min_processes": 1, "max_processes": 1, "max_spread": 0.05, "min_gpu_busy": None}
+
+
+def _timing_job(how: str, tmp_path) -> subprocess.CompletedProcess:
+    spec = spec_fields(
+        "timing",
+        model={"factory": FACTORY, "name": "bad", "range_depth": None, "extra": {}},
+        variant="naive",
+        precision="fp32",
+    )
+    spec["noise"] = ONE_PROCESS
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lmstudy",
+            "measure",
+            "timing",
+            "--spec",
+            json.dumps(spec),
+            "--out",
+            str(tmp_path / "rows.csv"),
+        ],
+        cwd=REPO,
+        env={**os.environ, "LMSTUDY_TEST_MISBEHAVE": how},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("fork", "forked a process in process 1 of the forward pass"),
+        ("exit", "exited the process with status 3 (os._exit"),
+        ("segv", "crashed with SIGSEGV"),
+        ("meta", "on the meta device (embed.weight among them), where nothing is computed"),
+    ],
+)
+def test_a_model_that_misbehaves_gets_one_sentence_naming_its_factory(how, said, tmp_path):
+    done = _timing_job(how, tmp_path)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert FACTORY in errors[0] and said in errors[0], errors[0]
+    assert not (tmp_path / "rows.csv").exists()
+    if how == "fork":
+        assert "misbehaving_lm.py:" in errors[0]  # where the model forked
+
+
+def _sleepers() -> list[int]:
+    return [pid for pid, command in descendants(1).items() if command == "sleep 313"]
+
+
+def test_processes_the_model_starts_end_with_the_job_and_the_log_names_them(tmp_path):
+    done = _timing_job("spawn", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    named = [line for line in done.stderr.splitlines() if "ended with it: " in line]
+    # each measuring process (one per pass) left its sleep, ended and named
+    assert len(named) == 3 and all("(sleep 313)" in line for line in named), done.stderr[-3000:]
+    assert not _sleepers()
