@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from lmstudy import cli, registry
+from lmstudy import cli, job_spec, registry
 from lmstudy.errors import IncompleteSpec, UserError
 
 
@@ -68,21 +68,49 @@ def _settings(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UserError(f"{pair!r}: write each setting as KEY=VALUE, e.g. size=small.")
-        settings[key] = yaml.safe_load(value)
+        if key in settings:
+            raise UserError(f"{key} is set twice ({key}={settings[key]!r} and {pair}): keep one of them.")
+        try:
+            settings[key] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or "not valid YAML"
+            raise UserError(
+                f"{pair!r}: its value is not YAML ({problem}): quote it, e.g. {key}='\"{value}\"', or write "
+                "a list as [1, 2]."
+            ) from None
     return settings
 
 
+def _job(name: str) -> registry.Job:
+    """The job `name`; an unknown one in one sentence that names the jobs there are."""
+    try:
+        return registry.job(name)
+    except ValueError as error:
+        raise UserError(f"{error}.") from None
+
+
 def _print_spec(args: argparse.Namespace) -> None:
-    registry.job(args.job)  # an unknown job, named
+    _job(args.job)
     given = {**(cli.spec_from_text(args.spec) if args.spec else {}), **_settings(args.settings)}
     json.dump(cli.complete_spec(args.job, given, args.configfile, args.preset), sys.stdout,
               indent=2, sort_keys=True)
     print()
 
 
+def _check_paths(job: registry.Job, args: argparse.Namespace) -> None:
+    """A file option given a folder, said before the measurement rather than after it."""
+    for dest in [d for d, _, _ in _path_options(job)] + ["phases"]:
+        path = getattr(args, dest)
+        if path is not None and not dest.endswith("_dir") and path.is_dir():
+            option = f"--{dest.replace('_', '-')}"
+            raise UserError(f"{option}: {path} is a folder: give the path of a file (in it, or beside it).")
+
+
 def _measure(args: argparse.Namespace) -> None:
-    job = registry.job(args.job)
+    job = _job(args.job)
     spec = cli.spec_from_text(args.spec)
+    job_spec.check_spec(args.job, spec)
+    _check_paths(job, args)
     if job.compiles:
         cli.compile_from_scratch()
     if job.forks:

@@ -11,6 +11,9 @@ anything that touches a GPU.
 from __future__ import annotations
 
 import copy
+import functools
+import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -194,23 +197,72 @@ def code_defs() -> dict:
     return {"variant": {"enum": list(VARIANTS)}}
 
 
-def validate(config: dict, schema_path: str | Path) -> None:
-    """Raise ConfigError naming the first wrong key or value."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+@functools.cache
+def _schema(schema_path: Path) -> dict:
+    schema = yaml.safe_load(schema_path.read_text())
     for name, definition in code_defs().items():
         schema["$defs"][name].update(definition)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        first = errors[0]
-        message = first.message
-        quoted = repr(first.instance)
-        if len(quoted) > 80 and message.startswith(quoted):
-            # The reason follows the value, which may be long: the value is cut, never the reason.
-            message = f"{quoted[:40]}... ({len(str(first.instance))} characters){message[len(quoted):]}"
-        if first.validator in ("maxLength", "maxItems"):
-            message += f" (at most {first.validator_value})"
-        raise ConfigError(f"config: {_where(first)}: {_shortened(message)}.")
+    return schema
+
+
+def schema(schema_path: str | Path = None) -> dict:
+    """The config's JSON schema, its code-defined lists filled in (code_defs); a copy to change freely."""
+    return copy.deepcopy(_schema(Path(schema_path or STUDY_SCHEMA).resolve()))
+
+
+# YAML 1.1 (PyYAML) reads a number with an exponent but without a dot or the exponent's sign, such as
+# 1e308, as text; YAML 1.2 and JSON do not.
+_DOTLESS_FLOAT = re.compile(r"^[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+$")
+
+
+def error_sentence(error: jsonschema.ValidationError) -> str:
+    """What a validation error says of its value: the value cut where long, never the reason."""
+    message = error.message
+    quoted = repr(error.instance)
+    if len(quoted) > 80 and message.startswith(quoted):
+        # The reason follows the value, which may be long: the value is cut, never the reason.
+        message = f"{quoted[:40]}... ({len(str(error.instance))} characters){message[len(quoted):]}"
+    if error.validator in ("maxLength", "maxItems"):
+        message += f" (at most {error.validator_value})"
+    if error.validator == "type" and isinstance(error.instance, str) and _DOTLESS_FLOAT.match(error.instance):
+        mantissa, _, exponent = error.instance.lower().partition("e")
+        mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
+        number = f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+        message += f" (YAML reads {error.instance} as text: write {number})"
+    return _shortened(message)
+
+
+def first_error(validator: jsonschema.protocols.Validator, instance) -> jsonschema.ValidationError | None:
+    """The first error by path, so that the same mistake is named the same way every time."""
+    # At one place, the schema's own bound before a shared definition's ($ref: step_count, minimum: 2).
+    errors = sorted(validator.iter_errors(instance),
+                    key=lambda e: ([str(p) for p in e.absolute_path], len(e.relative_schema_path)))
+    return errors[0] if errors else None
+
+
+def check_finite(value, where: str = "config") -> None:
+    """Raise ConfigError at a number that is not finite (NaN, infinity): no setting means either,
+    and the schema's bounds let NaN through (every comparison with it is false)."""
+    stack = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            place = ".".join(map(str, path)) or "(top level)"
+            raise ConfigError(
+                f"{where}: {place}: {item!r} is not a number any setting takes: give a finite one."
+            )
+        if isinstance(item, Mapping):
+            stack.extend((v, [*path, k]) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, [*path, i]) for i, v in enumerate(item))
+
+
+def validate(config: dict, schema_path: str | Path) -> None:
+    """Raise ConfigError naming the first wrong key or value."""
+    check_finite(config)
+    first = first_error(jsonschema.Draft202012Validator(schema(schema_path)), config)
+    if first is not None:
+        raise ConfigError(f"config: {_where(first)}: {error_sentence(first)}.")
     _check_references(config)
 
 
@@ -233,11 +285,7 @@ def _check_references(config: dict) -> None:
         )
     sizes = config["sizes"]
     for name, dims in sizes.items():
-        if dims["d_model"] % dims["num_heads"]:
-            raise ConfigError(
-                f"config: sizes.{name}: d_model {dims['d_model']} is not divisible "
-                f"by num_heads {dims['num_heads']}."
-            )
+        check_heads(f"config: sizes.{name}", dims)
     for extra in config.get("timing", {}).get("extra_configurations", []):
         if extra["size"] not in sizes:
             raise ConfigError(
@@ -245,12 +293,8 @@ def _check_references(config: dict) -> None:
                 f"defined under sizes (defined: {', '.join(sizes)})."
             )
     _check_rungs(config)
-    noise = config.get("noise")
-    if noise and noise["max_processes"] < noise["min_processes"]:
-        raise ConfigError(
-            f"config: noise.max_processes ({noise['max_processes']}) is below noise.min_processes "
-            f"({noise['min_processes']}): raise max_processes or lower min_processes."
-        )
+    if config.get("noise"):
+        check_noise("config: noise", config["noise"])
     for section, settings in config.items():
         if isinstance(settings, dict) and isinstance(settings.get("sizes"), list):
             for name in settings["sizes"]:
@@ -262,15 +306,40 @@ def _check_references(config: dict) -> None:
 
 
 def _check_rungs(config: dict) -> None:
-    """Every rung of ladder.rungs is one the benchmark defines (lmstudy.ladder_rungs, torch-free)."""
+    for rung in config.get("ladder", {}).get("rungs", []):
+        check_rung("config: ladder.rungs", rung)
+
+
+# The checks beyond the schema's of one value, each a sentence that begins with `where` (the place
+# in the config, or in a job's spec: lmstudy.job_spec.check_spec).
+
+
+def check_heads(where: str, dims: Mapping) -> None:
+    """The heads divide d_model."""
+    if dims["d_model"] % dims["num_heads"]:
+        raise ConfigError(
+            f"{where}: d_model {dims['d_model']} is not divisible by num_heads {dims['num_heads']}: "
+            "choose a num_heads that divides it."
+        )
+
+
+def check_noise(where: str, noise: Mapping) -> None:
+    """max_processes is not below min_processes."""
+    if noise["max_processes"] < noise["min_processes"]:
+        raise ConfigError(
+            f"{where}.max_processes ({noise['max_processes']}) is below {where.rpartition(' ')[2]}"
+            f".min_processes ({noise['min_processes']}): raise max_processes or lower min_processes."
+        )
+
+
+def check_rung(where: str, rung: str) -> None:
+    """The rung is one the benchmark defines (lmstudy.ladder_rungs, torch-free)."""
     from lmstudy.ladder_rungs import RUNGS
 
-    for rung in config.get("ladder", {}).get("rungs", []):
-        if rung not in RUNGS:
-            raise ConfigError(
-                f"config: ladder.rungs names {rung!r}, which is not a rung of the ladder "
-                f"(the rungs: {', '.join(RUNGS)})."
-            )
+    if rung not in RUNGS:
+        raise ConfigError(
+            f"{where} names {rung!r}, which is not a rung of the ladder (the rungs: {', '.join(RUNGS)})."
+        )
 
 
 def load(config: dict, schema_path: str | Path, overrides: list[dict] = ()) -> dict:
