@@ -234,9 +234,13 @@ def error_sentence(error: jsonschema.ValidationError) -> str:
 
 def first_error(validator: jsonschema.protocols.Validator, instance) -> jsonschema.ValidationError | None:
     """The first error by path, so that the same mistake is named the same way every time."""
-    # At one place, the schema's own bound before a shared definition's ($ref: step_count, minimum: 2).
-    errors = sorted(validator.iter_errors(instance),
-                    key=lambda e: ([str(p) for p in e.absolute_path], len(e.relative_schema_path)))
+    def order(error):
+        # At one place, the tighter of two bounds first ($ref: step_count, minimum: 2 gives two minimums).
+        bound = error.validator_value if isinstance(error.validator_value, (int, float)) else 0
+        tighter = -bound if error.validator in ("minimum", "exclusiveMinimum") else bound
+        return [str(p) for p in error.absolute_path], tighter if "imum" in str(error.validator) else 0
+
+    errors = sorted(validator.iter_errors(instance), key=order)
     return errors[0] if errors else None
 
 
