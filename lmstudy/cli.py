@@ -115,7 +115,18 @@ def add_device_arguments(p: argparse.ArgumentParser, memory_cap_help: str | None
     """--device, --tf32 and --memory-cap-gb."""
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
-    p.add_argument("--memory-cap-gb", type=float, default=None, help=memory_cap_help)
+    p.add_argument("--memory-cap-gb", type=memory_cap, default=None, help=memory_cap_help)
+
+
+def memory_cap(text: str) -> float:
+    """--memory-cap-gb: a finite number of GB above 0 (NaN would pass every comparison as no cap)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GB above 0")
+    return value
 
 
 def add_model_arguments(

@@ -436,6 +436,7 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
         os.execvpe(command[0], command, dict(environ))
     # What a parent's lease left in the environment does not hold here.
     env = {k: v for k, v in environ.items() if not k.startswith(LEASE_VARIABLES)}
+    pin = pinning_wanted(environ)  # said here when it is neither on nor off, leased or not
     if environ.get(DEVICE_ENV) == "cpu" and not environ.get(GPUS_ENV):
         # A run on the CPU (device: cpu) needs no GPU, unless told to lease (the tests' fake GPUs).
         env.update(unleased_environment(env))
@@ -450,7 +451,7 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
             lease_dir = lease_dir_of(environ)
             lease = acquire(gpus, lease_dir, " ".join(command)[:300], log=log)
             cores = allowed = sorted(os.sched_getaffinity(0))
-            if pinning_wanted(environ):
+            if pin:
                 cores = cores_for(lease.gpu, lease.slot, gpus, listed, allowed)
             if cores:
                 os.sched_setaffinity(0, cores)

@@ -52,6 +52,7 @@ import traceback
 from pathlib import Path
 
 from lmstudy import job_process
+from lmstudy.job_process import env_number, env_switch
 from lmstudy.launch.watch import RUNTIME_ENV, STOPPED, WORKFLOW_PID_ENV, Watch, wait_readable
 
 ENABLE_ENV = "LMSTUDY_JOB_SERVER"
@@ -82,8 +83,11 @@ class ServerUnavailable(RuntimeError):
 
 def wanted(command: list[str], environ=os.environ) -> bool:
     """Whether `command` runs through the server (module docstring)."""
-    if environ.get(ENABLE_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not env_switch(environ, ENABLE_ENV):
         return False
+    # the server's settings, said before it starts (it runs detached, its errors in no job's log)
+    _timeout_s(environ)
+    _idle_s(environ)
     if "SLURM_JOB_ID" in environ:
         return False
     program = shutil.which(command[0]) if command else None
@@ -235,11 +239,12 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
 
 
 def _timeout_s(env) -> float:
-    try:
-        value = float(env.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
+    what = "how long a job waits for the job server, in seconds"
+    return env_number(env, TIMEOUT_ENV, DEFAULT_TIMEOUT_S, what, positive=True)
+
+
+def _idle_s(env) -> float:
+    return env_number(env, IDLE_ENV, DEFAULT_IDLE_S, "how long an idle job server stays, in seconds")
 
 
 def _umask() -> int:
@@ -335,7 +340,7 @@ def serve(path: str, kind: str = "torch") -> None:
     if kind == "torch":
         job_process.own_torch_scratch()  # the preload's torch._dynamo would leave <tmp>/torchinductor_<user>
     _preload(kind)
-    idle_s = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
+    idle_s = _idle_s(os.environ)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     temporary = f"{path}.{os.getpid()}"
     listener.bind(temporary)

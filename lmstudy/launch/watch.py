@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from lmstudy.job_process import DUMP_SIGNAL, RUNTIME_ENV, WORKFLOW_PID_ENV
+from lmstudy.job_process import DUMP_SIGNAL, RUNTIME_ENV, WORKFLOW_PID_ENV, env_number
 
 POLL_S = 1.0
 # How long a job has to write its stacks before it is killed.
@@ -58,10 +58,8 @@ class Watch:
         except ValueError:
             pid = 0
         self.workflow = (pid, _started(pid)) if pid > 1 else None
-        try:
-            self.minutes = float(environ.get(RUNTIME_ENV) or 0)
-        except ValueError:
-            self.minutes = 0.0
+        # 0 or unset: no time limit; anything else not minutes is said, not taken for no limit
+        self.minutes = env_number(environ, RUNTIME_ENV, 0.0, "a job's time limit in minutes (0: none)")
         start = time.monotonic() if started is None else started
         self.deadline = start + self.minutes * 60 if self.minutes > 0 else None
 
