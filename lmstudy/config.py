@@ -270,23 +270,29 @@ def validate(config: dict, schema_path: str | Path) -> None:
     _check_references(config)
 
 
-def _check_references(config: dict) -> None:
-    if config["run"].startswith("."):
+def check_run_name(name: str, where: str = "config: run") -> None:
+    """Raise ConfigError where `name` cannot name a run (a folder of results/): the sentence begins
+    with `where`. The config's run and a comparison's two runs are checked alike."""
+    if name.startswith("."):
         raise ConfigError(
-            f"config: run: {config['run']!r} would put results outside results/ "
+            f"{where}: {name!r} would put results outside results/ "
             "(or hide them): name the run with a letter, digit or '_' first."
         )
-    if config["run"].startswith("-"):
+    if name.startswith("-"):
         # The report's and comparison's scripts get the name as an argument (--run NAME).
         raise ConfigError(
-            f"config: run: {config['run']!r} starts with '-', which a command line takes for an option: "
+            f"{where}: {name!r} starts with '-', which a command line takes for an option: "
             "name the run with a letter, digit or '_' first."
         )
-    if "_vs_" in config["run"]:
+    if "_vs_" in name:
         raise ConfigError(
-            f"config: run: {config['run']!r} contains '_vs_', which separates the two runs of a "
+            f"{where}: {name!r} contains '_vs_', which separates the two runs of a "
             "comparison (report/compare/<A>_vs_<B>/): name the run without it."
         )
+
+
+def _check_references(config: dict) -> None:
+    check_run_name(config["run"])
     sizes = config["sizes"]
     for name, dims in sizes.items():
         check_heads(f"config: sizes.{name}", dims)

@@ -273,6 +273,13 @@ def run_tables_digest(name):
     from lmstudy.sections.contracts import contracts
 
     try:
+        # A comparison's run is a folder of results/, named as a config's run may be (not '..', '-x');
+        # a name with '_vs_' is said by fingerprint, which sees both readings of the target.
+        if name.startswith((".", "-")):
+            study_config.check_run_name(name, "report/compare/<A>_vs_<B>: the run")
+    except study_config.ConfigError as error:
+        raise WorkflowError(str(error)) from None
+    try:
         return fingerprint(Path("results"), name, compared_products(contracts()))
     except UserError as error:
         raise WorkflowError(str(error)) from None
