@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -378,6 +379,68 @@ def check_run_to_report(run: str, records: list[str], results: Path = Path("resu
         f"have not run here ({missing[0]} does not exist; {here}): give --report the same --config as "
         f"the run it reports (--config preset=<its preset> run={runs[0] if runs else '<its name>'})."
     )
+
+
+# Beyond this many jobs a plan is far larger than any study's (the full preset plans a few hundred), and
+# Snakemake's DAG alone takes minutes and gigabytes to build (60,000 jobs: over 5 minutes and 1.5 GB).
+MANY_JOBS = 2000
+
+
+def many_jobs_warning(records: list[str], benchmarks: str, limit: int = MANY_JOBS) -> str | None:
+    """A sentence where the plan's jobs (their benchmark records, `benchmarks`/<section>/...) are over
+    `limit`, naming the sections that plan most; None otherwise."""
+    if len(records) <= limit:
+        return None
+    counts: dict[str, int] = {}
+    for record in records:
+        section = Path(record).relative_to(benchmarks).parts[0]
+        counts[section] = counts.get(section, 0) + 1
+    largest = sorted(counts.items(), key=lambda item: -item[1])[:2]
+    named = " and ".join(f"{section} {count:,}" for section, count in largest)
+    return (
+        f"this config plans {len(records):,} jobs ({named}), far more than the study needs: "
+        f"Snakemake takes minutes to plan them before anything runs; stop it (Ctrl-C) and cut the "
+        f"sections' lists (sizes, context_lengths) unless you meant it."
+    )
+
+
+def report_target(argv: list[str]) -> Path | None:
+    """The file `snakemake --report [FILE]` is to write (Snakemake's default report.html), None without it."""
+    for i, word in enumerate(argv):
+        if word.startswith("--report="):
+            return Path(word.partition("=")[2])
+        if word == "--report":
+            following = argv[i + 1] if i + 1 < len(argv) else ""
+            return Path(following if following and not following.startswith("-") else "report.html")
+    return None
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Raise ConfigError where the file `path` cannot be written: a folder, in a folder that does not
+    exist, or in one this user cannot write (said before Snakemake works for minutes, then fails)."""
+    if path.is_dir():
+        raise ConfigError(f"{what}: {path} is a folder: give the path of the file to write.")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"{what}: the folder {folder} of {path} does not exist: create it "
+                          f"(mkdir -p {folder}) or give a path in a folder that exists.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what}: the folder {folder} is read-only to this user: give a path in a folder "
+                          "you can write.")
+
+
+def check_writable_folders(folders: list[str | Path]) -> None:
+    """Raise ConfigError where a folder the workflow writes (or the nearest existing folder above it)
+    is read-only to this user."""
+    for folder in map(Path, folders):
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"{existing} is read-only to this user, and the workflow writes {folder}/ there: make it "
+                f"writable (chmod u+w {existing}) or run from a folder you can write."
+            )
 
 
 # This checkout's study: what a script run by hand takes for a value it is not given.

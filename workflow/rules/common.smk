@@ -300,3 +300,8 @@ onstart:
     sentence = slurm_limits.before_submission(workflow)
     if sentence:
         raise WorkflowError(sentence)
+    # A read-only folder the jobs write into fails each job after Snakemake started it: said first.
+    try:
+        study_config.check_writable_folders([RESULTS, LOGS, f"report/{RUN}"])
+    except study_config.ConfigError as error:
+        raise WorkflowError(str(error)) from None
