@@ -211,6 +211,11 @@ onerror:
     hint = refused_submission_hint(log)
     if hint:
         print(hint, file=sys.stderr)
+    # Each failed job's one sentence, again at the end, where a newcomer reads.
+    from lmstudy.errors import failed_jobs_sentences
+
+    for sentence in failed_jobs_sentences(log):
+        print(f"error: {sentence}", file=sys.stderr)
 
 
 def code_version(*scripts):
