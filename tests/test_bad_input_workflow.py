@@ -13,7 +13,7 @@ import yaml
 
 from lmstudy import config as study_config
 
-from .conftest import SNAKEMAKE, new_workdir, snakemake
+from .conftest import REPO, SNAKEMAKE, new_workdir, snakemake
 
 
 @pytest.mark.parametrize(("run", "said"), [
@@ -81,3 +81,24 @@ def test_a_read_only_folder_the_jobs_write_is_said(tmp_path):
         study_config.check_writable_folders([tmp_path / "results/default", report / "default"])
     with pytest.raises(study_config.ConfigError, match="is read-only to this user: give a path"):
         study_config.check_writable(report / "r.html", "snakemake --report")
+
+
+# A newcomer's first hour: where the report is, and what make can do.
+@pytest.mark.workflow
+def test_a_run_ends_saying_where_its_report_is(tmp_path):
+    workdir = new_workdir(tmp_path / "w")
+    sections = ("timing", "nsys", "memory", "attention", "compile", "ladder")  # precision alone: seconds
+    off = [f"{name}={{enabled: false}}" for name in sections]
+    done = snakemake(workdir, "--cores", "2", "--config", "preset=smoke", *off)
+    said = f"The report of run default: {workdir / 'report/default/index.html'} (open it in a browser)."
+    assert said in done.stderr.splitlines()[-4:], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("target", [[], ["help"]])
+def test_bare_make_and_make_help_list_what_make_does_and_install_nothing(target, tmp_path):
+    venv = tmp_path / "venv"
+    done = subprocess.run(["make", *target, f"VENV={venv}"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("make study ") and any(line.startswith("make help") for line in lines)
+    assert not venv.exists()
