@@ -28,6 +28,15 @@ def _path_options(job: registry.Job) -> list[tuple[str, str, bool]]:
     return [(name.rstrip("?"), text, not name.endswith("?")) for name, text in job.paths]
 
 
+def _summary(section: str, doc: str) -> str:
+    """A job's line in `lmstudy measure --help`: its section, and what its runner's docstring says first
+    (up to its first colon, semicolon or parenthesis), so that two jobs of a section read apart."""
+    import re
+
+    said = re.split(r"(?<=[a-z)])[:;]| \(", " ".join(doc.split()), maxsplit=1)[0].rstrip(".")
+    return f"{section}: {said[:1].lower()}{said[1:]}" if said else f"the {section} section's job"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lmstudy", description=__doc__.split("\n\n")[0])
     commands = p.add_subparsers(dest="command", required=True, metavar="{measure,spec}")
@@ -39,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs = measure.add_subparsers(dest="job", required=True, metavar="JOB")
     for name, job in registry.jobs().items():
         runner_doc = job.load_runner().__doc__ or ""
-        sub = jobs.add_parser(name, help=f"the {job.section} section's job", description=runner_doc.strip())
+        sub = jobs.add_parser(name, help=_summary(job.section, runner_doc), description=runner_doc.strip())
         sub.add_argument("--spec", required=True,
                          help="the job's complete settings: a JSON object, or a JSON file")
         for dest, text, required in _path_options(job):

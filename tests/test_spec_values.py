@@ -163,3 +163,13 @@ def test_lmstudy_spec_refuses_what_the_config_refuses(args, said):
 
 def test_every_job_is_checked():
     assert set(SMOKE_JOBS) == set(registry.jobs())
+
+
+def test_each_job_reads_apart_in_lmstudy_measure_help():
+    from lmstudy.command import _summary
+
+    jobs = registry.jobs()
+    lines = {name: _summary(job.section, job.load_runner().__doc__ or "") for name, job in jobs.items()}
+    assert len(set(lines.values())) == len(lines), lines
+    assert lines["nsys_backend"] == "nsys: which profiler this machine uses"
+    assert lines["norms"].startswith("precision: the error of RMSNorm and LayerNorm")
