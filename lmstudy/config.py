@@ -53,6 +53,27 @@ def check_size(config, max_values: int = MAX_VALUES, max_depth: int = MAX_DEPTH)
             stack.extend((v, depth + 1) for v in item)
 
 
+def check_yaml_file(path: str | Path) -> None:
+    """Raise ConfigError, with the line, where the file at `path` is not YAML: Snakemake's own message
+    says only that the file is not valid JSON or YAML. A file that is not there is not checked."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not text"
+        raise ConfigError(f"{path}: cannot be read ({reason}).") from None
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark, opened = getattr(error, "problem_mark", None), getattr(error, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        problem = getattr(error, "problem", None) or "not YAML"
+        if opened is not None and mark is not None and opened.line != mark.line:
+            problem += f" ({error.context} at line {opened.line + 1})"
+        raise ConfigError(f"{path}: {where}: {problem}, so it is not valid YAML: fix it there.") from None
+
+
 def check_unique_keys(path: str | Path) -> None:
     """Raise ConfigError where the YAML file at `path` writes one key twice in a mapping.
 

@@ -102,3 +102,13 @@ def test_bare_make_and_make_help_list_what_make_does_and_install_nothing(target,
     lines = done.stdout.splitlines()
     assert lines[0].startswith("make study ") and any(line.startswith("make help") for line in lines)
     assert not venv.exists()
+
+
+def test_a_config_yaml_that_is_not_yaml_is_said_with_its_line(tmp_path):
+    workdir = new_workdir(tmp_path / "w")
+    config = workdir / "config.yaml"
+    config.write_text(config.read_text().replace("\nbatch_size: 4\n", "\nbatch_size: [4\n", 1))
+    done = snakemake(workdir, "-n", check=False)
+    said = ("config.yaml: line 14, column 11: expected ',' or ']', but got ':' "
+            "(while parsing a flow sequence at line 13)")
+    assert done.returncode != 0 and said in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
