@@ -94,8 +94,10 @@ def wildcards_of(job: str, spec: dict) -> dict:
 # item of a list the workflow ranges over (a wildcard's key), its list's (context_length: the item
 # of context_lengths); then at the config's top level, then among a size's keys.
 
-# Spec keys a config block names otherwise: the list or value their item or value comes from.
-CONFIG_NAMES = {"pass_name": "passes", "nsys": "executable"}
+# Spec keys a section's config block names otherwise: the list or value their item or value comes from.
+CONFIG_NAMES = {"memory": {"pass_name": "passes"}, "nsys": {"nsys": "executable"}}
+# Top-level config keys that no job's spec holds (the run's name, the report's, the comparison's).
+NOT_SPEC_KEYS = ("run", "preset", "presets", "sizes", "report", "compare")
 # Within a spec's mapping, the keys named otherwise in its config block (the ladder's matmul: n).
 NESTED_NAMES = {"matmul": {"sizes": "n"}}
 # A section whose jobs take a list's item from another section's block: the precision jobs observe
@@ -144,18 +146,19 @@ def _key_schema(config_schema: dict, section: str, key: str, single: bool) -> tu
     for block_name in (section, BLOCK_OF.get(section)):
         block = props.get(block_name, {}).get("properties", {})
         own = block_name == section
-        name = CONFIG_NAMES.get(key, key)
+        name = CONFIG_NAMES.get(section, {}).get(key, key)
         if own and name in block and not (single and _item(block[name], defs)):
             found, place = block[name], f"{block_name}.{name}"  # the value itself
-        elif (own and single and name in block) or f"{key}s" in block:
+        elif (own and single and name in block) or ((single or not own) and f"{key}s" in block):
+            # one item of the list (a wildcard's, or another block's: never a typo of a list's name)
             name = name if name in block and own else f"{key}s"
-            found, place = _item(block[name], defs), f"an item of {block_name}.{name}"  # one item of the list
+            found, place = _item(block[name], defs), f"an item of {block_name}.{name}"
         else:
             continue
         if key in NESTED_NAMES:
             found = _renamed(found, NESTED_NAMES[key])
         return found, place
-    if key in props and key not in ("sizes", "presets", "preset", "run"):
+    if key in props and key not in NOT_SPEC_KEYS and key not in registry.NAMES:  # not a section's block
         return props[key], key
     if key in sizes["additionalProperties"]["properties"]:
         return sizes["additionalProperties"]["properties"][key], f"sizes.<size>.{key}"
@@ -167,16 +170,20 @@ def spec_keys(job: str) -> tuple[str, ...]:
     from lmstudy import config as study_config
 
     config_schema = study_config.schema()
-    section = registry.job(job).section
+    declared = registry.job(job)
+    single = [WILDCARD_KEYS.get(w, w) for w in declared.wildcards]
     props = config_schema["properties"]
     candidates = [
-        *props.get(section, {}).get("properties", {}),
+        *single,
+        *props.get(declared.section, {}).get("properties", {}),
         *props,
         "size",
         *props["sizes"]["additionalProperties"]["properties"],
-        *CONFIG_NAMES,
+        *CONFIG_NAMES.get(declared.section, {}),
     ]
-    return tuple(dict.fromkeys(k for k in candidates if _key_schema(config_schema, section, k, False)))
+    return tuple(
+        dict.fromkeys(k for k in candidates if _key_schema(config_schema, declared.section, k, k in single))
+    )
 
 
 def check_spec(job: str, spec: dict) -> None:
