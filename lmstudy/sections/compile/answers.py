@@ -121,7 +121,7 @@ def answers(comp: pd.DataFrame, story: pd.DataFrame | None = None,
                 f"holds 1, {covering(cell)}×)" if cell is not None else ""))
     if cell is not None and pd.notna(cell.get("gpu_speedup")):
         speed += f", {cell['gpu_speedup']:.2f}× on the GPU"
-    step = f"the {PASS_LABELS.get(largest['pass'], largest['pass'])} of {largest['size']}"
+    step = f"{largest['size']}'s {PASS_LABELS.get(largest['pass'], largest['pass'])}"
     # A speed-up the intervals cannot tell from 1 is not headlined as one.
     headline = "" if pd.isna(largest["compile_s"]) else (
         f"torch.compile makes {step} {speed}, after {largest['compile_s']:.0f} s of compiling." if told
