@@ -1,6 +1,8 @@
 # One command to install and run the study, one to run the tests.
 #   make study                       the full study on this machine's CUDA GPU
 #   make study PRESET=quick          every section in a few minutes
+#   make study PRESET=smoke          the whole workflow on the CPU with tiny models; its report in
+#                                    report/default/index.html
 #   make test                        unit tests + the smoke workflow (CPU only), its report;
 #                                    installs nothing outside .venv
 #   make unit                        the unit tests only: the loop while editing (minutes, not
@@ -9,6 +11,8 @@
 #                                    browser test that `make test` otherwise skips
 #   make test-slurm                  the smoke workflow on a private SLURM cluster it
 #                                    installs, starts, then stops and removes (root)
+#   make lint                        snakemake --lint, snakefmt and ruff
+#   make help (or make)              this list
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q --disable-pip-version-check
@@ -25,7 +29,12 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 BROWSER_PACKAGES ?= chromium
 SMOKE := $(VENV)/bin/snakemake --cores 2 --config preset=smoke
 
-.PHONY: study test unit test-slurm install install-test lint browser check-cuda
+.PHONY: help study test unit test-slurm install install-test lint browser check-cuda
+
+# Bare `make` says what it can do (the comment above), and installs nothing.
+.DEFAULT_GOAL := help
+help:
+	@sed -n '2,/^[^#]/s/^#   //p' $(firstword $(MAKEFILE_LIST))
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)

@@ -10,6 +10,15 @@ from snakemake.utils import min_version
 min_version("9.27")
 
 
+# Snakemake's own message for a broken config.yaml names no line: said with its line first.
+from lmstudy import config as study_config
+
+try:
+    study_config.check_yaml_file("config.yaml")
+except study_config.ConfigError as error:
+    raise WorkflowError(str(error)) from None
+
+
 configfile: "config.yaml"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import errno
 import faulthandler
 import json
 import os
@@ -78,7 +79,13 @@ def run_main(main) -> None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     except OSError as error:
-        # A full disk is the user's to fix, wherever the write was (a figure, a log).
+        # A full disk is the user's to fix, wherever the write was (a figure, a log); so is a file-size
+        # limit (Python ignores SIGXFSZ: the write fails with EFBIG).
+        if error.errno == errno.EFBIG:
+            where = f" to write {error.filename}" if error.filename else ""
+            print(f"error: the file-size limit of this shell (ulimit -f) is too small{where}: raise it "
+                  "(ulimit -f unlimited) and run the same command again.", file=sys.stderr)
+            sys.exit(2)
         if error.errno not in FULL:
             raise
         print(f"error: {no_space_sentence(error.filename)}", file=sys.stderr)
@@ -108,7 +115,18 @@ def add_device_arguments(p: argparse.ArgumentParser, memory_cap_help: str | None
     """--device, --tf32 and --memory-cap-gb."""
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
-    p.add_argument("--memory-cap-gb", type=float, default=None, help=memory_cap_help)
+    p.add_argument("--memory-cap-gb", type=memory_cap, default=None, help=memory_cap_help)
+
+
+def memory_cap(text: str) -> float:
+    """--memory-cap-gb: a finite number of GB above 0 (NaN would pass every comparison as no cap)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GB above 0")
+    return value
 
 
 def add_model_arguments(
@@ -154,47 +172,104 @@ def fork_measuring_processes() -> None:
     mark_forking_parent()
 
 
+def _object_once(pairs: list) -> dict:
+    """A JSON object whose keys are each written once (json keeps the last of two without a word)."""
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise UserError(f"the key {key!r} is written twice in one object, and only the last would count: "
+                            "remove one of them.")
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str):
+    raise UserError(f"{name} is not a value any setting takes: give a finite number.")
+
+
 def spec_from_text(text: str, option: str = "--spec") -> dict:
     """A spec as given: a JSON object, or a JSON file; a user's mistake in one sentence."""
+    from lmstudy.config import ConfigError, check_size
+
     if not text.lstrip().startswith("{"):
         try:
             text = Path(text).read_text()
-        except OSError as error:
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or "not text"
             raise UserError(
-                f"{option}: {text!r} is neither a JSON object nor a readable file ({error.strerror})."
+                f"{option}: {text!r} is neither a JSON object nor a readable file ({reason})."
             ) from None
     try:
-        given = json.loads(text)
+        given = json.loads(text, object_pairs_hook=_object_once, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         raise UserError(f"{option}: not JSON ({error}): give a JSON object or a JSON file.") from None
+    except UserError as error:
+        raise UserError(f"{option}: {error}") from None
+    except RecursionError:
+        raise _too_big(option) from None
     if not isinstance(given, dict):
         raise UserError(f"{option}: must be a JSON object of the job's settings.")
+    try:
+        check_size(given)
+    except ConfigError:
+        raise _too_big(option) from None
     return given
+
+
+def _too_big(option: str) -> UserError:
+    return UserError(
+        f"{option}: nests far deeper or holds far more values than any job's settings: give the job's "
+        "spec as `lmstudy spec` prints it."
+    )
 
 
 def complete_spec(job: str, given: dict, configfile: Path, preset: str | None = None) -> dict:
     """A partial spec made whole, as the workflow would build it: what `given` lacks comes from
     `configfile` (under `preset`, default its own). For `lmstudy spec`; a job never does this."""
-    from lmstudy import config as study_config
-    from lmstudy.job_spec import job_spec, wildcards_of
+    import difflib
 
-    try:
-        wildcards = wildcards_of(job, given)
-    except KeyError as missing:
-        raise UserError(f"the spec must name {missing.args[0]} (the job's configuration).") from None
     import yaml
 
+    from lmstudy import config as study_config
+    from lmstudy import registry
+    from lmstudy.job_spec import WILDCARD_KEYS, check_spec, job_spec, wildcards_of
+
+    named = [WILDCARD_KEYS.get(w, w) for w in registry.job(job).wildcards]
+    missing = [key for key in named if key not in given]
+    if missing:
+        raise UserError(
+            f"the spec must name {', '.join(missing)} (the job's configuration): add "
+            f"{' '.join(f'{key}=...' for key in missing)}."
+        )
+    wildcards = wildcards_of(job, given)
+    # its values as the config's schema takes them; a model named by its factory alone is checked below
+    check_spec(job, {k: v for k, v in given.items() if not (k == "model" and isinstance(v, str))})
     try:
         base = yaml.safe_load(configfile.read_text())
-    except OSError as error:
-        raise UserError(f"--configfile: cannot read {str(configfile)!r} ({error.strerror}).") from None
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not text"
+        raise UserError(f"--configfile: cannot read {str(configfile)!r} ({reason}).") from None
+    except yaml.YAMLError as error:
+        said = " ".join(str(error).split())
+        raise UserError(f"--configfile: {configfile} is not valid YAML ({said}).") from None
+    if not isinstance(base, dict):
+        raise UserError(f"--configfile: {configfile} must hold the study's settings, as config.yaml does.")
     if preset:
         base["preset"] = preset
-    if "size" in given and given["size"] not in base.get("sizes", {}):
+    dims = ("d_model", "d_ff", "num_layers", "num_heads")
+    try:
+        sizes = study_config.apply_preset(base).get("sizes") or {}  # the preset's sizes too
+    except study_config.ConfigError as error:
+        raise UserError(f"{configfile}: {error}") from None
+    if "size" in given and given["size"] not in sizes:
+        if not set(dims) <= set(given):
+            known = ", ".join(sizes) or "none"
+            raise UserError(
+                f"no size {given['size']} in {configfile}: the sizes are {known}; or give the size's "
+                f"{', '.join(k for k in dims if k not in given)} too."
+            )
         # a size of the spec's own: its dimensions are the spec's
-        base.setdefault("sizes", {})[given["size"]] = {
-            k: given.get(k) for k in ("d_model", "d_ff", "num_layers", "num_heads")
-        }
+        base.setdefault("sizes", {})[given["size"]] = {k: given[k] for k in dims}
     given = dict(given)
     model = given.pop("model", None)
     if isinstance(model, str):  # a factory alone: "path/to/file.py:build"
@@ -209,7 +284,14 @@ def complete_spec(job: str, given: dict, configfile: Path, preset: str | None = 
         config = study_config.load(base, schema)
     except study_config.ConfigError as error:
         raise UserError(f"{configfile}: {error}") from None
-    spec = {**job_spec(config, job, wildcards), **given}
+    built = job_spec(config, job, wildcards)
+    for key in given:
+        if key not in built:
+            close = difflib.get_close_matches(key, built, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"its keys are {', '.join(sorted(built))}."
+            raise UserError(f"the spec of job {job} has no key {key}; {hint}")
+    spec = {**built, **given}
     if model is not None and "model" in spec:
         spec["model"] = {**spec["model"], **model}
+    check_spec(job, spec)
     return spec

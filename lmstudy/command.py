@@ -19,13 +19,22 @@ import json
 import sys
 from pathlib import Path
 
-from lmstudy import cli, registry
+from lmstudy import cli, job_spec, registry
 from lmstudy.errors import IncompleteSpec, UserError
 
 
 def _path_options(job: registry.Job) -> list[tuple[str, str, bool]]:
     """The job's path options: (dest, help, required)."""
     return [(name.rstrip("?"), text, not name.endswith("?")) for name, text in job.paths]
+
+
+def _summary(section: str, doc: str) -> str:
+    """A job's line in `lmstudy measure --help`: its section, and what its runner's docstring says first
+    (up to its first colon, semicolon or parenthesis), so that two jobs of a section read apart."""
+    import re
+
+    said = re.split(r"(?<=[a-z)])[:;]| \(", " ".join(doc.split()), maxsplit=1)[0].rstrip(".")
+    return f"{section}: {said[:1].lower()}{said[1:]}" if said else f"the {section} section's job"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     jobs = measure.add_subparsers(dest="job", required=True, metavar="JOB")
     for name, job in registry.jobs().items():
         runner_doc = job.load_runner().__doc__ or ""
-        sub = jobs.add_parser(name, help=f"the {job.section} section's job", description=runner_doc.strip())
+        sub = jobs.add_parser(name, help=_summary(job.section, runner_doc), description=runner_doc.strip())
         sub.add_argument("--spec", required=True,
                          help="the job's complete settings: a JSON object, or a JSON file")
         for dest, text, required in _path_options(job):
@@ -68,21 +77,49 @@ def _settings(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UserError(f"{pair!r}: write each setting as KEY=VALUE, e.g. size=small.")
-        settings[key] = yaml.safe_load(value)
+        if key in settings:
+            raise UserError(f"{key} is set twice ({key}={settings[key]!r} and {pair}): keep one of them.")
+        try:
+            settings[key] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or "not valid YAML"
+            raise UserError(
+                f"{pair!r}: its value is not YAML ({problem}): quote it, e.g. {key}='\"{value}\"', or write "
+                "a list as [1, 2]."
+            ) from None
     return settings
 
 
+def _job(name: str) -> registry.Job:
+    """The job `name`; an unknown one in one sentence that names the jobs there are."""
+    try:
+        return registry.job(name)
+    except ValueError as error:
+        raise UserError(f"{error}.") from None
+
+
 def _print_spec(args: argparse.Namespace) -> None:
-    registry.job(args.job)  # an unknown job, named
+    _job(args.job)
     given = {**(cli.spec_from_text(args.spec) if args.spec else {}), **_settings(args.settings)}
     json.dump(cli.complete_spec(args.job, given, args.configfile, args.preset), sys.stdout,
               indent=2, sort_keys=True)
     print()
 
 
+def _check_paths(job: registry.Job, args: argparse.Namespace) -> None:
+    """A file option given a folder, said before the measurement rather than after it."""
+    for dest in [d for d, _, _ in _path_options(job)] + ["phases"]:
+        path = getattr(args, dest)
+        if path is not None and not dest.endswith("_dir") and path.is_dir():
+            option = f"--{dest.replace('_', '-')}"
+            raise UserError(f"{option}: {path} is a folder: give the path of a file (in it, or beside it).")
+
+
 def _measure(args: argparse.Namespace) -> None:
-    job = registry.job(args.job)
+    job = _job(args.job)
     spec = cli.spec_from_text(args.spec)
+    job_spec.check_spec(args.job, spec)
+    _check_paths(job, args)
     if job.compiles:
         cli.compile_from_scratch()
     if job.forks:

@@ -11,6 +11,10 @@ anything that touches a GPU.
 from __future__ import annotations
 
 import copy
+import functools
+import math
+import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -47,6 +51,27 @@ def check_size(config, max_values: int = MAX_VALUES, max_depth: int = MAX_DEPTH)
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend((v, depth + 1) for v in item)
+
+
+def check_yaml_file(path: str | Path) -> None:
+    """Raise ConfigError, with the line, where the file at `path` is not YAML: Snakemake's own message
+    says only that the file is not valid JSON or YAML. A file that is not there is not checked."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not text"
+        raise ConfigError(f"{path}: cannot be read ({reason}).") from None
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark, opened = getattr(error, "problem_mark", None), getattr(error, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        problem = getattr(error, "problem", None) or "not YAML"
+        if opened is not None and mark is not None and opened.line != mark.line:
+            problem += f" ({error.context} at line {opened.line + 1})"
+        raise ConfigError(f"{path}: {where}: {problem}, so it is not valid YAML: fix it there.") from None
 
 
 def check_unique_keys(path: str | Path) -> None:
@@ -194,50 +219,105 @@ def code_defs() -> dict:
     return {"variant": {"enum": list(VARIANTS)}}
 
 
-def validate(config: dict, schema_path: str | Path) -> None:
-    """Raise ConfigError naming the first wrong key or value."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+@functools.cache
+def _schema(schema_path: Path) -> dict:
+    schema = yaml.safe_load(schema_path.read_text())
     for name, definition in code_defs().items():
         schema["$defs"][name].update(definition)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        first = errors[0]
-        message = first.message
-        quoted = repr(first.instance)
-        if len(quoted) > 80 and message.startswith(quoted):
-            # The reason follows the value, which may be long: the value is cut, never the reason.
-            message = f"{quoted[:40]}... ({len(str(first.instance))} characters){message[len(quoted):]}"
-        if first.validator in ("maxLength", "maxItems"):
-            message += f" (at most {first.validator_value})"
-        raise ConfigError(f"config: {_where(first)}: {_shortened(message)}.")
+    return schema
+
+
+def schema(schema_path: str | Path = None) -> dict:
+    """The config's JSON schema, its code-defined lists filled in (code_defs); a copy to change freely."""
+    return copy.deepcopy(_schema(Path(schema_path or STUDY_SCHEMA).resolve()))
+
+
+# YAML 1.1 (PyYAML) reads a number with an exponent but without a dot or the exponent's sign, such as
+# 1e308, as text; YAML 1.2 and JSON do not.
+_DOTLESS_FLOAT = re.compile(r"^[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+$")
+
+
+def error_sentence(error: jsonschema.ValidationError) -> str:
+    """What a validation error says of its value: the value cut where long, never the reason."""
+    message = error.message
+    quoted = repr(error.instance)
+    if len(quoted) > 80 and message.startswith(quoted):
+        # The reason follows the value, which may be long: the value is cut, never the reason.
+        message = f"{quoted[:40]}... ({len(str(error.instance))} characters){message[len(quoted):]}"
+    if error.validator in ("maxLength", "maxItems"):
+        message += f" (at most {error.validator_value})"
+    if error.validator == "type" and isinstance(error.instance, str) and _DOTLESS_FLOAT.match(error.instance):
+        mantissa, _, exponent = error.instance.lower().partition("e")
+        mantissa = mantissa if "." in mantissa else f"{mantissa}.0"
+        number = f"{mantissa}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+        message += f" (YAML reads {error.instance} as text: write {number})"
+    return _shortened(message)
+
+
+def first_error(validator: jsonschema.protocols.Validator, instance) -> jsonschema.ValidationError | None:
+    """The first error by path, so that the same mistake is named the same way every time."""
+    def order(error):
+        # At one place, the tighter of two bounds first ($ref: step_count, minimum: 2 gives two minimums).
+        bound = error.validator_value if isinstance(error.validator_value, (int, float)) else 0
+        tighter = -bound if error.validator in ("minimum", "exclusiveMinimum") else bound
+        return [str(p) for p in error.absolute_path], tighter if "imum" in str(error.validator) else 0
+
+    errors = sorted(validator.iter_errors(instance), key=order)
+    return errors[0] if errors else None
+
+
+def check_finite(value, where: str = "config") -> None:
+    """Raise ConfigError at a number that is not finite (NaN, infinity): no setting means either,
+    and the schema's bounds let NaN through (every comparison with it is false)."""
+    stack = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            place = ".".join(map(str, path)) or "(top level)"
+            raise ConfigError(
+                f"{where}: {place}: {item!r} is not a number any setting takes: give a finite one."
+            )
+        if isinstance(item, Mapping):
+            stack.extend((v, [*path, k]) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, [*path, i]) for i, v in enumerate(item))
+
+
+def validate(config: dict, schema_path: str | Path) -> None:
+    """Raise ConfigError naming the first wrong key or value."""
+    check_finite(config)
+    first = first_error(jsonschema.Draft202012Validator(schema(schema_path)), config)
+    if first is not None:
+        raise ConfigError(f"config: {_where(first)}: {error_sentence(first)}.")
     _check_references(config)
 
 
-def _check_references(config: dict) -> None:
-    if config["run"].startswith("."):
+def check_run_name(name: str, where: str = "config: run") -> None:
+    """Raise ConfigError where `name` cannot name a run (a folder of results/): the sentence begins
+    with `where`. The config's run and a comparison's two runs are checked alike."""
+    if name.startswith("."):
         raise ConfigError(
-            f"config: run: {config['run']!r} would put results outside results/ "
+            f"{where}: {name!r} would put results outside results/ "
             "(or hide them): name the run with a letter, digit or '_' first."
         )
-    if config["run"].startswith("-"):
+    if name.startswith("-"):
         # The report's and comparison's scripts get the name as an argument (--run NAME).
         raise ConfigError(
-            f"config: run: {config['run']!r} starts with '-', which a command line takes for an option: "
+            f"{where}: {name!r} starts with '-', which a command line takes for an option: "
             "name the run with a letter, digit or '_' first."
         )
-    if "_vs_" in config["run"]:
+    if "_vs_" in name:
         raise ConfigError(
-            f"config: run: {config['run']!r} contains '_vs_', which separates the two runs of a "
+            f"{where}: {name!r} contains '_vs_', which separates the two runs of a "
             "comparison (report/compare/<A>_vs_<B>/): name the run without it."
         )
+
+
+def _check_references(config: dict) -> None:
+    check_run_name(config["run"])
     sizes = config["sizes"]
     for name, dims in sizes.items():
-        if dims["d_model"] % dims["num_heads"]:
-            raise ConfigError(
-                f"config: sizes.{name}: d_model {dims['d_model']} is not divisible "
-                f"by num_heads {dims['num_heads']}."
-            )
+        check_heads(f"config: sizes.{name}", dims)
     for extra in config.get("timing", {}).get("extra_configurations", []):
         if extra["size"] not in sizes:
             raise ConfigError(
@@ -245,12 +325,8 @@ def _check_references(config: dict) -> None:
                 f"defined under sizes (defined: {', '.join(sizes)})."
             )
     _check_rungs(config)
-    noise = config.get("noise")
-    if noise and noise["max_processes"] < noise["min_processes"]:
-        raise ConfigError(
-            f"config: noise.max_processes ({noise['max_processes']}) is below noise.min_processes "
-            f"({noise['min_processes']}): raise max_processes or lower min_processes."
-        )
+    if config.get("noise"):
+        check_noise("config: noise", config["noise"])
     for section, settings in config.items():
         if isinstance(settings, dict) and isinstance(settings.get("sizes"), list):
             for name in settings["sizes"]:
@@ -262,15 +338,40 @@ def _check_references(config: dict) -> None:
 
 
 def _check_rungs(config: dict) -> None:
-    """Every rung of ladder.rungs is one the benchmark defines (lmstudy.ladder_rungs, torch-free)."""
+    for rung in config.get("ladder", {}).get("rungs", []):
+        check_rung("config: ladder.rungs", rung)
+
+
+# The checks beyond the schema's of one value, each a sentence that begins with `where` (the place
+# in the config, or in a job's spec: lmstudy.job_spec.check_spec).
+
+
+def check_heads(where: str, dims: Mapping) -> None:
+    """The heads divide d_model."""
+    if dims["d_model"] % dims["num_heads"]:
+        raise ConfigError(
+            f"{where}: d_model {dims['d_model']} is not divisible by num_heads {dims['num_heads']}: "
+            "choose a num_heads that divides it."
+        )
+
+
+def check_noise(where: str, noise: Mapping) -> None:
+    """max_processes is not below min_processes."""
+    if noise["max_processes"] < noise["min_processes"]:
+        raise ConfigError(
+            f"{where}.max_processes ({noise['max_processes']}) is below {where.rpartition(' ')[2]}"
+            f".min_processes ({noise['min_processes']}): raise max_processes or lower min_processes."
+        )
+
+
+def check_rung(where: str, rung: str) -> None:
+    """The rung is one the benchmark defines (lmstudy.ladder_rungs, torch-free)."""
     from lmstudy.ladder_rungs import RUNGS
 
-    for rung in config.get("ladder", {}).get("rungs", []):
-        if rung not in RUNGS:
-            raise ConfigError(
-                f"config: ladder.rungs names {rung!r}, which is not a rung of the ladder "
-                f"(the rungs: {', '.join(RUNGS)})."
-            )
+    if rung not in RUNGS:
+        raise ConfigError(
+            f"{where} names {rung!r}, which is not a rung of the ladder (the rungs: {', '.join(RUNGS)})."
+        )
 
 
 def load(config: dict, schema_path: str | Path, overrides: list[dict] = ()) -> dict:
@@ -299,6 +400,68 @@ def check_run_to_report(run: str, records: list[str], results: Path = Path("resu
         f"have not run here ({missing[0]} does not exist; {here}): give --report the same --config as "
         f"the run it reports (--config preset=<its preset> run={runs[0] if runs else '<its name>'})."
     )
+
+
+# Beyond this many jobs a plan is far larger than any study's (the full preset plans a few hundred), and
+# Snakemake's DAG alone takes minutes and gigabytes to build (60,000 jobs: over 5 minutes and 1.5 GB).
+MANY_JOBS = 2000
+
+
+def many_jobs_warning(records: list[str], benchmarks: str, limit: int = MANY_JOBS) -> str | None:
+    """A sentence where the plan's jobs (their benchmark records, `benchmarks`/<section>/...) are over
+    `limit`, naming the sections that plan most; None otherwise."""
+    if len(records) <= limit:
+        return None
+    counts: dict[str, int] = {}
+    for record in records:
+        section = Path(record).relative_to(benchmarks).parts[0]
+        counts[section] = counts.get(section, 0) + 1
+    largest = sorted(counts.items(), key=lambda item: -item[1])[:2]
+    named = " and ".join(f"{section} {count:,}" for section, count in largest)
+    return (
+        f"this config plans {len(records):,} jobs ({named}), far more than the study needs: "
+        f"Snakemake takes minutes to plan them before anything runs; stop it (Ctrl-C) and cut the "
+        f"sections' lists (sizes, context_lengths) unless you meant it."
+    )
+
+
+def report_target(argv: list[str]) -> Path | None:
+    """The file `snakemake --report [FILE]` is to write (Snakemake's default report.html), None without it."""
+    for i, word in enumerate(argv):
+        if word.startswith("--report="):
+            return Path(word.partition("=")[2])
+        if word == "--report":
+            following = argv[i + 1] if i + 1 < len(argv) else ""
+            return Path(following if following and not following.startswith("-") else "report.html")
+    return None
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Raise ConfigError where the file `path` cannot be written: a folder, in a folder that does not
+    exist, or in one this user cannot write (said before Snakemake works for minutes, then fails)."""
+    if path.is_dir():
+        raise ConfigError(f"{what}: {path} is a folder: give the path of the file to write.")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"{what}: the folder {folder} of {path} does not exist: create it "
+                          f"(mkdir -p {folder}) or give a path in a folder that exists.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what}: the folder {folder} is read-only to this user: give a path in a folder "
+                          "you can write.")
+
+
+def check_writable_folders(folders: list[str | Path]) -> None:
+    """Raise ConfigError where a folder the workflow writes (or the nearest existing folder above it)
+    is read-only to this user."""
+    for folder in map(Path, folders):
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"{existing} is read-only to this user, and the workflow writes {folder}/ there: make it "
+                f"writable (chmod u+w {existing}) or run from a folder you can write."
+            )
 
 
 # This checkout's study: what a script run by hand takes for a value it is not given.

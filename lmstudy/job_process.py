@@ -39,6 +39,42 @@ CORES_ENV = "LMSTUDY_CPU_CORES"
 # process that started the job's shell, and the job's time limit (its runtime resource, minutes).
 WORKFLOW_PID_ENV = "LMSTUDY_WORKFLOW_PID"
 RUNTIME_ENV = "LMSTUDY_RUNTIME_MIN"
+class SettingError(ValueError):
+    """An environment variable of ours holds a value we cannot take; the message is one sentence."""
+
+
+SWITCH_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
+                "off": False}
+
+
+def env_switch(environ, name: str, default: bool = True) -> bool:
+    """The on/off variable `name` (1/0, true/false, yes/no, on/off; unset or empty: `default`)."""
+    value = environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value not in SWITCH_WORDS:
+        raise SettingError(f"{name}={environ[name]!r} is neither on nor off: set it to 1 or 0 (or unset it).")
+    return SWITCH_WORDS[value]
+
+
+def env_number(environ, name: str, default: float, what: str, positive: bool = False) -> float:
+    """The number in variable `name` (unset or empty: `default`): finite and not negative (with
+    `positive`, above 0), else a SettingError that says `what` the number is."""
+    text = environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 if positive else value >= 0) or value == float("inf"):
+        bound = "above 0" if positive else "0 or more"
+        raise SettingError(
+            f"{name}={environ[name]!r} is not {what}: set it to a number {bound} (or unset it)."
+        )
+    return value
+
+
 # What makes a job print every thread's stack to its log (faulthandler, registered by
 # lmstudy.cli.run_main): its wrapper sends it before stopping a job at its time limit.
 DUMP_SIGNAL = signal.SIGUSR2

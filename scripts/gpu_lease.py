@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lmstudy.job_process import SettingError
 from lmstudy.launch.gpu_lease import LeaseError, run_leased
 
 
@@ -33,7 +34,7 @@ if __name__ == "__main__":
     command = parse(sys.argv[1:])
     try:
         run_leased(command)
-    except LeaseError as error:
+    except (LeaseError, SettingError) as error:
         sys.exit(f"error: {error}")
     except OSError as error:  # the command itself could not be started
         sys.exit(f"error: cannot run {command[0]!r}: {error.strerror}; name a program on PATH after --")

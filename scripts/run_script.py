@@ -15,6 +15,7 @@ import os
 import sys
 import time
 
+from lmstudy.job_process import SettingError
 from lmstudy.launch import job_server
 from lmstudy.launch.watch import exec_watched
 
@@ -32,11 +33,17 @@ def parse(argv: list[str]) -> list[str]:
     return [args.script, *argv[split + 1:]]
 
 
-if __name__ == "__main__":
-    command = [sys.executable, *parse(sys.argv[1:])]
+def main(command: list[str]) -> None:
     if job_server.wanted(command):
         try:
             sys.exit(job_server.run(command, dict(os.environ), time.time(), kind="cpu"))
         except job_server.ServerUnavailable as error:
             print(f"job server: {error}; the script runs as a process of its own", file=sys.stderr)
     exec_watched(command, dict(os.environ))
+
+
+if __name__ == "__main__":
+    try:
+        main([sys.executable, *parse(sys.argv[1:])])
+    except SettingError as error:  # one of our environment variables, said in one sentence
+        sys.exit(f"error: {error}")

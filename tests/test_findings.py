@@ -1009,3 +1009,14 @@ def test_a_top_kernel_share_is_of_the_configurations_it_is_top_in_and_larger_cat
     answer = nsys_answers.gemm_answer(data["kernels"], words(data["runs"])).text
     assert "memory copy/set (40.0%) takes more than matrix products do" in answer
     assert "next categories" not in answer
+
+
+# Issue 40: without GPU busy time (a CPU run) the wall time's sentence keeps its verb.
+def test_the_wall_time_alone_grows_with_a_verb():
+    rows = [_timing_row("small", ctx, "train_step", "fp32", warmup, ms, gpu_busy_ms=float("nan"),
+                        gpu_busy_share=float("nan"))
+            for ctx, ms in ((128, 10.0), (512, 13.0)) for warmup in (0, 1, 2)]
+    frame = timing.order_sizes(pd.DataFrame(rows))
+    frame["pass"] = pd.Categorical(frame["pass"], categories=list(timing.PASS_LABELS), ordered=True)
+    said = [s for s in timing.findings(frame) if s.startswith("small, training step (fp32)")]
+    assert len(said) == 1 and "the step's wall time grows 1.3×" in said[0], said

@@ -464,3 +464,21 @@ def test_a_lock_file_that_is_a_symbolic_link_is_named_as_one(tmp_path):
         gpu_lease.acquire([gpu_lease.Gpu("0")], folder, "test")
     assert f"gpu-0.lock is a symbolic link to {precious}" in str(raised.value)
     assert "remove the link" in str(raised.value) and precious.read_text() == "keep me"
+
+
+# Issue 40: a link another user planted is said to be theirs, and this user is not told to rm it.
+@pytest.mark.skipif(os.getuid() != 0, reason="making a link owned by another user takes root")
+def test_a_lock_link_of_another_user_is_said_to_be_theirs(tmp_path):
+    import pwd
+
+    folder = tmp_path / "leases"
+    folder.mkdir(mode=0o700)
+    link = folder / "gpu-0.lock"
+    link.symlink_to(tmp_path / "precious")
+    nobody = pwd.getpwnam("nobody").pw_uid
+    os.lchown(link, nobody, -1)
+    with pytest.raises(gpu_lease.LeaseError) as raised:
+        gpu_lease.acquire([gpu_lease.Gpu("0")], folder, "test")
+    said = str(raised.value)
+    assert "made by user nobody" in said and "ask user nobody or an administrator to remove it" in said
+    assert "rm '" not in said

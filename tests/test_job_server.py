@@ -235,3 +235,20 @@ def test_a_stopped_server_times_out_says_so_and_the_job_runs_alone(tmp_path, job
         assert alone["torch_before_script"] is False and alone["parent"] != server
     finally:
         os.kill(server, signal.SIGCONT)
+
+
+# Issue 40: a server does not linger DEFAULT_IDLE_S after the Snakemake runs it served have ended.
+def test_a_server_exits_when_the_workflows_it_served_have_ended(tmp_path, job):
+    workflow = subprocess.Popen(["sleep", "600"])  # stands for the Snakemake process of a run
+    env = server_env(tmp_path, LMSTUDY_JOB_SERVER_IDLE_S="600", LMSTUDY_WORKFLOW_PID=str(workflow.pid))
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "run_script.py"), str(job), "0"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    server = json.loads(done.stdout.splitlines()[0])["parent"]
+    assert _alive(server)  # idle, its run still going
+    workflow.kill()
+    workflow.wait()
+    deadline = time.monotonic() + 60  # far below the idle time of 600 s
+    while _alive(server):
+        assert time.monotonic() < deadline, "the server outlived the run it served"
+        time.sleep(0.1)

@@ -99,7 +99,7 @@ def test_bench_ladder_says_each_rung_as_it_goes(tmp_path):
 @pytest.mark.parametrize(("spec", "named"), [
     ('{"size": "tiny", "precision": "fp32", "variant": "naive"}', "the spec lacks"),
     ("no-such-spec.json", "neither a JSON object nor a readable file"),
-    ("extra", "warmup: not a setting of this job"),
+    ("extra", "the spec of job timing has no key warmup; did you mean warmup_steps?"),
 ])
 def test_a_wrong_spec_by_hand_is_named_in_one_line(spec, named, tmp_path):
     if spec == "extra":
@@ -136,14 +136,17 @@ print(json.dumps([p for p in opened if p.endswith((".yaml", ".yml"))]))
 
 
 def test_a_job_reads_nothing_but_its_spec(tmp_path):
-    """No config.yaml, no schema: a measuring job's settings are its spec, as the workflow passes it."""
+    """No config.yaml: a measuring job's settings are its spec, as the workflow passes it. The one
+    YAML file it reads is the config's schema: the rules its spec's values are checked against
+    (lmstudy.job_spec.check_spec), no setting."""
     spec = complete("norms")
     (tmp_path / "config.yaml").write_text("this: [is not the study's config\n")
     done = subprocess.run([sys.executable, "-c", AUDIT_OPENS, "measure", "norms", "--spec", spec,
                            "--out", str(tmp_path / "n.csv")], capture_output=True, text=True, cwd=tmp_path,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    schema = REPO / "workflow/schemas/config.schema.yaml"
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [str(schema)]
     assert (tmp_path / "n.csv").stat().st_size > 0
 
 

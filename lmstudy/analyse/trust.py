@@ -41,6 +41,9 @@ def flag_rows(frame: pd.DataFrame, min_gpu_busy: float, max_spread: float) -> pd
     busy = pd.to_numeric(frame["gpu_busy_share"], errors="coerce") if "gpu_busy_share" in frame else None
     ok = frame["status"] == "ok" if "status" in frame else True
     frame["host_bound"] = (busy < min_gpu_busy).fillna(False) & ok if busy is not None else False
+    if "gpu" in frame:
+        # A CPU has no GPU busy time (what a profiler reads there is its operators' time): never host-bound.
+        frame["host_bound"] = frame["host_bound"] & ~frame["gpu"].astype(str).str.startswith("cpu")
     frame["noisy"] = False
     for part in ("", "forward_", "backward_"):
         if f"{part}process_spread" in frame:

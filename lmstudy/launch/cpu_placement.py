@@ -18,12 +18,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from lmstudy.job_process import env_switch
+
 PINNING_ENV = "LMSTUDY_CPU_PINNING"
 
 
 def pinning_wanted(environ=os.environ) -> bool:
     """Whether leased jobs are pinned to their share of the cores (LMSTUDY_CPU_PINNING=0: not)."""
-    return environ.get(PINNING_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return env_switch(environ, PINNING_ENV)
 
 
 def core_share(cores: list[int], slot: int, slots: int) -> list[int]:

@@ -224,9 +224,9 @@ def _open_lock(lease_dir: Path, gpu: Gpu) -> int:
         except OSError as error:
             if error.errno == errno.ELOOP:  # what O_NOFOLLOW answers for a link
                 raise LeaseError(
-                    f"the GPU lease file {path} is a symbolic link{_target(path)}, which a lock file must "
-                    f"never be (whoever made it could point the lock at any file): remove the link "
-                    f"(rm '{path}'), or name another folder in {LEASE_DIR_ENV}"
+                    f"the GPU lease file {path} is a symbolic link{_target(path)}{_made_by(path)}, which a "
+                    "lock file must never be (whoever made it could point the lock at any file): "
+                    f"{_remove(path)}"
                 ) from None
             raise LeaseError(
                 f"cannot open the GPU lease file {path} ({error.strerror}); name a folder you can write "
@@ -241,6 +241,36 @@ def _open_lock(lease_dir: Path, gpu: Gpu) -> int:
                 f"name another folder in {LEASE_DIR_ENV}"
             )
         return fd
+
+
+def _made_by(path: Path) -> str:
+    """", made by <user>" of the file at `path` (not followed), or "" where it cannot be told."""
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return ""
+    return f", made by {_user_name(uid)}" if uid != os.getuid() else ", made by this user"
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except KeyError:
+        return f"user id {uid}"
+
+
+def _remove(path: Path) -> str:
+    """How to be rid of a planted file: rm it where this user owns it, else its owner or an administrator."""
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        uid = os.getuid()
+    if uid == os.getuid():
+        return f"remove the link (rm '{path}'), or name another folder in {LEASE_DIR_ENV}"
+    return (f"ask {_user_name(uid)} or an administrator to remove it (it is not yours to remove), or name "
+            f"a folder of your own in {LEASE_DIR_ENV}")
 
 
 def _target(link: Path) -> str:
@@ -436,6 +466,7 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
         os.execvpe(command[0], command, dict(environ))
     # What a parent's lease left in the environment does not hold here.
     env = {k: v for k, v in environ.items() if not k.startswith(LEASE_VARIABLES)}
+    pin = pinning_wanted(environ)  # said here when it is neither on nor off, leased or not
     if environ.get(DEVICE_ENV) == "cpu" and not environ.get(GPUS_ENV):
         # A run on the CPU (device: cpu) needs no GPU, unless told to lease (the tests' fake GPUs).
         env.update(unleased_environment(env))
@@ -450,7 +481,7 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
             lease_dir = lease_dir_of(environ)
             lease = acquire(gpus, lease_dir, " ".join(command)[:300], log=log)
             cores = allowed = sorted(os.sched_getaffinity(0))
-            if pinning_wanted(environ):
+            if pin:
                 cores = cores_for(lease.gpu, lease.slot, gpus, listed, allowed)
             if cores:
                 os.sched_setaffinity(0, cores)

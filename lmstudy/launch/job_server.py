@@ -52,12 +52,16 @@ import traceback
 from pathlib import Path
 
 from lmstudy import job_process
-from lmstudy.launch.watch import RUNTIME_ENV, STOPPED, WORKFLOW_PID_ENV, Watch, wait_readable
+from lmstudy.job_process import env_number, env_switch
+from lmstudy.launch.watch import RUNTIME_ENV, STOPPED, WORKFLOW_PID_ENV, Watch, process_start, wait_readable
 
 ENABLE_ENV = "LMSTUDY_JOB_SERVER"
 IDLE_ENV = "LMSTUDY_JOB_SERVER_IDLE_S"
 DIR_ENV = "LMSTUDY_JOB_SERVER_DIR"
 DEFAULT_IDLE_S = 120.0
+# How often an idle server looks whether the Snakemake runs it served have ended (then it exits, rather
+# than stay DEFAULT_IDLE_S after the run).
+WORKFLOW_POLL_S = 2.0
 # Variables that differ from job to job and are set in the child: they must
 # not give each job a server of its own. The device's are read at CUDA
 # initialisation, which happens in the child; the shell's by nothing we import.
@@ -82,8 +86,11 @@ class ServerUnavailable(RuntimeError):
 
 def wanted(command: list[str], environ=os.environ) -> bool:
     """Whether `command` runs through the server (module docstring)."""
-    if environ.get(ENABLE_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not env_switch(environ, ENABLE_ENV):
         return False
+    # the server's settings, said before it starts (it runs detached, its errors in no job's log)
+    _timeout_s(environ)
+    _idle_s(environ)
     if "SLURM_JOB_ID" in environ:
         return False
     program = shutil.which(command[0]) if command else None
@@ -235,11 +242,12 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
 
 
 def _timeout_s(env) -> float:
-    try:
-        value = float(env.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
+    what = "how long a job waits for the job server, in seconds"
+    return env_number(env, TIMEOUT_ENV, DEFAULT_TIMEOUT_S, what, positive=True)
+
+
+def _idle_s(env) -> float:
+    return env_number(env, IDLE_ENV, DEFAULT_IDLE_S, "how long an idle job server stays, in seconds")
 
 
 def _umask() -> int:
@@ -335,7 +343,7 @@ def serve(path: str, kind: str = "torch") -> None:
     if kind == "torch":
         job_process.own_torch_scratch()  # the preload's torch._dynamo would leave <tmp>/torchinductor_<user>
     _preload(kind)
-    idle_s = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
+    idle_s = _idle_s(os.environ)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     temporary = f"{path}.{os.getpid()}"
     listener.bind(temporary)
@@ -355,19 +363,21 @@ def serve(path: str, kind: str = "torch") -> None:
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wakeup_read, selectors.EVENT_READ, "signal")
     jobs: dict[int, socket.socket] = {}  # child pid -> its job's connection
+    workflows: set = set()  # (pid, start) of the Snakemake runs whose jobs it took; None: a job by hand
     scratch: dict[int, str | None] = {}  # child pid -> its $TMPDIR
     last_active = time.monotonic()
     inherited = [listener.fileno(), wakeup_read, wakeup_write]
     try:
         while True:
-            for event, _ in selector.select(timeout=max(1.0, idle_s / 4)):
+            for event, _ in selector.select(timeout=max(1.0, min(idle_s / 4, WORKFLOW_POLL_S))):
                 if event.data == "accept":
                     with contextlib.suppress(OSError):
                         conn, _ = listener.accept()
-                        child, tmpdir = _take_job(conn, [*inherited, *(c.fileno() for c in jobs.values())])
+                        child, env = _take_job(conn, [*inherited, *(c.fileno() for c in jobs.values())])
                         if child is not None:
                             jobs[child] = conn
-                            scratch[child] = tmpdir
+                            scratch[child] = env.get("TMPDIR")
+                            workflows.add(_workflow_of(env))
                             selector.register(conn, selectors.EVENT_READ, child)
                 elif event.data == "signal":
                     with contextlib.suppress(BlockingIOError):
@@ -389,6 +399,10 @@ def serve(path: str, kind: str = "torch") -> None:
                 last_active = time.monotonic()
             elif time.monotonic() - last_active > idle_s:
                 print(f"job server {os.getpid()}: idle for {idle_s:.0f} s, exiting", flush=True)
+                return
+            elif None not in workflows and workflows and all(process_start(p) != t for p, t in workflows):
+                # Every job came from a Snakemake run, and each has ended: nothing more will come.
+                print(f"job server {os.getpid()}: the workflows it served have ended, exiting", flush=True)
                 return
     finally:
         for pid in jobs:  # a job outliving its server would go on unseen
@@ -435,8 +449,8 @@ def _kill_job(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _take_job(conn: socket.socket, server_fds: list[int]) -> tuple[int | None, str | None]:
-    """Fork the job `conn` asks for; its pid (None when the request was not one) and its $TMPDIR."""
+def _take_job(conn: socket.socket, server_fds: list[int]) -> tuple[int | None, dict]:
+    """Fork the job `conn` asks for; its pid (None when the request was not one) and its environment."""
     conn.settimeout(30)
     fds: list[int] = []
     try:
@@ -451,7 +465,7 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> tuple[int | None, s
         for fd in fds:
             os.close(fd)
         conn.close()
-        return None, None
+        return None, {}
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -464,7 +478,16 @@ def _take_job(conn: socket.socket, server_fds: list[int]) -> tuple[int | None, s
         _send_message(conn, {"pid": pid})
     except OSError:
         _kill_job(pid)
-    return pid, request["env"].get("TMPDIR")
+    return pid, request["env"]
+
+
+def _workflow_of(env: dict) -> tuple[int, str | None] | None:
+    """The Snakemake process a job came from ((pid, start), lmstudy.launch.watch), None for one by hand."""
+    try:
+        pid = int(env.get(WORKFLOW_PID_ENV) or 0)
+    except ValueError:
+        return None
+    return (pid, process_start(pid)) if pid > 1 else None
 
 
 def _peer_gone(conn: socket.socket) -> bool:

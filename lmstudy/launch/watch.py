@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from lmstudy.job_process import DUMP_SIGNAL, RUNTIME_ENV, WORKFLOW_PID_ENV
+from lmstudy.job_process import DUMP_SIGNAL, RUNTIME_ENV, WORKFLOW_PID_ENV, env_number
 
 POLL_S = 1.0
 # How long a job has to write its stacks before it is killed.
@@ -39,7 +39,7 @@ DUMP_WAIT_S = 2.0
 STOPPED = 128 + signal.SIGTERM
 
 
-def _started(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """When process `pid` started (clock ticks since boot), None when there is none: with the pid,
     it names one process, never a later one that reuses the number."""
     try:
@@ -57,11 +57,9 @@ class Watch:
             pid = int(environ.get(WORKFLOW_PID_ENV) or 0)
         except ValueError:
             pid = 0
-        self.workflow = (pid, _started(pid)) if pid > 1 else None
-        try:
-            self.minutes = float(environ.get(RUNTIME_ENV) or 0)
-        except ValueError:
-            self.minutes = 0.0
+        self.workflow = (pid, process_start(pid)) if pid > 1 else None
+        # 0 or unset: no time limit; anything else not minutes is said, not taken for no limit
+        self.minutes = env_number(environ, RUNTIME_ENV, 0.0, "a job's time limit in minutes (0: none)")
         start = time.monotonic() if started is None else started
         self.deadline = start + self.minutes * 60 if self.minutes > 0 else None
 
@@ -73,7 +71,7 @@ class Watch:
         if self.workflow is None:
             return False
         pid, started = self.workflow
-        return started is None or _started(pid) != started
+        return started is None or process_start(pid) != started
 
     def overdue(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline

@@ -211,6 +211,11 @@ onerror:
     hint = refused_submission_hint(log)
     if hint:
         print(hint, file=sys.stderr)
+    # Each failed job's one sentence, again at the end, where a newcomer reads.
+    from lmstudy.errors import failed_jobs_sentences
+
+    for sentence in failed_jobs_sentences(log):
+        print(f"error: {sentence}", file=sys.stderr)
 
 
 def code_version(*scripts):
@@ -273,6 +278,13 @@ def run_tables_digest(name):
     from lmstudy.sections.contracts import contracts
 
     try:
+        # A comparison's run is a folder of results/, named as a config's run may be (not '..', '-x');
+        # a name with '_vs_' is said by fingerprint, which sees both readings of the target.
+        if name.startswith((".", "-")):
+            study_config.check_run_name(name, "report/compare/<A>_vs_<B>: the run")
+    except study_config.ConfigError as error:
+        raise WorkflowError(str(error)) from None
+    try:
         return fingerprint(Path("results"), name, compared_products(contracts()))
     except UserError as error:
         raise WorkflowError(str(error)) from None
@@ -293,3 +305,8 @@ onstart:
     sentence = slurm_limits.before_submission(workflow)
     if sentence:
         raise WorkflowError(sentence)
+    # A read-only folder the jobs write into fails each job after Snakemake started it: said first.
+    try:
+        study_config.check_writable_folders([RESULTS, LOGS, f"report/{RUN}"])
+    except study_config.ConfigError as error:
+        raise WorkflowError(str(error)) from None

@@ -38,8 +38,17 @@ SECTION_TABLES["cost"] = [f"{RESULTS}/cost/jobs.csv"]
 # `snakemake --report` as Snakemake's docs write it (no --config) reports the default
 # run with the full preset: where this config's jobs did not run here, Snakemake would
 # fail only after a warning per missing file. Said at once instead, with the fix.
-if any(a == "--report" or a.startswith("--report=") for a in sys.argv):
+if study_config.report_target(sys.argv):
     try:
+        study_config.check_writable(
+            study_config.report_target(sys.argv), "snakemake --report"
+        )
         study_config.check_run_to_report(RUN, COST_RECORDS["benchmarks"])
     except study_config.ConfigError as error:
         raise WorkflowError(str(error)) from None
+
+# Every job of the config has its benchmark record: a plan far beyond the study's is said
+# before Snakemake spends minutes building its DAG.
+PLAN_WARNING = study_config.many_jobs_warning(COST_RECORDS["benchmarks"], BENCHMARKS)
+if PLAN_WARNING:
+    print(f"warning: {PLAN_WARNING}", file=sys.stderr, flush=True)

@@ -107,3 +107,12 @@ rule report:
         "lmstudy_cpu render_report --results results/{params.run} --run {params.run}"
         " {params.sections} {params.environment} {params.sizes} {params.title}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'
+
+
+onsuccess:
+    # Where the run's report is, said last: a newcomer's first question after a run.
+    if Path(REPORT_FILES[0]).exists():
+        print(
+            f"The report of run {RUN}: {Path(REPORT_FILES[0]).resolve()} (open it in a browser).",
+            file=sys.stderr,
+        )

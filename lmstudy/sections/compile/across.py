@@ -15,6 +15,7 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows
 from lmstudy.analyse.trust import gpu_ratio, overlap
+from lmstudy.report.labels import on_cpu
 
 # The sections that measure an eager configuration, as a reader finds them in the report.
 HERE, TIMING, LADDER = "section 6 (this table)", "section 1 (timing)", "section 7 (ladder rung {rung})"
@@ -52,6 +53,8 @@ def eager_measurements(compile_rows: pd.DataFrame, timing: pd.DataFrame,
         if "compile_mode" in plain:
             plain = plain[plain["compile_mode"].fillna("").astype(str).isin(["", "none", "None"])]
         plain = plain.assign(**{"pass": "train_step"})
+        if on_cpu(plain):  # what the ladder's profile reads on a CPU is its operators' time, not a GPU's
+            plain = plain.assign(gpu_busy_ms=float("nan"))
         for rung, part in plain.groupby("rung_key", sort=False):
             found.append(_pick(part.merge(keys, on=KEY), LADDER.format(rung=rung)))
     out = pd.concat([f for f in found if len(f)], ignore_index=True)

@@ -126,7 +126,7 @@ def answers(comp: pd.DataFrame, story: pd.DataFrame | None = None,
     headline = "" if pd.isna(largest["compile_s"]) else (
         f"torch.compile makes {step} {speed}, after {largest['compile_s']:.0f} s of compiling." if told
         or cell is None else
-        f"torch.compile's {step} is not told apart from eager ({largest['speedup']:.2f}×; an interval "
+        f"Under torch.compile, {step} is not told apart from eager ({largest['speedup']:.2f}×; an interval "
         f"covering every section's eager time holds 1, {covering(cell)}×), after "
         f"{largest['compile_s']:.0f} s of compiling."
     )

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from lmstudy.report.labels import size_order  # noqa: E402
+from lmstudy.report.labels import on_cpu, size_order  # noqa: E402
 from lmstudy.sections import plots  # noqa: E402
 from lmstudy.sections.ladder.tables import CATEGORY_COLUMNS, time_words  # noqa: E402
 
@@ -59,8 +59,9 @@ def _share_figure(ladder: pd.DataFrame, path: Path) -> None:
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(rungs), 2), fontsize="small",
                title="rung", title_fontsize="small")
-    ax.set_title(textwrap.fill("Training step: achieved TFLOP/s as a share of its GPU's sustained matmul "
-                               "ceiling", 60), fontsize="medium")
+    device = "CPU" if on_cpu(ladder) else "GPU"
+    ax.set_title(textwrap.fill(f"Training step: achieved TFLOP/s as a share of the {device}'s sustained "
+                               "matmul ceiling", 60), fontsize="medium")
     fig.savefig(path)
     plt.close(fig)
 

@@ -136,7 +136,8 @@ def _why(rows: pd.DataFrame) -> str:
 def _on_gpu(row) -> str:
     """A rung step's GPU-time ratio in words, where the rows have the GPU busy time."""
     ratio = row.get("gpu_speedup_vs_previous")
-    return f" (on the GPU {faster(ratio)})" if pd.notna(ratio) else ""
+    on_a_cpu = str(row.get("gpu", "")).startswith("cpu")  # its "GPU time" is CPU operator time
+    return f" (on the GPU {faster(ratio)})" if pd.notna(ratio) and not on_a_cpu else ""
 
 
 @finds

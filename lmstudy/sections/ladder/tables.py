@@ -171,8 +171,9 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
         table = table.drop(columns=["MFU %"])  # a CPU, or a GPU the datasheet table lacks
     if (table["why not measured"] == "").all():
         table = table.drop(columns="why not measured")
-    empty = [c for c in ("95% CI ms", "GPU busy ms", "GPU-time speed-up vs rung below ×",
-                         "GPU-time speed-up vs fp32 ×") if not table[c].replace("", pd.NA).notna().any()]
+    gpu_columns = ("GPU busy ms", "GPU-time speed-up vs rung below ×", "GPU-time speed-up vs fp32 ×")
+    empty = [c for c in ("95% CI ms", *gpu_columns) if not table[c].replace("", pd.NA).notna().any()
+             or (c in gpu_columns and on_cpu(ladder))]  # on a CPU they hold CPU operator time
     return table.drop(columns=empty).reset_index(drop=True)
 
 

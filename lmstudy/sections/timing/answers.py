@@ -187,14 +187,16 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
     early = early_over_steady(sure, 1) if len(sure) and top > 1 else pd.DataFrame()
     if len(early):
         median = float(early["early_over_steady"].median())
-        enough = abs(median - 1) <= warm
+        enough = median <= 1 + warm  # a faster step 2 leaves no cold start: enough
         text += (
             f" After one warm-up step, {'step 2 takes' if top == 2 else f'steps 2 to {top} take'} "
             f"{median:.3f}× the steady window's median "
             f"(steps {top + 1} on) in the {count(len(early), 'configuration')} neither host-bound nor noisy, "
             f"whose time is the GPU's (at most {early['early_over_steady'].max():.3f}×): one warm-up step "
-            + (f"is enough (within {percent(warm)})." if enough
-               else f"is not enough (more than {percent(warm)} off).")
+            + (f"is enough (within {percent(warm)})." if abs(median - 1) <= warm
+               else f"is enough, though the steps after it are more than {percent(warm)} faster than the "
+                    "steady window (which slows later on)." if enough
+               else f"is not enough (more than {percent(warm)} slower).")
         )
         if len(sure) < len(rows):
             text += (
@@ -214,7 +216,9 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
             + (", but every cell is host-bound or noisy: the host moves a step by as much, so whether one "
                "warm-up step is enough is not decided here." if sure.empty else
                (": one warm-up step removes the cold start." if after.median() < warm
-                else f": more than {percent(warm)} off, so one warm-up step is not enough here."))
+                else f": more than {percent(warm)} faster, so the steady window, not the first steps, "
+                     "is what slows." if pd.Series(second).median() < 0
+                else f": more than {percent(warm)} slower, so one warm-up step is not enough here."))
         )
         headline = (
             f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; the second "

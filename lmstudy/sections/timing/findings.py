@@ -172,7 +172,11 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
             continue
         ratios = early["early_over_steady"]
         median = statistics.median(ratios)
-        verdict = "enough" if abs(median - 1) <= max_spread else "not enough"
+        verdict = ("enough" if median <= 1 + max_spread else "not enough") + (
+            f" (within {max_spread:.0%} of steady)" if abs(median - 1) <= max_spread
+            else f" (more than {max_spread:.0%} slower than steady)" if median > 1
+            else f"; the steps after it are more than {max_spread:.0%} faster than steady, so what slows is "
+                 "the steady window, not the first steps")
         behind = rows.loc[early.index, [c for c in KEY if c in rows]].assign(
             used=True, processes=early["processes"], early_over_steady=ratios)
         items.append(Finding(
@@ -181,7 +185,7 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
             f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {ratios.max():.3f}×) "
             f"over {count(len(ratios), 'configuration')} neither host-bound nor noisy"
             + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "
-            f"{verdict} (within {max_spread:.0%} of steady).",
+            f"{verdict}.",
             pd.concat([behind, _left_out_rows(stable, rows)], ignore_index=True).assign(
                 warmup_steps=w, steady_from_step=top + 1)))
     return items
@@ -204,7 +208,9 @@ def _context_scaling(stable: pd.DataFrame) -> list[Finding]:
             parts.append(f"GPU busy time grows {hi['gpu_busy_ms'] / lo['gpu_busy_ms']:.1f}×")
         ends_trusted = len(trusted(part.iloc[[0, -1]])) == 2
         if ends_trusted:
-            parts.append(f"the step's wall time {hi['median_ms'] / lo['median_ms']:.1f}×")
+            # the verb once: "GPU busy time grows 4.0×, the step's wall time 4.0×"
+            grows = "" if parts else "grows "
+            parts.append(f"the step's wall time {grows}{hi['median_ms'] / lo['median_ms']:.1f}×")
         elif parts:
             parts.append("its wall time is not compared (an end is host-bound or noisy)")
         if parts:
