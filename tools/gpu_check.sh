@@ -70,6 +70,19 @@ quick)
     copy_tree qd && (cd $W/qd && timeout 240 bash tools/gpu_check_42.sh > $W/distributed.txt 2>&1; echo $? > $W/qd.rc)
     tail -25 $W/distributed.txt
   fi
+  # Issue 37: one timing job of a Llama that writes down each process importing transformers
+  # (tests/fixtures/models/llama_recording.py), alone; issue 40: a wrong spec refused before the GPU.
+  spec=$(python3 -m lmstudy spec timing size=small context_length=128 precision=fp32 variant=naive \
+    --preset quick --spec '{"model": {"factory": "tests/fixtures/models/llama_recording.py:build",
+    "name": "llama"}}')
+  LMSTUDY_TEST_PID_FILE=$W/pids python3 -m lmstudy measure timing --spec "$spec" \
+    --out $W/imports_rows.csv --phases $W/imports_phases.json > $W/imports.log 2>&1
+  echo "llama imports job: exit $?; processes that imported transformers: $(grep -c '^transformers' $W/pids)" \
+    | tee $W/imports.txt
+  bad=$(echo "$spec" | python3 -c 'import json,sys; s=json.load(sys.stdin); s["timed_steps"]=-3; print(json.dumps(s))')
+  python3 -m lmstudy measure timing --spec "$bad" --out $W/bad.csv > $W/bad.log 2>&1
+  echo "a spec with timed_steps -3: exit $? (want 2), rows written: $(test -e $W/bad.csv && echo yes || echo no)" \
+    | tee -a $W/imports.txt; tail -1 $W/bad.log | tee -a $W/imports.txt
   for r in qa qa2 ql qe b9 b10; do copy_tree $r; done
   background "study qa --config preset=quick run=qa & study qa2 --config preset=quick run=qa2 & \
     study ql --config preset=quick run=ql \"$LLAMA\" & study qe --config preset=quick run=qe \"$ENCODER\" & \
