@@ -131,7 +131,7 @@ def backward_frame(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=both.index)
     out["forward_ms"] = both["median_ms_f"]
     out["backward_ms"] = both["median_ms_fb"] - both["median_ms_f"]
-    if "ci_low_ms_f" in both:
+    if {"ci_low_ms_f", "ci_high_ms_f"} <= set(both.columns):
         # A time is not negative: where the forward's interval reaches past the forward+backward's
         # low end (a noisy or host-bound pair), the interval starts at 0.
         out["backward_low_ms"] = (both["ci_low_ms_fb"] - both["ci_high_ms_f"]).clip(lower=0)
