@@ -132,7 +132,8 @@ class SectionContract:
 
     def opening(self, section, frame: pd.DataFrame, *texts: str, notes=(), answers=None, findings=None):
         """Add the blocks every section opens with, in this order: its method `texts`, what this run
-        did not measure of the study's grid (its `coverage` keys, read from `frame`), `notes`, its
+        did not measure of the study's grid (its `coverage` keys, read from `frame`), what it did not
+        record (the columns its load() found absent: coverage.with_columns), `notes`, its
         answers to the course's questions and its findings (each left out where None)."""
         from lmstudy.report import coverage
         from lmstudy.report.answers import Answers
@@ -142,6 +143,8 @@ class SectionContract:
             section.add(Text(text))
         if self.coverage and (left := coverage.not_measured_in(self.name, frame, *self.coverage)):
             section.add(Text(left))
+        if absent := coverage.not_recorded(frame):
+            section.add(Text(absent))
         for note in notes:
             section.add(Text(note))
         if answers is not None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 
+import pandas as pd
+
 # How a sentence names each key of a section's config.
 WORDS = {
     "sizes": "sizes",
@@ -70,3 +72,56 @@ def not_measured(section: str, measured: dict[str, Iterable]) -> str:
         return ""
     return ("Not measured in this run, though the full study (config.yaml, preset full) has them: "
             + "; ".join(parts) + ".")
+
+
+def column(rows: pd.DataFrame, name: str, fill=float("nan")) -> pd.Series:
+    """`rows[name]`, or `fill` in every row where the run wrote no such column: a model of the user's
+    own, a CPU or a preset records less than the built-in model on a GPU in the full study, and a
+    section says what was not recorded (not_recorded) instead of failing on a column it lacks."""
+    if name in rows:
+        return rows[name]
+    return pd.Series(fill, index=rows.index)
+
+
+def recorded(rows: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The rows of `rows` that hold a value in column `name` (none where the run wrote no such column)."""
+    return rows[column(rows, name).notna()]
+
+
+def with_columns(rows: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
+    """`rows` with each column of `names` it lacks added, empty (a value not recorded, shown as n/a),
+    and the absent ones kept in rows.attrs["not_recorded"], which the section's opening names
+    (not_recorded). For the columns a section reads that only some runs write."""
+    absent = [name for name in names if name not in rows]
+    if not absent:
+        return rows
+    rows = rows.assign(**{name: float("nan") for name in absent})
+    rows.attrs["not_recorded"] = [*rows.attrs.get("not_recorded", []), *absent]
+    return rows
+
+
+def not_recorded(rows: pd.DataFrame) -> str:
+    """One sentence naming what `rows` (read through with_columns) lack; "" where they lack nothing."""
+    from lmstudy.report.labels import column_label
+
+    absent = list(dict.fromkeys(rows.attrs.get("not_recorded", [])))
+    if not absent:
+        return ""
+    return ("Not recorded in this run, so shown as n/a or left out: "
+            + "; ".join(column_label(name) for name in absent) + ".")
+
+
+def own_models(rows: pd.DataFrame) -> str:
+    """The names of the models of the user's own that `rows` measured (column model), joined; "" where
+    they are the built-in model's (or name none): what only the built-in model records, theirs lack."""
+    from lmstudy.model_choice import BUILTIN_NAME
+
+    names = column(rows, "model").dropna().astype(str).unique()
+    return ", ".join(sorted(n for n in names if n != BUILTIN_NAME))
+
+
+def first_count(rows: pd.DataFrame, name: str) -> int | str:
+    """The first whole number in column `name` of `rows` (a setting every row repeats: batch size,
+    steps), or "n/a" where the run recorded none."""
+    values = pd.to_numeric(column(rows, name), errors="coerce").dropna()
+    return int(values.iloc[0]) if len(values) else "n/a"

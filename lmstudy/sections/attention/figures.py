@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmstudy.report.coverage import column  # noqa: E402
 from lmstudy.sections import plots  # noqa: E402
 from lmstudy.sections.attention.tables import LABELS, MIB, ratio_frame  # noqa: E402
 
@@ -118,7 +119,7 @@ def _plot(
 def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
     """Step time, memory before backward and the compile speed-up, from the loaded table."""
     _plot(frame, "total_ms", "forward + backward median (ms)", out_dir / "time.png")
-    if frame.get("memory_before_backward_bytes", pd.Series(dtype=float)).notna().any():
+    if column(frame, "memory_before_backward_bytes").notna().any():
         _plot(
             frame,
             "memory_before_backward_bytes",

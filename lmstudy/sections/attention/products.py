@@ -7,7 +7,9 @@ from __future__ import annotations
 from lmstudy.products import Product
 
 _ATTENTION = dict(
-    required=("implementation", "precision", "head_dim", "seq_len", "status"),
+    # Every row, whatever ran (lmstudy.measure.attention.run_sweep): the configuration and its prediction.
+    required=("implementation", "precision", "head_dim", "seq_len", "status", "batch_size", "steps", "warmup",
+              "predicted_saved_bytes", "predicted_before_backward_bytes", "predicted_peak_bytes"),
     numeric=("batch_size", "head_dim", "seq_len", "forward_median_ms", "backward_median_ms", "peak_bytes"),
     job=("implementation", "precision", "head_dim"),
     grid=("seq_len",),

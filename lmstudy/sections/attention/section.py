@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.coverage import with_columns
 from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.sections.attention import answers as attention_answers
 from lmstudy.sections.attention import compare as attention_compare
@@ -57,6 +58,11 @@ __all__ = [
 ]
 
 
+# The columns the section reads that a run may lack (a CPU records no memory).
+RECORDED = ("forward_median_ms", "backward_median_ms", "memory_before_backward_bytes", "peak_bytes",
+            "inputs_bytes", "first_call_ms", "sdpa_backend")
+
+
 def load(results: Path) -> pd.DataFrame:
     frame = SECTION.read(results, "attention")
     if frame.empty:
@@ -64,9 +70,8 @@ def load(results: Path) -> pd.DataFrame:
     frame["implementation"] = pd.Categorical(
         frame["implementation"], categories=list(IMPLEMENTATIONS), ordered=True
     )
-    if "sdpa_backend" not in frame:
-        frame["sdpa_backend"] = None
-    frame["total_ms"] = frame.get("forward_median_ms") + frame.get("backward_median_ms")
+    frame = with_columns(frame, RECORDED)
+    frame["total_ms"] = frame["forward_median_ms"] + frame["backward_median_ms"]
     return frame
 
 

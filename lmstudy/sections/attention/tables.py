@@ -255,7 +255,8 @@ def memory_fit_table(frame: pd.DataFrame) -> pd.DataFrame:
                 "largest misfit %": fit["max_relative_residual"] * 100,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["implementation", "precision", "d", "seq from", "seq to",
+                                       "constant MiB", "exponent of the growing part", "largest misfit %"])
 
 
 def _measured_vs_predicted(row, workspace: float = float("nan")) -> pd.DataFrame:

@@ -8,8 +8,9 @@ import pandas as pd
 
 from lmstudy.analyse import result_files
 from lmstudy.report.answers import Answer
+from lmstudy.report.coverage import own_models
 from lmstudy.report.labels import PASS_LABELS
-from lmstudy.sections.memory.tables import GIB, phase_peak_table
+from lmstudy.sections.memory.tables import GIB, phase_peak_table, residual_rows
 
 Q = {
     "a": "memory_profiling (a): what do the memory timelines of a forward pass and a training step show?",
@@ -69,8 +70,8 @@ def peak_answer(phases: pd.DataFrame) -> Answer:
         contexts = _list(str(c) for c in part["context"])
         peaks = _list(f"{v:.3g}" for v in part["step peak GiB"])
         sentence = f"{size} {pass_label} {precision} at context {contexts}: peak {peaks} GiB"
-        if pass_label == PASS_LABELS["train_step"] and "forward peak GiB" in part:
-            where = part["peak in phase"].value_counts()
+        where = part["peak in phase"].value_counts()
+        if pass_label == PASS_LABELS["train_step"] and "forward peak GiB" in part and len(where):
             sentence += (
                 f", in the {where.index[0]} phase in {where.iloc[0]} of {len(part)}; its forward phase alone "
                 f"{_list(f'{v:.3g}' for v in part['forward peak GiB'])} GiB"
@@ -160,8 +161,13 @@ def precision_answer(frame: pd.DataFrame) -> Answer:
 
 
 def residual_answer(frame: pd.DataFrame) -> Answer:
-    rows = frame[frame.get("residual_stream_bytes", pd.Series(dtype=float)).notna()]
+    rows = residual_rows(frame)
     if rows.empty:
+        own = own_models(frame)
+        if own:
+            return Answer(Q["d"], f"Not answered: {own} is a model of your own, and the snapshot job does "
+                          "not know which of its modules carries the residual stream, so it recorded no "
+                          "residual-stream size.")
         return Answer(Q["d"], "Not answered: the snapshots do not record the model's width.")
     rows = rows.drop_duplicates(["size", "context_length", "residual_dtype"])
     first = rows.iloc[0]
@@ -207,13 +213,17 @@ def largest_answer(results: Path, frame: pd.DataFrame) -> Answer:
     if forward.empty:
         return Answer(Q["e"], "Not answered: no forward pass was recorded.")
     row = forward.sort_values("context_length").iloc[-1]
+    if pd.isna(row.get("summary_dir")):
+        return Answer(Q["e"], "Not answered: this run recorded no summary of the forward snapshot.")
     top = result_files.read_csv(results / row["summary_dir"] / "largest_allocations.csv", missing_ok=True)
     if top.empty:
         return Answer(Q["e"], "Not answered: the forward snapshot lists no allocation.")
     items = []
     for _, a in top.head(3).iterrows():
         code = a.get("code")
-        made = f"{code} ({a['source']})" if isinstance(code, str) and code else str(a.get("source", ""))
+        source = a.get("source")
+        source = source if isinstance(source, str) else "an unrecorded source"
+        made = f"{code} ({source})" if isinstance(code, str) and code else source
         requested = a.get("requested_bytes")
         asked = (f" (in a {_gib(a['size_bytes'])} allocator block)"
                  if pd.notna(requested) and requested != a["size_bytes"] else "")

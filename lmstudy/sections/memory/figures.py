@@ -44,6 +44,8 @@ def _timeline_figure(results: Path, rows: pd.DataFrame, out: Path) -> bool:
                 ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
                 continue
             row = match.iloc[0]
+            if pd.isna(row.get("summary_dir")):
+                continue  # no summary of this snapshot was recorded
             timeline_path = results / row["summary_dir"] / "timeline.csv"
             if not timeline_path.exists():
                 continue

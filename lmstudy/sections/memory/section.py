@@ -8,6 +8,7 @@ import pandas as pd
 
 from lmstudy.report.answers import Answer, Answers
 from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.coverage import with_columns
 from lmstudy.report.labels import PASS_LABELS, order_sizes
 from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.sections.memory import answers as memory_answers
@@ -51,12 +52,17 @@ __all__ = [
 MEMORY_VIZ = "https://pytorch.org/memory_viz"
 
 
+# The columns the section reads that a run may lack: where each snapshot's summary lies and what it found.
+RECORDED = ("summary_dir", "snapshot", "peak_phase")
+
+
 def load(results: Path) -> pd.DataFrame:
     frame = SECTION.read(results, "memory")
     if frame.empty:
         return frame
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
     order_sizes(frame)
+    frame = with_columns(frame, RECORDED)
     return frame.sort_values(["size", "pass", "precision", "context_length"]).reset_index(drop=True)
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 from lmstudy.analyse import result_files
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.memory.kinds import KINDS
+from lmstudy.report.coverage import column, recorded
 from lmstudy.report.labels import PASS_LABELS
 
 KIND_LABELS = {
@@ -59,10 +60,10 @@ def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
             "pass": frame["pass"].map(PASS_LABELS),
             "precision": frame["precision"],
             "status": frame["status"],
-            "peak GiB (snapshot)": frame.get("peak_bytes", pd.Series(dtype=float)) / GIB,
-            "max_memory_allocated GiB": frame.get("max_memory_allocated", pd.Series(dtype=float)) / GIB,
-            "difference %": frame.get("peak_vs_allocator", pd.Series(dtype=float)) * 100,
-            "peak in phase": frame.get("peak_phase", pd.Series(dtype=object)),
+            "peak GiB (snapshot)": column(frame, "peak_bytes") / GIB,
+            "max_memory_allocated GiB": column(frame, "max_memory_allocated") / GIB,
+            "difference %": column(frame, "peak_vs_allocator") * 100,
+            "peak in phase": column(frame, "peak_phase"),
         }
     )
     if "stage" in frame:
@@ -88,25 +89,37 @@ def kinds_table(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+RESIDUAL = ("residual_stream_bytes", "batch_size", "d_model", "residual_dtype")
+
+
+def residual_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose residual-stream size was recorded, with what it is the product of (RESIDUAL)."""
+    for name in RESIDUAL:
+        rows = recorded(rows, name)
+    return rows
+
+
 @computes_table
 def residual_table(rows: pd.DataFrame) -> pd.DataFrame:
-    rows = rows[rows.get("residual_stream_bytes", pd.Series(dtype=float)).notna()]
+    rows = residual_rows(rows)
     rows = rows.drop_duplicates(["size", "context_length", "precision"])
     return pd.DataFrame(
         {
             "size": rows["size"],
             "context": rows["context_length"],
             "precision": rows["precision"],
-            "batch": rows["batch_size"],
-            "d_model": rows["d_model"],
-            "residual dtype (observed)": rows["residual_dtype"],
-            "one residual-stream activation MiB": rows["residual_stream_bytes"] / 2**20,
+            "batch": column(rows, "batch_size"),
+            "d_model": column(rows, "d_model"),
+            "residual dtype (observed)": column(rows, "residual_dtype"),
+            "one residual-stream activation MiB": column(rows, "residual_stream_bytes") / 2**20,
         }
     )
 
 
 @computes_table
 def largest_table(results: Path, row, top: int = 5) -> pd.DataFrame:
+    if pd.isna(row.get("summary_dir")):
+        return pd.DataFrame()
     path = results / row["summary_dir"] / "largest_allocations.csv"
     frame = result_files.read_csv(path, missing_ok=True).head(top)
     if frame.empty:
@@ -122,14 +135,14 @@ def largest_table(results: Path, row, top: int = 5) -> pd.DataFrame:
             "block MiB": frame["size_bytes"] / 2**20,
             **({"requested MiB": frame["requested_bytes"] / 2**20} if "requested_bytes" in frame else {}),
             "count": frame["count"],
-            "phase": frame["phases"],
-            "kind": frame["kinds"],
+            "phase": column(frame, "phases"),
+            "kind": column(frame, "kinds"),
         }
     )
     if "code" in frame:
         # The operation itself, the line of code that made the block: what a reader looks for.
         table["operation (the code at that line)"] = frame["code"].astype(object).fillna("")
-    table["made by (innermost user frames)"] = frame["stack"]
+    table["made by (innermost user frames)"] = column(frame, "stack")
     return table.fillna({"made by (innermost user frames)": no_frame})
 
 
@@ -143,6 +156,8 @@ def phase_peak_table(results: Path, rows: pd.DataFrame) -> pd.DataFrame:
     does to the activations that the step's peak hides."""
     out = []
     for _, row in rows.iterrows():
+        if pd.isna(row.get("summary_dir")):
+            continue  # no summary of this snapshot was recorded
         path = results / row["summary_dir"] / "timeline.csv"
         line = result_files.read_csv(path, missing_ok=True)
         if line.empty:

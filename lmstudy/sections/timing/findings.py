@@ -16,6 +16,7 @@ import pandas as pd
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
 from lmstudy.report.answers import count, processes_text, span
+from lmstudy.report.coverage import column, recorded, with_columns
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.labels import PASS_LABELS, cold_start_costs, peak_words
 from lmstudy.sections.timing.tables import (
@@ -59,12 +60,14 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
 def _flags(stable: pd.DataFrame) -> list[Finding]:
     if "host_bound" not in stable or stable.empty:
         return []
-    host, noisy = stable["host_bound"].astype(bool), stable["noisy"].astype(bool)
+    stable = with_columns(stable, ("processes", "gpu_busy_share"))
+    host = stable["host_bound"].fillna(False).astype(bool)
+    noisy = column(stable, "noisy", False).fillna(False).astype(bool)
     text = (
         f"Of {len(stable)} steady-state rows, {int(host.sum())} are host-bound (†) and {int(noisy.sum())} "
         f"noisy (‡) (each configuration measured in {processes_text(stable['processes'])})"
     )
-    if host.any():
+    if host.any() and stable["gpu_busy_share"].notna().any():
         worst = stable.loc[stable["gpu_busy_share"].idxmin()]
         text += (f"; the GPU is busy least in {_label(worst)}, {worst['gpu_busy_share'] * 100:.0f}% of "
                  f"its {worst['median_ms']:.3g} ms step")
@@ -76,7 +79,7 @@ def _flags(stable: pd.DataFrame) -> list[Finding]:
 def _mfu(stable: pd.DataFrame) -> list[Finding]:
     """The highest MFU of each precision: an MFU compares a step with its own precision's peak; across
     precisions only the rate compares, so the highest achieved rate is said apart."""
-    rated = stable.dropna(subset=["mfu"]) if "mfu" in stable else stable.iloc[:0]
+    rated = recorded(recorded(stable, "mfu"), "achieved_tflops")
     if rated.empty:
         return []
     parts, best_rows = [], []
@@ -139,6 +142,8 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
 def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
     if not ((ok["warmup_steps"] == 0).any() and steady_warmup(ok) > 0):
         return []
+    if not {"first_step_ms", "mean_ms", "cv", "timed_steps"} <= set(ok.columns):
+        return []  # not recorded: the report's opening names what
     cold = ok[ok["warmup_steps"] == 0].set_index(KEY)
     warm = stable.set_index(KEY)
     both = cold.merge(warm, left_index=True, right_index=True, suffixes=("_cold", "_warm"), how="inner")

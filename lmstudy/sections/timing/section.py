@@ -9,6 +9,7 @@ import pandas as pd
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.report.answers import processes_text
 from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.coverage import first_count
 from lmstudy.report.labels import PASS_LABELS, mfu_note, on_cpu, order_sizes
 from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.sections import plots
@@ -96,9 +97,10 @@ def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: 
     # Rows that were measured: an OOM or not-applicable row's processes are those that tried.
     measured = frame[frame["status"] == "ok"] if "status" in frame else frame
     processes = measured["processes"] if "processes" in measured and not measured.empty else pd.Series([1])
-    timed = int(frame["timed_steps"].iloc[0])
-    method = SECTION.prose("method", processes=processes_text(processes), steps=top + timed, timed=timed,
-                           batch=int(frame["batch_size"].iloc[0]), warmup=top, on_cpu=on_cpu(frame))
+    timed = first_count(frame, "timed_steps")
+    method = SECTION.prose("method", processes=processes_text(processes),
+                           steps=top + timed if timed != "n/a" else timed, timed=timed,
+                           batch=first_count(frame, "batch_size"), warmup=top, on_cpu=on_cpu(frame))
     SECTION.opening(section, frame, method, marks_text(frame), answers=timing_answers.answers(frame),
                     findings=findings(frame))
     model = timing_answers.model_table(frame)

@@ -11,6 +11,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import gpu_ratio, marks
+from lmstudy.report.coverage import column
 from lmstudy.report.labels import PASS_LABELS, on_cpu, order_sizes, peak_words
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
@@ -54,7 +55,7 @@ def variants_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _why_not_measured(rows: pd.DataFrame) -> pd.Series:
     """A not-applicable row's reason (its job's `error`: what the model does not allow); else ''."""
-    reason = _column(rows, "error").astype(object).where(rows["status"] == "not applicable", "")
+    reason = column(rows, "error").astype(object).where(rows["status"] == "not applicable", "")
     return reason.fillna("").astype(str)
 
 
@@ -84,10 +85,6 @@ def _flags(rows: pd.DataFrame) -> pd.Series:
     return pd.Series([marks(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
 
 
-def _column(rows: pd.DataFrame, name: str) -> pd.Series:
-    return rows[name] if name in rows else pd.Series(float("nan"), index=rows.index)
-
-
 @computes_table
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Steady-state rows: the median over processes with its 95% interval, how many processes, how much
@@ -100,16 +97,16 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
         "pass": rows["pass"].astype(str).map(PASS_LABELS),
         "precision": rows["precision"],
         "median ms": _ms_or_status(rows, "median_ms"),
-        "95% CI ms": _interval(_column(rows, "ci_low_ms"), _column(rows, "ci_high_ms")).where(ok, ""),
-        "processes": _column(rows, "processes").where(ok),
-        "spread %": _column(rows, "process_spread") * 100,
-        "GPU busy %": _column(rows, "gpu_busy_share") * 100,
-        "SM MHz": _column(rows, "sm_clock_mhz"),
-        "tokens/s": rows["tokens_per_s"],
-        "TFLOP/s": rows["achieved_tflops"],
+        "95% CI ms": _interval(column(rows, "ci_low_ms"), column(rows, "ci_high_ms")).where(ok, ""),
+        "processes": column(rows, "processes").where(ok),
+        "spread %": column(rows, "process_spread") * 100,
+        "GPU busy %": column(rows, "gpu_busy_share") * 100,
+        "SM MHz": column(rows, "sm_clock_mhz"),
+        "tokens/s": column(rows, "tokens_per_s"),
+        "TFLOP/s": column(rows, "achieved_tflops"),
         # Each row's MFU over its own precision's datasheet peak: the table's note names it (mfu_note).
-        "MFU %": rows["mfu"] * 100,
-        "peak GiB": rows["peak_allocated_bytes"] / 2**30,
+        "MFU %": column(rows, "mfu") * 100,
+        "peak GiB": column(rows, "peak_allocated_bytes") / 2**30,
         "flags": _flags(rows),
         "why not measured": _why_not_measured(rows),
     })
@@ -134,7 +131,7 @@ def backward_frame(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=both.index)
     out["forward_ms"] = both["median_ms_f"]
     out["backward_ms"] = both["median_ms_fb"] - both["median_ms_f"]
-    if "ci_low_ms_f" in both:
+    if {"ci_low_ms_f", "ci_high_ms_f"} <= set(both.columns):
         # A time is not negative: where the forward's interval reaches past the forward+backward's
         # low end (a noisy or host-bound pair), the interval starts at 0.
         out["backward_low_ms"] = (both["ci_low_ms_fb"] - both["ci_high_ms_f"]).clip(lower=0)
@@ -154,7 +151,7 @@ def backward_table(backward: pd.DataFrame) -> pd.DataFrame:
         "precision": backward["precision"],
         "forward ms": backward["forward_ms"],
         "backward ms": backward["backward_ms"],
-        "95% CI ms": _interval(_column(backward, "backward_low_ms"), _column(backward, "backward_high_ms")),
+        "95% CI ms": _interval(column(backward, "backward_low_ms"), column(backward, "backward_high_ms")),
         "backward / forward ×": backward["backward_over_forward"],
         "flags": _flags(backward),
     })
@@ -180,8 +177,10 @@ def early_over_steady(stable: pd.DataFrame, warmup: int) -> pd.DataFrame:
     records = []
     for index, row in stable.iterrows():
         per_process = []
+        timed = row.get("timed_steps")
+        end = top + int(timed) if pd.notna(timed) else None  # not recorded: every step after the warm-up
         for steps in processes_steps(row.get("trajectory_ms")):
-            early, late = steps[warmup:top], steps[top: top + int(row["timed_steps"])]
+            early, late = steps[warmup:top], steps[top:end]
             if early and late:
                 per_process.append(statistics.median(early) / statistics.median(late))
         if per_process:
@@ -259,7 +258,7 @@ def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=wide.index)
     out["fp32"], out["bf16"] = wide["median_ms"]["fp32"], wide["median_ms"]["bf16"]
     out["speedup"] = out["fp32"] / out["bf16"]
-    if "ci_low_ms" in wide:
+    if {"ci_low_ms", "ci_high_ms"} <= set(wide.columns.get_level_values(0)):
         out["speedup_low"] = wide["ci_low_ms"]["fp32"] / wide["ci_high_ms"]["bf16"]
         out["speedup_high"] = wide["ci_high_ms"]["fp32"] / wide["ci_low_ms"]["bf16"]
     for flag in ("host_bound", "noisy"):
@@ -303,11 +302,11 @@ def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
         "context": speedups["context_length"],
         "pass": speedups["pass"].astype(str).map(PASS_LABELS),
         "wall-time speed-up ×": speedups["speedup"],
-        "95% CI ×": _interval(_column(speedups, "speedup_low"), _column(speedups, "speedup_high")),
+        "95% CI ×": _interval(column(speedups, "speedup_low"), column(speedups, "speedup_high")),
         # What the GPU gains, from its busy time per step: stable where the wall time is the host's.
-        "GPU-time speed-up ×": _column(speedups, "gpu_speedup"),
-        "GPU-time range ×": _interval(_column(speedups, "gpu_speedup_low"),
-                                      _column(speedups, "gpu_speedup_high")),
+        "GPU-time speed-up ×": column(speedups, "gpu_speedup"),
+        "GPU-time range ×": _interval(column(speedups, "gpu_speedup_low"),
+                                      column(speedups, "gpu_speedup_high")),
         "flags": _flags(speedups),
     })
     keep = [c for c in table.columns
