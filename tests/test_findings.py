@@ -840,7 +840,7 @@ def test_a_comparisons_findings_carry_the_pairs_of_a_and_b_they_compared():
     only = {**pair("big", 512, float("nan"), "only in B"), "status_a": None, "median_ms_a": float("nan")}
     rows = pd.DataFrame([pair("small", 128, 0.8, "faster"), pair("small", 256, 1.0, "same"),
                          pair("big", 128, 1.3, "slower"), pair("big", 128, 0.9, "undecided", "bf16"), only])
-    said = _traced(timing_compare.timing_findings(rows, 0.03), timing.SECTION.compare.findings)
+    said = _traced(timing_compare.timing_findings(rows, 0.03, 0.015), timing.SECTION.compare.findings)
     step, by_precision, in_b, rule = said
     data = step.data
     # The pairs compared, A beside B, with the ratio and the verdict of each.
