@@ -523,7 +523,7 @@ def test_ladder_findings_do_not_rank_rungs_within_noise():
         row["cv"] = cv
     said = ladder.findings(ladder.ladder_frame(pd.DataFrame(rows)))
     best = next(s for s in said if s.startswith("2.7B: the best rung"))
-    tie = "; bf16 within noise of it (the larger of the two rungs' noise), so not ranked below it: a tie."
+    tie = "; bf16 within noise of it (the larger of the two rungs' noise), so not ranked below it."
     assert best.endswith(tie), best
     assert "2.7B: the biggest step beyond noise is bf16 over fp32, 3.31× faster." in said
     within = ("2.7B: masters is within noise of the rung below (the larger of the two rungs' noise): "
@@ -536,6 +536,37 @@ def test_ladder_findings_do_not_rank_rungs_within_noise():
         row["ci_low_ms"], row["ci_high_ms"], row["cv"] = lo, hi, 0.0
     said = ladder.findings(ladder.ladder_frame(pd.DataFrame(rows)))
     assert any(s.startswith("2.7B: masters is within noise") for s in said), said
+
+
+def test_host_bound_rungs_are_ranked_on_gpu_time_and_an_undecided_wall_speed_up_says_so():
+    """The review of the quick report at b9d9ffa (issue 38): the best rung "2.51× faster than fp32" in one
+    run became "2.40× faster … a tie" in its A/A twin, ranked on host-bound wall times whose intervals
+    overlap; the GPU times (28.5, 10.7, 9.5 and 4.1 ms a step) agreed within 1% between the runs."""
+    import json
+
+    from lmstudy.sections.ladder import section as ladder
+
+    rows = _ladder_rows("small", ("fp32", "fp32", 52.9, 10.0), ("bf16", "bf16", 61.9, 9.0),
+                        ("bf16-sdpa", "bf16 + SDPA", 50.9, 11.0),
+                        ("bf16-sdpa-cudagraphs-master", CUDAGRAPHS, 21.05, 26.0))
+    for row, busy, (low, high) in zip(rows, (28.52, 10.74, 9.48, 4.08),
+                                      ((35.0, 80.0), (40.0, 95.0), (30.0, 86.0), (14.3, 30.9)), strict=True):
+        row.update(gpu_busy_ms=busy, gpu_busy_ms_processes=json.dumps([busy * 0.999, busy * 1.001]),
+                   host_bound=True, ci_low_ms=low, ci_high_ms=high)
+    frame = ladder.ladder_frame(pd.DataFrame(rows))
+    best = ladder.best_rungs(frame).iloc[0]
+    assert (best["rung"], best["ranked_on"], best["tied_with"]) == (CUDAGRAPHS, "GPU time", [])
+    said = next(s for s in ladder.findings(frame) if s.startswith("small: the rungs are host-bound"))
+    assert said.startswith(f"small: the rungs are host-bound (†), so GPU time ranks them: the best rung is "
+                           f"{CUDAGRAPHS}, 4.08 ms of GPU time per step (6.99× faster than fp32 on the GPU); "
+                           "its wall step 21.05 ms (14.3–30.9)")
+    assert "; 2.51× faster than fp32 in wall time." in said  # 14.3-30.9 against 35-80: told apart
+    # Where the wall intervals overlap, the wall-time speed-up is given as not decided, never as a fact.
+    rows[3].update(ci_low_ms=20.0, ci_high_ms=40.0)
+    said = next(s for s in ladder.findings(ladder.ladder_frame(pd.DataFrame(rows)))
+                if s.startswith("small: the rungs are host-bound"))
+    assert "in wall time 2.51× fp32's speed, not decided (their intervals overlap)" in said
+    assert "faster than fp32 in wall time" not in said and "a tie" not in said
 
 
 def test_ladder_findings_put_the_measured_ceiling_beside_the_datasheet():
