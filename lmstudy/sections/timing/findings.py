@@ -87,8 +87,8 @@ def _mfu(stable: pd.DataFrame) -> list[Finding]:
             # the rate while the GPU is busy does not, so it ranks them.
             best = part.loc[part["gpu_mfu"].idxmax()]
             parts.append(
-                f"{precision} {best['gpu_mfu'] * 100:.1f}% {peak_words(part.loc[[best.name]])} over the GPU's "
-                f"busy time ({best['gpu_tflops']:.1f} TFLOP/s, {_label(best)}; its wall-time MFU, "
+                f"{precision} {best['gpu_mfu'] * 100:.1f}% {peak_words(part.loc[[best.name]])} over the "
+                f"GPU's busy time ({best['gpu_tflops']:.1f} TFLOP/s, {_label(best)}; its wall-time MFU, "
                 f"{best['mfu'] * 100:.1f}%, not ranked: host-bound or noisy cells)"
             )
         else:
