@@ -239,6 +239,12 @@ def test_the_timing_section_names_the_thresholds_and_why_two_processes_give_a_wi
     assert "(largest − smallest) / smallest of the fresh processes' medians" in text
     assert ("2.7B ctx 256 forward+backward bf16's two processes differ by 3.0%, its interval is 109–161 ms "
             "(±20%)") in text
+    # Two processes 66% apart get a far wider interval, but they do not "agree closely": never the example.
+    timing = quick_run.timing()
+    noisy = (timing["size"] == "small") & (timing["context_length"] == 256) & (timing["pass"] == "forward") \
+        & (timing["precision"] == "fp32")
+    timing.loc[noisy, ["process_spread", "ci_low_ms", "ci_high_ms", "noisy"]] = [0.663, 0.722, 464.0, True]
+    assert "differ by 3.0%" in marks_text(timing) and "66.3%" not in marks_text(timing)
     shown = display_frame(main_table(quick_run.timing()))
     assert list(shown.columns).index("flags") == list(shown.columns).index("median (ms)") + 1
 

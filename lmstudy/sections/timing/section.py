@@ -70,6 +70,10 @@ def marks_text(frame: pd.DataFrame) -> str:
     pairs = rows[(pd.to_numeric(rows.get("processes"), errors="coerce") == 2) & (rows["status"] == "ok")] \
         if "processes" in rows else rows.iloc[0:0]
     example = None
+    if "noisy" in pairs:
+        # The example is of two processes that agree (not noisy: spread within noise.max_spread), yet get a
+        # wide interval: a noisy pair (66% apart, review W1) would contradict the sentence it illustrates.
+        pairs = pairs[~pairs["noisy"].fillna(False).astype(bool)]
     if {"ci_low_ms", "ci_high_ms", "process_spread"} <= set(pairs) and len(pairs):
         half = (pairs["ci_high_ms"] - pairs["ci_low_ms"]) / 2 / pairs["median_ms"]
         row = pairs.loc[(half / pairs["process_spread"].clip(lower=1e-6)).idxmax()]
