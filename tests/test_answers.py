@@ -104,6 +104,9 @@ def test_the_peak_answer_says_where_the_peak_is_and_which_contexts_were_measured
     )
     answer = memory_answers.peak_answer(phases)
     assert "peak comes early in the backward phase, while the activations forward saved" in answer.text
+    # One context: "in the backward phase", never "in 1 of 1" (review W8).
+    assert "peak 2.71 GiB, in the backward phase; its forward phase alone 2.67 GiB" in answer.text
+    assert " of 1" not in answer.text
     assert "Only context 256 was measured in this run (memory.context_lengths in config.yaml)" in answer.text
 
 
