@@ -400,9 +400,10 @@ def test_nsys_findings_on_a_table_with_known_answers():
         "Nsys's per-step span (from a step's first kernel starting to its last ending, idle gaps included) "
         "is 1.00× to 1.20× the timing section's median over 2 configurations; the largest gap is small ctx "
         "128 training step (30 ms vs 25 ms; the timer inside the capture read 28 ms). The span is 1.07× the "
-        "timer of its own process, so tracing does not explain the gap: it lies between processes (the "
-        "timing section's median comes from other processes of another job, and a host-bound step moves "
-        "from one process to the next)."
+        "timer of its own process, which ran under the same tracing: the span measures the traced step, but "
+        "no step of that process ran untraced, so the gap to the timing section's median (other processes "
+        "of another job) mixes the profiler's overhead with the variation between processes, which moves "
+        "a host-bound step from one process to the next."
     )
     # gemm_a is 14 of 20 ms of inference's forward, 10 of 20 ms of training's
     assert ("The top forward kernel is a GEMM kernel in both configurations, taking 50–70% of forward "
