@@ -1046,3 +1046,18 @@ def test_a_top_kernel_share_is_of_the_configurations_it_is_top_in_and_larger_cat
     answer = nsys_answers.gemm_answer(data["kernels"], words(data["runs"])).text
     assert "memory copy/set (40.0%) takes more than matrix products do" in answer
     assert "next categories" not in answer
+
+
+def test_a_cuda_graph_rung_whose_host_pays_per_kernel_as_eager_says_part_runs_outside_the_graph():
+    # Review M6, the quick report at b9d9ffa: 52.9 ms / 1773 kernels (fp32), 61.9 / 2103 (bf16), and the
+    # CUDA-graph rung 21.05 ms / 611: 30, 29 and 34 µs a kernel.
+    from lmstudy.sections.ladder.findings import _per_kernel
+
+    ladder = pd.DataFrame({"size": "small", "status": "ok", "rung": ["fp32", "bf16", CUDAGRAPHS],
+                           "median_ms": [52.9, 61.9, 21.05], "kernels_per_step": [1773, 2103, 611]})
+    said = _per_kernel(ladder, ladder.iloc[2])
+    assert said.startswith(" (34 µs of step per kernel launched, 611 a step; the other rungs 29–30 µs")
+    assert "part of its step runs outside the graph" in said
+    # A graph that replays: 5 ms for 611 kernels is 8 µs a kernel, and nothing is claimed.
+    ladder.loc[2, "median_ms"] = 5.0
+    assert "outside the graph" not in _per_kernel(ladder, ladder.iloc[2])

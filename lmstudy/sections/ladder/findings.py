@@ -184,6 +184,8 @@ def _breakdown(ladder: pd.DataFrame) -> list[Finding]:
         if row["not_busy_ms"] > 0:
             where = "is outside those operators" if on_cpu(ladder) else "the GPU waited for the host"
             text += f"; {row['not_busy_ms']:.2f} ms of the {row['median_ms']:.2f} ms step {where}"
+            if not on_cpu(ladder):
+                text += _per_kernel(ladder, best)
         behind = {**{c: row[c] for c in KEY}, "median_ms": row["median_ms"],
                   "gpu_busy_ms": row["gpu_busy_ms"], "not_busy_ms": row["not_busy_ms"]}
         for column, category in CATEGORY_COLUMNS.items():
@@ -192,6 +194,25 @@ def _breakdown(ladder: pd.DataFrame) -> list[Finding]:
                 behind[f"share_{category}"] = row[column] / row["gpu_busy_ms"]
         items.append(Finding(text + ".", behind))
     return items
+
+
+def _per_kernel(ladder: pd.DataFrame, best) -> str:
+    """The step's wall time per kernel launched, beside the size's other rungs' (review M6: a CUDA-graph
+    rung whose host time still scales with its kernels at the eager rungs' cost launches them one by one:
+    part of its step runs outside the graph)."""
+    if "kernels_per_step" not in ladder:
+        return ""
+    size = ladder[(ladder["size"] == best["size"]) & (ladder["status"] == "ok")]
+    per = (size["median_ms"] * 1e3 / pd.to_numeric(size["kernels_per_step"], errors="coerce")).dropna()
+    if best.name not in per.index or len(per) < 2:
+        return ""
+    mine, others = per[best.name], per.drop(best.name)
+    text = (f" ({mine:.0f} µs of step per kernel launched, {int(size.loc[best.name, 'kernels_per_step'])} "
+            f"a step; the other rungs {others.min():.0f}–{others.max():.0f} µs")
+    if "graph" in str(best["rung"]).lower() and others.min() * 0.7 <= mine <= others.max() * 1.3:
+        text += (": the host pays for this rung's kernels about as the rungs without graphs do, which a replayed "
+                 "CUDA graph would not, so part of its step runs outside the graph")
+    return text + ")"
 
 
 @finds
