@@ -68,6 +68,9 @@ def test_the_warm_up_answer_decides_from_the_gpu_bound_cells_as_its_finding_does
             "the 3 configurations neither host-bound nor noisy") in answer.text
     assert "one warm-up step is enough (within 5.0%)." in answer.text
     assert "not enough" not in answer.text
+    # The other 15 cells' own median, not the median over all 18 (review: "7.9%" was over all 27).
+    assert "In the other 15 the second step is 5.6% off the steady median" in answer.text
+    assert answer.headline.endswith("are 0.2% off steady (median; at most 0.2%).")
     finding = next(f for f in timing_findings(timing) if f.startswith("Steps 2 to 5"))
     assert "1 warm-up step is enough" in finding and "median 1.002×" in finding
 

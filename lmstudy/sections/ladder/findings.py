@@ -210,8 +210,8 @@ def _per_kernel(ladder: pd.DataFrame, best) -> str:
     text = (f" ({mine:.0f} µs of step per kernel launched, {int(size.loc[best.name, 'kernels_per_step'])} "
             f"a step; the other rungs {others.min():.0f}–{others.max():.0f} µs")
     if "graph" in str(best["rung"]).lower() and others.min() * 0.7 <= mine <= others.max() * 1.3:
-        text += (": the host pays for this rung's kernels about as the rungs without graphs do, which a replayed "
-                 "CUDA graph would not, so part of its step runs outside the graph")
+        text += (": the host pays for this rung's kernels about as the rungs without graphs do, which a "
+                 "replayed CUDA graph would not, so part of its step runs outside the graph")
     return text + ")"
 
 
