@@ -318,4 +318,4 @@ def test_a_csv_name_does_not_end_mid_phrase_and_siblings_alike_are_told_by_their
     rows = pd.DataFrame({"precision": ["bf16", "bf16"], "seq_len": [1024, 16384]})
     siblings = [Finding("SDPA is 15.5× faster than naive at seq 16384.", rows),
                 Finding("Compiled naive attention is 2.28× faster than eager.", rows)]
-    assert _what_they_hold(siblings) == ["sdpa_is_15_5_faster", "compiled_naive_attention_is_2"]
+    assert _what_they_hold(siblings) == ["sdpa_is_15_5_bf16", "compiled_naive_attention_bf16"]

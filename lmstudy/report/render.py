@@ -445,7 +445,7 @@ def _what_they_hold(siblings: list[Finding]) -> list[str]:
              for f, s in zip(siblings, shared, strict=True)]
     # Where the configuration does not tell two apart (both bf16), their sentences' first words do:
     # a number (_2) would name the second by position, not by what it holds.
-    return [_slug(str(f), words=5) if names.count(n) > 1 else n
+    return [("_".join(filter(None, (_slug(str(f), words=4), n))) if names.count(n) > 1 else n)
             for f, n in zip(siblings, names, strict=True)]
 
 

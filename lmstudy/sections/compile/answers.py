@@ -160,8 +160,8 @@ def answers(comp: pd.DataFrame, story: pd.DataFrame | None = None,
         f"Under torch.compile {step} is not told apart from eager in wall time ({largest['speedup']:.2f}×, "
         "intervals overlap" + (f"{gpu}), after {largest['compile_s']:.0f} s of compiling." if gpu else
                                f"), after {largest['compile_s']:.0f} s of compiling.") if cell is None else
-        f"Under torch.compile {step} is not told apart from eager ({largest['speedup']:.2f}×; an interval "
-        f"covering every section's eager time holds 1, {covering(cell)}×), after "
+        f"Under torch.compile {step} is not told apart from eager in wall time ({largest['speedup']:.2f}×; "
+        f"an interval covering every section's eager time holds 1, {covering(cell)}×{gpu}), after "
         f"{largest['compile_s']:.0f} s of compiling."
     )
     return [
