@@ -901,7 +901,10 @@ def test_a_comparisons_findings_carry_the_pairs_of_a_and_b_they_compared():
     assert medians.isna()["bf16"]
     assert in_b.startswith("1 configuration measured only in B: big ctx 512")
     assert list(in_b.data["verdict"]) == ["only in B"] and in_b.data["status_a"].isna().all()
-    assert f"band {rule.data['band_low'].iloc[0]:.3f}–{rule.data['band_high'].iloc[0]:.3f}" in rule
+    # Each measure's own band (issue 38): wall time's and GPU time's, each said with its edges.
+    assert list(rule.data["measure"]) == ["wall time", "GPU time"]
+    for _, band in rule.data.iterrows():
+        assert f"{band['band_low']:.3f}–{band['band_high']:.3f} ({band['min_effect'] * 100:g}%)" in rule
 
 
 def test_the_kernel_comparisons_finding_carries_the_category_times_it_compared():

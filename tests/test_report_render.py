@@ -315,7 +315,10 @@ def test_a_csv_name_does_not_end_mid_phrase_and_siblings_alike_are_told_by_their
 
     assert _slug("Predicted vs measured memory of the naive attention") == "predicted_vs_measured_memory"
     assert _slug("small: the biggest step beyond noise is bf16", words=5) == "small_the_biggest_step"
-    rows = pd.DataFrame({"precision": ["bf16", "bf16"], "seq_len": [1024, 16384]})
-    siblings = [Finding("SDPA is 15.5× faster than naive at seq 16384.", rows),
-                Finding("Compiled naive attention is 2.28× faster than eager.", rows)]
-    assert _what_they_hold(siblings) == ["sdpa_is_15_5_bf16", "compiled_naive_attention_bf16"]
+    def rows(precision):
+        return pd.DataFrame({"precision": [precision] * 2, "seq_len": [1024, 16384]})
+
+    siblings = [Finding("SDPA is 15.5× faster than naive at seq 16384.", rows("bf16")),
+                Finding("SDPA is 3.01× faster than naive at seq 16384.", rows("fp32")),
+                Finding("Compiled naive attention is 2.28× faster than eager.", rows("bf16"))]
+    assert _what_they_hold(siblings) == ["sdpa_is_15_5_bf16", "fp32", "compiled_naive_attention_bf16"]

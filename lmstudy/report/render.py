@@ -441,12 +441,11 @@ def _what_they_hold(siblings: list[Finding]) -> list[str]:
     shared = [_shared(f) for f in siblings]
     differ = [k for k in dict.fromkeys(k for s in shared for k in s)
               if len({s.get(k) for s in shared}) > 1]
-    names = [_slug(" ".join(s[k] for k in differ if k in s)) or _slug(str(f), words=5)
-             for f, s in zip(siblings, shared, strict=True)]
-    # Where the configuration does not tell two apart (both bf16), their sentences' first words do:
+    keys = [_slug(" ".join(s[k] for k in differ if k in s)) for s in shared]
+    # Where the configuration does not tell two apart (both bf16), their sentences' first words join it:
     # a number (_2) would name the second by position, not by what it holds.
-    return [("_".join(filter(None, (_slug(str(f), words=4), n))) if names.count(n) > 1 else n)
-            for f, n in zip(siblings, names, strict=True)]
+    return [("_".join((_slug(str(f), words=4), n)) if keys.count(n) > 1 else n) if n
+            else _slug(str(f), words=5) for f, n in zip(siblings, keys, strict=True)]
 
 
 def name_finding_data(sections: list[Section], taken: set[str]) -> None:
