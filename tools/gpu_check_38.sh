@@ -13,6 +13,9 @@
 #            (default qa qa2 qb9 qb10) rendered on the CPU, their verdict counts per measure
 #            printed (tools/verdict_counts.py) and copied with the comparisons' tables to $OUT
 #
+# main's tools/gpu_check.sh makes the same four runs (as qa, qa2, b9, b10); after it the counts are
+#   python3 tools/verdict_counts.py $W/qa/report/compare/qa_vs_qa2 $W/b9/report/compare/b9_vs_b10
+#
 # What to read (timing_step_time, the A/B's rows of the small model; the 2.7B rows may be OOM at
 # batch 9 and 10 on an 80 GB card, which says so):
 #   A/A qa_vs_qa2: every table's "faster or slower" at most 5% of its rows on each measure, and
