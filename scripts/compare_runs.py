@@ -25,7 +25,10 @@ def main(argv=None) -> None:
     p.add_argument("--style", type=Path, help="a matplotlib style file for the figures")
     p.add_argument("--min-effect", type=float,
                    help="the smallest change a verdict calls faster or slower, e.g. 0.03: 3%% "
-                        "(default: config.yaml's compare.min_effect)")
+                        "of wall time (default: config.yaml's compare.min_effect)")
+    p.add_argument("--gpu-min-effect", type=float,
+                   help="the smallest change of GPU busy time a verdict calls faster or slower, e.g. 0.015 "
+                        "(default: config.yaml's compare.gpu_min_effect)")
     p.add_argument("--gpu-agreement", type=float,
                    help="how closely two processes' GPU busy times of the same work agree, e.g. 0.008 "
                         "(default: config.yaml's compare.gpu_agreement)")
@@ -44,6 +47,7 @@ def main(argv=None) -> None:
         study.min_gpu_busy if args.min_gpu_busy is None else args.min_gpu_busy,
         study.max_spread if args.max_spread is None else args.max_spread,
         study.gpu_agreement if args.gpu_agreement is None else args.gpu_agreement,
+        study.gpu_min_effect if args.gpu_min_effect is None else args.gpu_min_effect,
     )
     import matplotlib
 

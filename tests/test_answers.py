@@ -104,6 +104,9 @@ def test_the_peak_answer_says_where_the_peak_is_and_which_contexts_were_measured
     )
     answer = memory_answers.peak_answer(phases)
     assert "peak comes early in the backward phase, while the activations forward saved" in answer.text
+    # One context: "in the backward phase", never "in 1 of 1" (review W8).
+    assert "peak 2.71 GiB, in the backward phase; its forward phase alone 2.67 GiB" in answer.text
+    assert " of 1" not in answer.text
     assert "Only context 256 was measured in this run (memory.context_lengths in config.yaml)" in answer.text
 
 
@@ -519,3 +522,20 @@ def test_parameter_counts_keep_three_significant_digits_beside_larger_models():
     table = model_table(frame)
     column = table["parameters (M)"]
     assert [column_formatter(column)(v) for v in column] == ["129", "0.170"]
+
+
+def test_a_wall_time_speed_up_whose_interval_holds_1_is_given_as_not_decided():
+    # The quick report at b9d9ffa (issue 38, review M1): "bf16 autocast runs the training step 2.61× as fast
+    # as fp32 (interval 0.87–7.87×)" stated a speed-up its own interval could not tell from 1.
+    rows = [_row("2.7B", 256, "train_step", "fp32", 576.5, ci_low_ms=573.3, ci_high_ms=579.8),
+            _row("2.7B", 256, "train_step", "bf16", 220.7, ci_low_ms=73.7, ci_high_ms=656.3)]
+    answer = precision_answers.speedup_answer(pd.DataFrame(rows))
+    assert ("bf16 autocast's training step is not told apart from fp32's for 2.7B at context 256 (2.61×, "
+            "interval 0.87–7.87×, which holds 1)") in answer.text
+    assert "runs the training step" not in answer.text
+    assert "2.61× in wall time, not decided (interval 0.87–7.87×, which holds 1)" in answer.headline
+    decided = [_row("2.7B", 256, "train_step", "fp32", 576.5, ci_low_ms=573.3, ci_high_ms=579.8),
+               _row("2.7B", 256, "train_step", "bf16", 220.7, ci_low_ms=200.0, ci_high_ms=240.0)]
+    answer = precision_answers.speedup_answer(pd.DataFrame(decided))
+    assert "bf16 autocast runs the training step 2.61× as fast as fp32 for 2.7B at context 256 (interval " \
+           "2.39–2.90×)" in answer.text

@@ -177,7 +177,7 @@ def test_the_timing_comparison_describes_only_the_columns_it_has(tmp_path):
     from lmstudy.sections.timing.compare import _section_timing
 
     rows = timing(run("a"), run("b"), MIN_EFFECT)
-    section = _section_timing(rows, MIN_EFFECT, tmp_path)
+    section = _section_timing(rows, MIN_EFFECT, tmp_path, 0.015)
     intro = next(b for b in section.blocks if isinstance(b, Text)).text
     columns = [c for b in section.blocks if isinstance(b, Table) for c in b.frame.columns]
     assert "p is the test" not in intro and "p" not in columns
@@ -220,7 +220,7 @@ def test_the_timing_comparison_shows_gpu_time_and_kernels_beside_wall_time_and_r
     assert table["flags A/B"].str.startswith("†").all()  # the GPU busy for 20% of a step at most
     assert table["reading"].str.startswith("GPU time slower, host time ").all()
     # The findings count each measure, and state no wall-time ratio where none decided.
-    said = timing_findings(rows, MIN_EFFECT)
+    said = timing_findings(rows, MIN_EFFECT, 0.015)
     forward = next(f for f in said if f.startswith("forward,"))
     assert "GPU time 4 slower (median B/A 1.11" in forward
     assert forward.startswith("forward, 4 configurations: wall time 4 undecided (no ratio stated); ")

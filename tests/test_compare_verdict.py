@@ -152,7 +152,7 @@ def test_more_processes_go_where_the_noise_is():
 
 # Verdicts per measure (issue 30): wall time, GPU time, kernels per step, flags and a reading.
 
-NOISE = V.Noise(min_gpu_busy=0.85, max_spread=0.05, gpu_agreement=0.008)
+NOISE = V.Noise(min_gpu_busy=0.85, max_spread=0.05, gpu_agreement=0.008, gpu_min_effect=0.015)
 
 
 def side(steps_ms, gpu_ms=(), kernels=float("nan")) -> dict:
@@ -204,12 +204,15 @@ def test_gpu_time_of_one_process_a_side_is_judged_by_the_agreement_between_proce
         a["gpu_busy_ms"], b["gpu_busy_ms"] = 95.0, 95.0 * ratio
         return a, b
 
-    rows = judged([row(1.0), row(1.005), row(1.03), row(1.10)])
-    assert list(rows["gpu_verdict"]) == [V.SAME, V.SAME, V.UNDECIDED, V.SLOWER]
+    rows = judged([row(1.0), row(1.005), row(1.012), row(1.03), row(1.10)])
+    # GPU time's own band (1.5%), not wall time's (3%): 1.012 +- 0.8% straddles its edge, 1.03 is past it.
+    assert list(rows["gpu_verdict"]) == [V.SAME, V.SAME, V.UNDECIDED, V.SLOWER, V.SLOWER]
+    assert list(rows["verdict"])[:3] == [V.SAME] * 3 and rows["verdict"].iloc[3] == V.UNDECIDED
     # 0.8% one process against one: the interval of B/A is the ratio times 1 -+ 0.8%.
-    assert rows["gpu_ci_high"].iloc[3] / rows["gpu_ratio"].iloc[3] == pytest.approx(1.008, rel=1e-6)
+    assert rows["gpu_ci_high"].iloc[4] / rows["gpu_ratio"].iloc[4] == pytest.approx(1.008, rel=1e-6)
     assert not rows["host_bound_a"].any()  # 95 of 100 ms busy
-    assert rows["reading"].iloc[3] == "GPU time slower, wall time slower"
+    assert rows["reading"].iloc[4] == "GPU time slower, wall time slower"
+    assert rows["reading"].iloc[3] == "GPU time slower, wall time undecided"
     # A run made before repetition: its wall time is not judged, its GPU time still is.
     old = (side([[100.0, 100.2, 99.9]]), side([[110.0, 110.1, 110.2]]))
     old[0]["gpu_busy_ms"], old[1]["gpu_busy_ms"] = 95.0, 104.5

@@ -190,9 +190,42 @@ def test_one_compiled_configuration_gives_no_range_of_one_value():
 
     frame = pd.DataFrame([_measured("eager", 66.5, 50.5, 82.8), _measured("compiled", 28.1, 24.7, 30.7)])
     items = findings(frame)
-    assert ("Where compiling helps, it pays for itself after 781 steps against the eager step measured in "
-            "this section.") in items
-    assert not any(" to 781" in item or "(median)" in item for item in items)
+    said = "Compiling pays for itself after 781 steps against its wall-time gain (small bf16 training step)."
+    assert said in items
+    assert not any("–781" in item or "median" in item for item in items if "pays" in item)
+
+
+def _with_gpu(row, busy):
+    return {**row, "gpu_busy_ms": busy[len(busy) // 2], "gpu_busy_ms_processes": str(list(busy))}
+
+
+def test_a_compile_not_told_apart_in_wall_time_pays_for_itself_against_its_gpu_time_gain():
+    # The quick report at b9d9ffa (issue 38): eager 66.0 (35.4-123) ms against compiled 28.7 (20-41):
+    # overlapping intervals, yet the GPU's 10.76 ms against 6.71 ms in every process. 38.3 s of
+    # compiling over the 4.05 ms of GPU time saved: about 9,500 steps, not the 1,027 of wall time.
+    from lmstudy.sections.compile import answers as compile_answers
+    from lmstudy.sections.compile.findings import findings
+
+    eager = _with_gpu(_measured("eager", 66.0, 35.4, 123.0, processes=2), (10.741, 10.759, 10.777))
+    compiled = _with_gpu(_measured("compiled", 28.7, 20.0, 41.0, processes=2), (6.712, 6.715, 6.718))
+    compiled["first_step_excess_s"] = 38.3
+    comp = section.comparison(pd.DataFrame([eager, compiled]))
+    assert comp["break_even_from"].tolist() == ["GPU time"]
+    assert comp["break_even_steps"].iloc[0] == pytest.approx(38.3e3 / (10.759 - 6.715))
+    items = findings(pd.DataFrame([eager, compiled]))
+    assert ("Compiling pays for itself after 9,471 steps against its GPU-time gain, wall time deciding none "
+            "(small bf16 training step).") in items
+    (answer,) = compile_answers.answers(comp)
+    assert ("small's training step pays for itself after 9,471 steps against its GPU-time gain (10.8 → 6.71 "
+            "ms a step; wall time decides no gain).") in answer.text
+    # GPU times that overlap too: no break-even at all, and no number of steps.
+    close = _with_gpu(compiled, (10.70, 10.76, 10.80))
+    comp = section.comparison(pd.DataFrame([eager, close]))
+    assert comp["break_even_from"].tolist() == ["not told apart"] and comp["break_even_steps"].isna().all()
+    (answer,) = compile_answers.answers(comp)
+    assert ("has no break-even (compiled and eager are not told apart in wall time nor on the GPU)"
+            in answer.text)
+    assert "pays for itself" not in answer.text
 
 
 def test_a_run_where_every_compiled_configuration_ran_out_of_memory_has_a_table_and_figures(tmp_path):

@@ -304,3 +304,21 @@ def test_the_page_has_contents_linking_each_section_and_table(tmp_path: Path):
     for target in re.findall(r'href="#([^"]+)"', contents):
         assert f'id="{target}"' in page, target
     assert ">top kernels</a>" in contents and ">peaks</a>" in contents and 'href="#m"' in contents
+
+
+def test_a_csv_name_does_not_end_mid_phrase_and_siblings_alike_are_told_by_their_words():
+    # Review of the quick report at b9d9ffa: "attention_predicted_vs_measured_memory_of_the.csv",
+    # "finding_ladder_steps_small_the_biggest_step_beyond.csv"; "finding_attention_speedups_bf16_2.csv"
+    # was the torch.compile finding, named by position.
+    from lmstudy.report.finding import Finding
+    from lmstudy.report.render import _slug, _what_they_hold
+
+    assert _slug("Predicted vs measured memory of the naive attention") == "predicted_vs_measured_memory"
+    assert _slug("small: the biggest step beyond noise is bf16", words=5) == "small_the_biggest_step"
+    def rows(precision):
+        return pd.DataFrame({"precision": [precision] * 2, "seq_len": [1024, 16384]})
+
+    siblings = [Finding("SDPA is 15.5× faster than naive at seq 16384.", rows("bf16")),
+                Finding("SDPA is 3.01× faster than naive at seq 16384.", rows("fp32")),
+                Finding("Compiled naive attention is 2.28× faster than eager.", rows("bf16"))]
+    assert _what_they_hold(siblings) == ["sdpa_is_15_5_bf16", "fp32", "compiled_naive_attention_bf16"]

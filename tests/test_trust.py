@@ -25,6 +25,26 @@ def test_flags_follow_the_thresholds():
     assert list(trusted(flagged)["pass"]) == ["train_step"]
 
 
+def test_attention_rows_are_flagged_host_bound_from_each_part():
+    # The quick report at b9d9ffa (review M5): naive-compile bf16 seq 1024, forward 0.027 ms busy of
+    # 0.283 ms (9%), was never flagged: its GPU time sits in forward_/backward_ columns. Real row values.
+    frame = pd.DataFrame([
+        {"implementation": "naive-compile", "seq_len": 1024, "status": "ok", "forward_median_ms": 0.283,
+         "forward_gpu_busy_ms": 0.027, "backward_median_ms": 0.40, "backward_gpu_busy_ms": 0.38,
+         "forward_process_spread": 0.01, "backward_process_spread": 0.01},
+        {"implementation": "naive", "seq_len": 16384, "status": "ok", "forward_median_ms": 30.1,
+         "forward_gpu_busy_ms": 30.0, "backward_median_ms": 61.0, "backward_gpu_busy_ms": 60.9,
+         "forward_process_spread": 0.001, "backward_process_spread": 0.001},
+        {"implementation": "naive", "seq_len": 65536, "status": "OOM", "forward_median_ms": None,
+         "forward_gpu_busy_ms": None, "backward_median_ms": None, "backward_gpu_busy_ms": None},
+    ])
+    flagged = flag_rows(frame, min_gpu_busy=0.85, max_spread=0.05)
+    assert list(flagged["host_bound"]) == [True, False, False]
+    assert list(flagged["forward_host_bound"]) == [True, False, False]
+    assert list(flagged["backward_host_bound"]) == [False, False, False]
+    assert [marks(r) for _, r in flagged.iterrows()] == ["†", "", ""]
+
+
 def test_a_training_step_faster_than_forward_backward_is_a_violation():
     frame = pd.DataFrame([_row("forward", 10), _row("forward_backward", 40), _row("train_step", 30)])
     violations = physics_violations(frame, ["size", "context_length", "precision", "variant"])

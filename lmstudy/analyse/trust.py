@@ -33,7 +33,8 @@ def flag_rows(frame: pd.DataFrame, min_gpu_busy: float, max_spread: float) -> pd
 
     Any table of step times: the GPU's share comes from gpu_busy_share, else gpu_busy_ms over
     median_ms (compile and ladder rows); a table of two timed parts (attention's forward_ and
-    backward_ columns) gets each part's noisy flag too, and noisy where either is."""
+    backward_ columns) gets each part's noisy and host-bound flags too (a part's GPU busy time over its
+    median), and is noisy or host-bound where either part is."""
     frame = frame.copy()
     if "gpu_busy_share" not in frame and {"gpu_busy_ms", "median_ms"} <= set(frame):
         frame["gpu_busy_share"] = (pd.to_numeric(frame["gpu_busy_ms"], errors="coerce")
@@ -45,6 +46,12 @@ def flag_rows(frame: pd.DataFrame, min_gpu_busy: float, max_spread: float) -> pd
         # A CPU has no GPU busy time (what a profiler reads there is its operators' time): never host-bound.
         frame["host_bound"] = frame["host_bound"] & ~frame["gpu"].astype(str).str.startswith("cpu")
     frame["noisy"] = False
+    for part in ("forward_", "backward_"):
+        if {f"{part}gpu_busy_ms", f"{part}median_ms"} <= set(frame):
+            share = (pd.to_numeric(frame[f"{part}gpu_busy_ms"], errors="coerce")
+                     / pd.to_numeric(frame[f"{part}median_ms"], errors="coerce"))
+            frame[f"{part}host_bound"] = (share < min_gpu_busy).fillna(False) & ok
+            frame["host_bound"] = frame["host_bound"] | frame[f"{part}host_bound"]
     for part in ("", "forward_", "backward_"):
         if f"{part}process_spread" in frame:
             spread = pd.to_numeric(frame[f"{part}process_spread"], errors="coerce")

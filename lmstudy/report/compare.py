@@ -41,7 +41,8 @@ def build(contracts: list, results: Path, a_name: str, b_name: str, figures: Pat
         "environments": R.environment_table(a, b),
         "warnings": R.warnings(a, b),
         "min_effect": min_effect,
-        "verdict_rule": verdict_rule(min_effect),
+        "gpu_min_effect": runs.noise.gpu_min_effect,
+        "verdict_rule": verdict_rule(min_effect, runs.noise.gpu_min_effect),
     }
     return sections, header
 

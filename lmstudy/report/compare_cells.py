@@ -57,21 +57,28 @@ def processes(rows: pd.DataFrame) -> pd.Series:
     ], index=rows.index, dtype=object)
 
 
-def verdict_rule(min_effect: float) -> str:
-    """The sentence that says once what the verdicts mean."""
+def band_words(min_effect: float) -> str:
+    """A band in words, e.g. "0.971–1.030 (3%)"."""
     low, high = V.noise_band(min_effect)
+    return f"{low:.3f}–{high:.3f} ({min_effect * 100:g}%)"
+
+
+def verdict_rule(min_effect: float, gpu_min_effect: float) -> str:
+    """The sentence that says once what the verdicts mean, each measure with its own band."""
     return (
         f"Verdicts come from the variation between fresh processes: the interval of B/A against the "
-        f"band {low:.3f}–{high:.3f} (minimum effect {min_effect * 100:g}%): same when the interval lies "
-        f"inside the band, faster or slower when it lies wholly outside it, undecided when it straddles an "
-        f"edge. A wall-time interval is a hierarchical bootstrap over processes, then steps, widened to the "
-        f"spread between processes pooled over the section's rows of the same regime (host-bound or not) in "
-        f"both runs (its {V.POOLED_CONFIDENCE:.0%} quantile), or, where they are too few, to Welch's t "
-        f"interval over the row's own processes; "
+        f"band of its measure, wall time's {band_words(min_effect)} (compare.min_effect) and the GPU's "
+        f"busy time's {band_words(gpu_min_effect)} (compare.gpu_min_effect: GPU time agrees between "
+        f"processes and runs far closer than wall time); same when the interval lies inside the band, "
+        f"faster or slower when it lies wholly outside it, undecided when it straddles an edge; kernels "
+        f"per step are counted exactly: equal or differs. A wall-time interval is a hierarchical bootstrap "
+        f"over processes, then steps, widened to the spread between processes pooled over the section's "
+        f"rows of the same regime (host-bound or not) in both runs (its {V.POOLED_CONFIDENCE:.0%} "
+        f"quantile), or, where they are too few, to Welch's t interval over the row's own processes; "
         f"\"one process\" where a side was measured in a single process (a run made before repetition), "
-        f"which cannot show the variation between processes. GPU time is judged the same way on its "
-        f"per-process values, or, where a side has one value, from how closely GPU time agrees between "
-        f"processes (compare.gpu_agreement); kernels per step are counted exactly: equal or differs."
+        f"which cannot show the variation between processes. GPU time's interval comes the same way from "
+        f"its per-process values, or, where a side has one value, from how closely GPU time agrees between "
+        f"processes (compare.gpu_agreement)."
     )
 
 

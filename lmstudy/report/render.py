@@ -379,9 +379,17 @@ def build_sections(contracts: list, results: Path, figures: Path) -> list[Sectio
     return sections
 
 
+# Words a name never ends on: cut there, a name reads as a phrase cut off ("memory_of_the").
+_DANGLING = {"a", "an", "and", "are", "as", "at", "beyond", "by", "for", "from", "in", "is", "its", "of",
+             "on", "or", "over", "than", "that", "the", "to", "vs", "was", "were", "with", "within"}
+
+
 def _slug(text: str, words: int = 6) -> str:
     text = re.sub(r"\([^)]*\)", " ", text)  # "(a)", "(%)", "(warm-up 5)": not content
-    return "_".join(re.findall(r"[a-z0-9]+", text.lower())[:words])
+    kept = re.findall(r"[a-z0-9]+", text.lower())[:words]
+    while len(kept) > 1 and kept[-1] in _DANGLING:
+        kept.pop()
+    return "_".join(kept)
 
 
 def _unique(base: str, taken: set[str]) -> str:
@@ -433,8 +441,11 @@ def _what_they_hold(siblings: list[Finding]) -> list[str]:
     shared = [_shared(f) for f in siblings]
     differ = [k for k in dict.fromkeys(k for s in shared for k in s)
               if len({s.get(k) for s in shared}) > 1]
-    return [_slug(" ".join(s[k] for k in differ if k in s)) or _slug(str(f), words=5)
-            for f, s in zip(siblings, shared, strict=True)]
+    keys = [_slug(" ".join(s[k] for k in differ if k in s)) for s in shared]
+    # Where the configuration does not tell two apart (both bf16), their sentences' first words join it:
+    # a number (_2) would name the second by position, not by what it holds.
+    return [("_".join((_slug(str(f), words=4), n)) if keys.count(n) > 1 else n) if n
+            else _slug(str(f), words=5) for f, n in zip(siblings, keys, strict=True)]
 
 
 def name_finding_data(sections: list[Section], taken: set[str]) -> None:

@@ -3,6 +3,8 @@
 - the legend outside the data, to the right of the panels (`legend_outside`);
 - log axes with plain tick labels, 0.5 and 2 rather than 5×10⁻¹ and 2×10⁰ (`plain_log`);
 - a reference line where a ratio of 1 matters (`reference_line`);
+- ratios on a log axis fitted to the points, intervals past it cut at its edge with their value
+  written, hollow where the interval holds 1 (`ratio_limits`, `ratio_points`);
 - OOM and not-measured marked where the point or bar would be (`mark_missing`);
 - no empty panels: a caller draws a panel only for data it has (`has_values`).
 
@@ -110,3 +112,52 @@ def has_values(series: pd.Series | None) -> bool:
         return False
     numbers = pd.to_numeric(series, errors="coerce")
     return bool(numbers.notna().any())
+
+
+def ratio_limits(values, pad: float = 2.0) -> tuple[float, float]:
+    """A log axis's limits for ratios, fitted to the points and 1.0 (never to their intervals): from a
+    factor `pad` below the smallest to `pad` above the largest."""
+    shown = [float(v) for v in values if v == v and v > 0] + [1.0]
+    return min(shown) / pad, max(shown) * pad
+
+
+def ratio_points(ax, x, y, low, high, limits: tuple[float, float], color, label: str, marker: str = "o",
+                 line: str | None = None, slot: int = 0, annotate: bool = True) -> None:
+    """Ratios with their intervals on a log axis fitted to the points (`ratio_limits`).
+
+    An interval that runs past the axis is drawn to its edge, ended by an arrowhead, and its value
+    written there, so one wide interval (0.0035-456) no longer flattens every point at the floor. A
+    point whose interval holds 1 (not told apart from 1) is hollow. `slot` (the series' number) staggers
+    the written values of series cut at the same edge.
+    """
+    bottom, top = limits
+    x, y = list(x), [float(v) for v in y]
+    low = [float(v) for v in low] if low is not None else [math.nan] * len(y)
+    high = [float(v) for v in high] if high is not None else [math.nan] * len(y)
+    if line:
+        ax.plot(x, y, line, color=color, lw=1.2)
+    for xi, yi, lo, hi in zip(x, y, low, high, strict=True):
+        if not (yi == yi and yi > 0):
+            continue
+        known = lo == lo and hi == hi
+        if known:
+            shown_lo, shown_hi = max(lo, bottom * 1.05), min(hi, top / 1.05)
+            ax.plot([xi, xi], [shown_lo, shown_hi], color=color, lw=0.9, zorder=2)
+            for value, edge, mark, inward in ((lo, shown_lo, "v", 1), (hi, shown_hi, "^", -1)):
+                if value != edge:
+                    ax.plot([xi], [edge], mark, color=color, ms=4, zorder=3)
+                    ax.annotate(_plain(float(f"{value:.3g}")), (xi, edge), textcoords="offset points",
+                                xytext=(5, inward * (2 + 9 * slot)), ha="left",
+                                va="bottom" if inward > 0 else "top", fontsize="x-small", color=color)
+        undecided = known and lo <= 1 <= hi
+        ax.plot([xi], [yi], marker, color=color, ms=6, zorder=4,
+                markerfacecolor="white" if undecided else color, label=label)
+        if annotate:
+            ax.annotate(f"{yi:.2f}×", (xi, yi), textcoords="offset points", xytext=(-5, 0), ha="right",
+                        va="center", fontsize="x-small", color=color)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom, top)
+    plain_log(ax)
+    # Labelled major ticks at 1, 2 and 5 of each decade: they survive a caller's minorticks_off.
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_formatter(NullFormatter())

@@ -166,7 +166,8 @@ def _flags(medians: list[float], gpu: list[float], median_ms: float, noise: V.No
 
 def judge(rows: pd.DataFrame, min_effect: float, noise: V.Noise | None = None,
           confidence: float = V.CONFIDENCE) -> pd.DataFrame:
-    """`rows` (a `presence` column, median_ms_a/_b and each side's `measures`) with every verdict.
+    """`rows` (a `presence` column, median_ms_a/_b and each side's `measures`) with every verdict:
+    wall time's against the band `min_effect`, GPU time's against `noise.gpu_min_effect`.
 
     Adds: wall time's ratio, ci_low, ci_high, verdict, processes_a/_b and `pooled` (whether its
     interval borrowed from its regime's rows); the GPU's gpu_ms_a/_b, gpu_ratio, gpu_ci_low,
@@ -218,7 +219,7 @@ def judge(rows: pd.DataFrame, min_effect: float, noise: V.Noise | None = None,
                 centre, half = gpu_interval[i]
                 low, high = math.exp(centre - half), math.exp(centre + half)
                 result.update(gpu_ratio=row["gpu_ms_b"] / row["gpu_ms_a"], gpu_ci_low=low, gpu_ci_high=high,
-                              gpu_verdict=V.decide(low, high, min_effect))
+                              gpu_verdict=V.decide(low, high, noise.gpu_min_effect))
             result["kernels_verdict"] = V.kernels_verdict(row.get("kernels_a"), row.get("kernels_b"))
         result["reading"] = V.reading(
             result["verdict"], result["gpu_verdict"], result["kernels_verdict"],

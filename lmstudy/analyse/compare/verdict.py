@@ -18,12 +18,14 @@ A side measured in one process only (a run made before repetition) cannot
 show the variation between processes, which on a launch-bound model
 dominates: its verdict is "one process", never a claim.
 
-Three measures of a step get a verdict each (lmstudy.analyse.compare.tables.judge):
-wall time (above), the GPU's busy time (the same rule on its per-process
-values; where a side has one value, as runs made before every process
-recorded it, the interval is the between-process agreement of GPU time,
-`Noise.gpu_agreement`), and kernels launched per step (exact: equal or
-differs). `reading` puts the three in one line.
+Three measures of a step get a verdict each (lmstudy.analyse.compare.tables.judge),
+each against the band its own noise allows: wall time (above, band
+compare.min_effect), the GPU's busy time (the same rule on its per-process
+values, band `Noise.gpu_min_effect`: GPU time agrees within 0.71% between
+two runs where wall time moves by tens of percent; where a side has one
+value, as runs made before every process recorded it, the interval is the
+between-process agreement of GPU time, `Noise.gpu_agreement`), and kernels
+launched per step (exact: equal or differs). `reading` puts the three in one line.
 """
 
 from __future__ import annotations
@@ -75,12 +77,15 @@ class Noise:
     min_gpu_busy and max_spread flag a side host-bound or noisy as the study's tables do;
     gpu_agreement is how closely two processes' GPU busy times of the same work agree (B/A within
     1 +- it, 95%), used where a side has one process's GPU time and the runs give no pool of their
-    own: measured on H200s, 0.8% between runs in all 27 timing cells.
+    own: measured on H200s, 0.8% between runs in all 27 timing cells. gpu_min_effect is GPU busy
+    time's band (compare.gpu_min_effect): above what an A/A shows (0.71% plus the interval), below
+    the smallest real change to be called (2.1%).
     """
 
     min_gpu_busy: float
     max_spread: float
     gpu_agreement: float
+    gpu_min_effect: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,11 +182,12 @@ def change_verdict(a: float, b: float, min_effect: float) -> str:
 
 
 def noise_of_study() -> Noise:
-    """config.yaml's noise settings (noise.min_gpu_busy, noise.max_spread, compare.gpu_agreement)."""
+    """config.yaml's noise settings (noise.min_gpu_busy, noise.max_spread, compare.gpu_agreement,
+    compare.gpu_min_effect)."""
     from lmstudy.config import study_value
 
     return Noise(study_value("noise", "min_gpu_busy"), study_value("noise", "max_spread"),
-                 study_value("compare", "gpu_agreement"))
+                 study_value("compare", "gpu_agreement"), study_value("compare", "gpu_min_effect"))
 
 
 def agreement_half_width(agreement: float, count_a: int, count_b: int) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.answers import Answer, count, span
+from lmstudy.report.answers import Answer, count, of_all, span
 from lmstudy.sections.attention.tables import MIB, ratio_frame
 
 Q = {
@@ -95,7 +95,7 @@ def backend_answer(frame: pd.DataFrame) -> Answer | None:
         counts = part["sdpa_backend"].fillna("unknown").value_counts()
         said.append(
             f"{precision}: "
-            + ", ".join(f"{b} in {n} of {count(len(part), 'configuration')}" for b, n in counts.items())
+            + ", ".join(f"{b} in {of_all(n, len(part), 'configuration')}" for b, n in counts.items())
         )
     text = "The backend SDPA dispatched to, by precision: " + "; ".join(said) + "."
     return Answer(Q["backend"], text, "attention_sdpa_backend")

@@ -32,20 +32,23 @@ def _or_status(frame: pd.DataFrame, column: str, scale: float = 1.0) -> pd.Serie
 
 
 def _interval(rows: pd.DataFrame, part: str) -> pd.Series:
-    """A part's 95% interval between processes as text, its noisy mark (‡) beside it."""
+    """A part's 95% interval between processes as text, its host-bound (†) and noisy (‡) marks beside it."""
     low, high = rows.get(f"{part}_ci_low_ms"), rows.get(f"{part}_ci_high_ms")
     if low is None or high is None:
         return pd.Series("", index=rows.index, dtype=object)
     noisy = rows.get(f"{part}_noisy", pd.Series(False, index=rows.index)).fillna(False).astype(bool)
-    return pd.Series([f"{lo:.3g}–{hi:.3g}" + (" ‡" if n else "") if pd.notna(lo) and pd.notna(hi) else ""
-                      for lo, hi, n in zip(low, high, noisy, strict=True)],
+    host = rows.get(f"{part}_host_bound", pd.Series(False, index=rows.index)).fillna(False).astype(bool)
+    marks = [("†" if h else "") + ("‡" if n else "") for h, n in zip(host, noisy, strict=True)]
+    return pd.Series([f"{lo:.3g}–{hi:.3g}" + (f" {m}" if m else "") if pd.notna(lo) and pd.notna(hi) else ""
+                      for lo, hi, m in zip(low, high, marks, strict=True)],
                      index=rows.index, dtype=object)
 
 
 @computes_table
 def main_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per precision, d and seq: each implementation's forward and backward median with its 95% interval
-    between processes (‡: noisy, the processes' medians differ by more than noise.max_spread) and the
+    between processes (†: host-bound, the GPU busy for less than noise.min_gpu_busy of the part; ‡: noisy,
+    the processes' medians differ by more than noise.max_spread) and the
     memory in use before the backward."""
     rows = frame.copy()
     rows["fwd ms"] = _or_status(rows, "forward_median_ms")

@@ -98,19 +98,31 @@ def _compile_time(comp: pd.DataFrame) -> list[Finding]:
 
 @finds
 def _break_even(comp: pd.DataFrame) -> list[Finding]:
-    """Where compiled is faster: the steps after which the compile has paid for itself."""
+    """The steps after which the compile has paid for itself, from the gain its measure decides
+    (compile.tables.break_even): wall time's where compiled and eager are told apart in wall time,
+    else GPU time's where every process tells them apart there; none where neither does."""
     from lmstudy.report.answers import span
 
-    paid = comp["break_even_steps"].dropna()
-    if not len(paid):
-        return []
-    spread = span(paid.min(), paid.max(), ".0f")
-    return [Finding(
-        f"Where compiling helps, it pays for itself after {paid.median():,.0f} steps against the eager step "
-        "measured in this section"
-        + (f" (median; {spread})." if "–" in spread else "."),
-        rows_behind(comp.loc[paid.index], "eager_ms", "compiled_ms", "compile_s", "break_even_steps",
-                    key=MEASUREMENT))]
+    items = []
+    behind = ("eager_ms", "compiled_ms", "eager_gpu_busy_ms", "compiled_gpu_busy_ms", "compile_s",
+              "break_even_steps", "break_even_from")
+    for source, part in comp.groupby("break_even_from", sort=False):
+        paid = part["break_even_steps"].dropna()
+        names = ", ".join(f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}"
+                          for _, r in part.iterrows())
+        if source == "not told apart":
+            text = (f"Compiling has no break-even in {of_all(len(part), len(comp), 'configuration')} "
+                    f"({names}): compiled and eager are told apart neither in wall time nor on the GPU.")
+        elif not len(paid):
+            continue
+        else:
+            spread = span(paid.min(), paid.max(), ",.0f")
+            against = ("its wall-time gain" if source == "wall time" else
+                       "its GPU-time gain, wall time deciding none")
+            text = (f"Compiling pays for itself after {spread} steps against {against} ({names}"
+                    + (f"; median {paid.median():,.0f}" if len(paid) > 1 else "") + ").")
+        items.append(Finding(text, rows_behind(part, *behind, key=MEASUREMENT)))
+    return items
 
 
 def _ms(row) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.computed import computes_table
-from lmstudy.analyse.trust import marks
+from lmstudy.analyse.trust import gpu_ratio, marks
 from lmstudy.report.labels import PASS_LABELS
 
 KEY = ["size", "precision", "attention", "pass"]
@@ -44,11 +44,36 @@ def comparison(frame: pd.DataFrame) -> pd.DataFrame:
         (out["compiled_ci_high_ms"] < out["eager_ci_low_ms"])
         | (out["eager_ci_high_ms"] < out["compiled_ci_low_ms"])
     )
+    # GPU time's range over the processes (lmstudy.analyse.trust.gpu_ratio): decided where it excludes 1.
+    ranges = [gpu_ratio(eager.loc[k], compiled.loc[k]) if k in eager.index and k in compiled.index
+              else (float("nan"),) * 3 for k in out.index]
+    out["gpu_speedup_low"] = [r[1] for r in ranges]
+    out["gpu_speedup_high"] = [r[2] for r in ranges]
     out["compile_s"] = out["compiled_first_excess_s"]
-    saved_ms = out["eager_ms"] - out["compiled_ms"]
-    # Steps after which the compile has paid for itself (none if compiled is not faster).
-    out["break_even_steps"] = (out["compile_s"] * 1e3 / saved_ms).where(saved_ms > 0)
-    return out.reset_index()
+    out = out.reset_index()
+    out = pd.concat([out, pd.DataFrame([break_even(r) for _, r in out.iterrows()], index=out.index)], axis=1)
+    return out
+
+
+def break_even(row) -> dict:
+    """Steps after which the compile has paid for itself, from the gain its measure decides.
+
+    Wall time's gain where eager and compiled are told apart in wall time (`apart`); where they are
+    not, the GPU's busy time's where every process's GPU time tells them apart (a host-bound step,
+    whose launches compiling cuts, still saves at least the GPU work it removes); none where neither
+    decides a gain ("not told apart"), nor where compiled is slower."""
+    nan = float("nan")
+    compile_s = row.get("compile_s", nan)
+    if row.get("apart"):
+        saved, measure = row["eager_ms"] - row["compiled_ms"], "wall time"
+    elif pd.notna(row.get("gpu_speedup_low")) and (row["gpu_speedup_low"] > 1 or row["gpu_speedup_high"] < 1):
+        saved, measure = row["eager_gpu_busy_ms"] - row["compiled_gpu_busy_ms"], "GPU time"
+    else:
+        return {"break_even_steps": nan, "break_even_from": "not told apart"}
+    if not (pd.notna(saved) and saved > 0 and pd.notna(compile_s)):
+        return {"break_even_steps": nan, "break_even_from": "compiled is not faster" if pd.notna(saved)
+                else "not measured"}
+    return {"break_even_steps": compile_s * 1e3 / saved, "break_even_from": measure}
 
 
 @computes_table
@@ -77,6 +102,7 @@ def comparison_table(comp: pd.DataFrame) -> pd.DataFrame:
             "compile s": comp["compile_s"],
             "eager first-step excess s": comp["eager_first_excess_s"],
             "break-even steps": comp["break_even_steps"],
+            "break-even from": comp["break_even_from"],
             "flags": [marks(r) for _, r in comp.iterrows()],
         }
     )

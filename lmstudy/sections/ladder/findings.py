@@ -17,6 +17,7 @@ from lmstudy.sections.ladder.tables import (
     breakdown_frame,
     on_cpu,
     time_words,
+    within_noise,
 )
 
 # A rung of one size: the key of the rows behind a finding.
@@ -46,10 +47,25 @@ def _best(ladder: pd.DataFrame) -> list[Finding]:
     """Per size, the best rung: its row first, then the rungs within noise of it (`best` says which)."""
     items = []
     for _, best in best_rungs(ladder).iterrows():
-        text = (
-            f"{best['size']}: the best rung is {best['rung']}, {best['median_ms']:.2f} ms per step, "
-            f"{best['achieved_tflops']:.3g} TFLOP/s"
-        )
+        on_gpu = best["ranked_on"] == "GPU time"
+        fp32 = ladder[(ladder["size"] == best["size"]) & (ladder["rung_key"] == "fp32")]
+        if on_gpu:
+            # Host-bound rungs: wall time measures the host, so the GPU's busy time ranks them.
+            text = (
+                f"{best['size']}: the rungs are host-bound (†), so GPU time ranks them: the best rung is "
+                f"{best['rung']}, {best['gpu_busy_ms']:.3g} ms of GPU time per step"
+                + (f" ({faster(best['gpu_speedup_vs_fp32'])} than fp32 on the GPU)"
+                   if pd.notna(best.get("gpu_speedup_vs_fp32")) and best["rung_key"] != "fp32" else "")
+                + f"; its wall step {best['median_ms']:.2f} ms"
+                + (f" ({best['ci_low_ms']:.3g}–{best['ci_high_ms']:.3g})"
+                   if pd.notna(best.get("ci_low_ms")) and pd.notna(best.get("ci_high_ms")) else "")
+                + f", {best['achieved_tflops']:.3g} TFLOP/s"
+            )
+        else:
+            text = (
+                f"{best['size']}: the best rung is {best['rung']}, {best['median_ms']:.2f} ms per step, "
+                f"{best['achieved_tflops']:.3g} TFLOP/s"
+            )
         if pd.notna(best.get("mfu")):
             text += (
                 f", MFU {best['mfu'] * 100:.1f}% of the {hardware.PEAK_NAMES[best['mfu_peak']]} "
@@ -70,18 +86,22 @@ def _best(ladder: pd.DataFrame) -> list[Finding]:
                        if device == "CPU" else "; measure it again on an idle GPU)")
                 )
         if pd.notna(best["speedup_vs_fp32"]) and best["rung_key"] != "fp32":
-            text += f"; {faster(best['speedup_vs_fp32'])} than fp32"
+            # A wall-time speed-up is stated only where the intervals tell the two apart.
+            if len(fp32) and within_noise(best, fp32.iloc[0]):
+                text += (f"; in wall time {best['speedup_vs_fp32']:.2f}× fp32's speed, not decided "
+                         f"({_why(ladder)})")
+            else:
+                text += f"; {faster(best['speedup_vs_fp32'])} than fp32" + (" in wall time" if on_gpu else "")
         if best["tied_with"]:
-            text += (
-                f"; {', '.join(best['tied_with'])} within noise of it ({_why(ladder)}), so not "
-                "ranked below it: a tie"
-            )
+            why = "their GPU times' process ranges overlap" if on_gpu else _why(ladder)
+            text += f"; {', '.join(best['tied_with'])} within noise of it ({why}), so not ranked below it"
         size = ladder[ladder["size"] == best["size"]]
         tied = size[size["rung"].isin(best["tied_with"]) & (size.index != best.name)]
         behind = pd.concat([ladder.loc[[best.name]], tied]).assign(best=[True] + [False] * len(tied))
         items.append(Finding(text + ".", rows_behind(
             behind, "best", "median_ms", "step_noise", "achieved_tflops", "mfu", "mfu_peak", "peak_tflops",
-            "share_of_matmul", "matmul_tflops", "speedup_vs_fp32", key=KEY)))
+            "share_of_matmul", "matmul_tflops", "speedup_vs_fp32", "gpu_busy_ms", "gpu_speedup_vs_fp32",
+            "host_bound", key=KEY).assign(ranked_on=best["ranked_on"])))
     return items
 
 
@@ -165,6 +185,8 @@ def _breakdown(ladder: pd.DataFrame) -> list[Finding]:
         if row["not_busy_ms"] > 0:
             where = "is outside those operators" if on_cpu(ladder) else "the GPU waited for the host"
             text += f"; {row['not_busy_ms']:.2f} ms of the {row['median_ms']:.2f} ms step {where}"
+            if not on_cpu(ladder):
+                text += _per_kernel(ladder, best)
         behind = {**{c: row[c] for c in KEY}, "median_ms": row["median_ms"],
                   "gpu_busy_ms": row["gpu_busy_ms"], "not_busy_ms": row["not_busy_ms"]}
         for column, category in CATEGORY_COLUMNS.items():
@@ -173,6 +195,25 @@ def _breakdown(ladder: pd.DataFrame) -> list[Finding]:
                 behind[f"share_{category}"] = row[column] / row["gpu_busy_ms"]
         items.append(Finding(text + ".", behind))
     return items
+
+
+def _per_kernel(ladder: pd.DataFrame, best) -> str:
+    """The step's wall time per kernel launched, beside the size's other rungs' (review M6: a CUDA-graph
+    rung whose host time still scales with its kernels at the eager rungs' cost launches them one by one:
+    part of its step runs outside the graph)."""
+    if "kernels_per_step" not in ladder:
+        return ""
+    size = ladder[(ladder["size"] == best["size"]) & (ladder["status"] == "ok")]
+    per = (size["median_ms"] * 1e3 / pd.to_numeric(size["kernels_per_step"], errors="coerce")).dropna()
+    if best.name not in per.index or len(per) < 2:
+        return ""
+    mine, others = per[best.name], per.drop(best.name)
+    text = (f" ({mine:.0f} µs of step per kernel launched, {int(size.loc[best.name, 'kernels_per_step'])} "
+            f"a step; the other rungs {others.min():.0f}–{others.max():.0f} µs")
+    if "graph" in str(best["rung"]).lower() and others.min() * 0.7 <= mine <= others.max() * 1.3:
+        text += (": the host pays for this rung's kernels about as the rungs without graphs do, which a "
+                 "replayed CUDA graph would not, so part of its step runs outside the graph")
+    return text + ")"
 
 
 @finds

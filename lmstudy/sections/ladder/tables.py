@@ -11,7 +11,7 @@ from lmstudy import hardware
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.analyse.nsys.categories import CATEGORIES
-from lmstudy.analyse.trust import marks, overlap
+from lmstudy.analyse.trust import gpu_ratio, marks, overlap
 from lmstudy.report.labels import mfu_units, on_cpu, order_sizes
 from lmstudy.sections import plots
 
@@ -177,18 +177,35 @@ def ladder_table(ladder: pd.DataFrame) -> pd.DataFrame:
     return table.drop(columns=empty).reset_index(drop=True)
 
 
+def gpu_within_noise(a, b) -> bool:
+    """Whether two rung rows' GPU busy times are not told apart: the range their processes allow
+    (lmstudy.analyse.trust.gpu_ratio) holds 1."""
+    _, low, high = gpu_ratio(a, b)
+    return not (pd.notna(low) and (low > 1 or high < 1))
+
+
 def best_rungs(ladder: pd.DataFrame) -> pd.DataFrame:
-    """Per size, the rung with the highest achieved TFLOP/s: the fastest step, as every rung does the same
-    work. `tied_with`: the other rungs within noise of it (step_noise), which it is not ranked above."""
+    """Per size, the best rung and the measure that ranks it (`ranked_on`).
+
+    Where a rung of the size is host-bound (its wall time measures the host's launches, which move by
+    tens of percent between runs) and every rung has a GPU busy time, the rung with the least GPU time
+    per step; else the highest achieved TFLOP/s: the fastest step, as every rung does the same work.
+    `tied_with`: the other rungs within noise of it on that measure, which it is not ranked above."""
     ok = ladder.dropna(subset=["achieved_tflops"])
     if ok.empty:
-        return ok
-    best = ok.loc[ok.groupby("size", sort=False, observed=True)["achieved_tflops"].idxmax()].copy()
-    best["tied_with"] = [
-        [r["rung"] for _, r in ok[ok["size"] == b["size"]].iterrows() if r.name != i and within_noise(b, r)]
-        for i, b in best.iterrows()
-    ]
-    return best
+        return ok.assign(tied_with=[], ranked_on=[])
+    rows = []
+    for _, part in ok.groupby("size", sort=False, observed=True):
+        busy = pd.to_numeric(part.get("gpu_busy_ms", pd.Series(float("nan"), index=part.index)),
+                             errors="coerce")
+        on_gpu = bool(part["host_bound"].astype(bool).any()) and busy.notna().all()
+        i = busy.idxmin() if on_gpu else part["achieved_tflops"].idxmax()
+        best = part.loc[i]
+        tie = gpu_within_noise if on_gpu else within_noise
+        rows.append(best.copy())
+        rows[-1]["tied_with"] = [r["rung"] for j, r in part.iterrows() if j != i and tie(best, r)]
+        rows[-1]["ranked_on"] = "GPU time" if on_gpu else "wall time"
+    return pd.DataFrame(rows)
 
 
 @computes_table
@@ -198,6 +215,7 @@ def best_table(ladder: pd.DataFrame) -> pd.DataFrame:
         {
             "size": best["size"].astype(str),
             "best rung": best["rung"],
+            "ranked on": best["ranked_on"],
             "within noise of it": [", ".join(t) for t in best["tied_with"]],
             "median ms": best["median_ms"],
             "TFLOP/s": best["achieved_tflops"],

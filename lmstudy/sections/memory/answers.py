@@ -72,8 +72,10 @@ def peak_answer(phases: pd.DataFrame) -> Answer:
         sentence = f"{size} {pass_label} {precision} at context {contexts}: peak {peaks} GiB"
         where = part["peak in phase"].value_counts()
         if pass_label == PASS_LABELS["train_step"] and "forward peak GiB" in part and len(where):
+            # "in 1 of 1" says nothing (review W8): one context, or all of them, is just "in the phase".
+            share = "" if where.iloc[0] == len(part) else f" in {where.iloc[0]} of {len(part)} contexts"
             sentence += (
-                f", in the {where.index[0]} phase in {where.iloc[0]} of {len(part)}; its forward phase alone "
+                f", in the {where.index[0]} phase{share}; its forward phase alone "
                 f"{_list(f'{v:.3g}' for v in part['forward peak GiB'])} GiB"
             )
         text.append(sentence)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.memory.kinds import KINDS
-from lmstudy.report.answers import percent, span
+from lmstudy.report.answers import of_all, percent, span
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.sections.memory.tables import GIB, KIND_LABELS, _label, measured
@@ -288,6 +288,10 @@ def _peak_phases(ok: pd.DataFrame) -> list[Finding]:
     if not len(train):
         return []
     phases = train["peak_phase"].value_counts()
+    if len(phases) == 1:  # one phase in every configuration: no "in 1 of 1"
+        return [Finding(f"The training step peaks in the {phases.index[0]} phase in "
+                        f"{of_all(len(train), len(train), 'configuration')}.",
+                        rows_behind(train, "peak_phase", "peak_bytes"))]
     return [Finding(
         "The training step peaks in the "
         + ", ".join(f"{phase} phase in {n} of {len(train)}" for phase, n in phases.items())

@@ -52,9 +52,13 @@ def _why_apart(worst, inside, said) -> str:
                 "profiler's overhead.")
     own = span / inside
     if abs(own - 1) <= 0.10:
-        return (f". The span is {own:.2f}× the timer of its own process, so tracing does not explain the "
-                "gap: it lies between processes (the timing section's median comes from other processes of "
-                "another job, and a host-bound step moves from one process to the next).")
+        # That timer runs under the same tracing (review M3): agreeing with it shows the span measures the
+        # traced step, not that tracing costs nothing.
+        return (f". The span is {own:.2f}× the timer of its own process, which ran under the same tracing: "
+                "the span measures the traced step, but no step of that process ran untraced, so the gap to "
+                "the timing section's median (other processes of another job) mixes the profiler's "
+                "overhead with the variation between processes, which moves a host-bound step from one "
+                "process to the next.")
     slower = "slows" if own > 1 else "does not slow"
     return (f". The span is {own:.2f}× the timer of its own process too: the profiler {slower} the step "
             f"it traces ({said['kernel']}s launched under tracing).")

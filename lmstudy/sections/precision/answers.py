@@ -306,12 +306,14 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
         gpu_words, gpu = _gpu_clause(every_pass[every_pass["precision"].isin(["fp32", low])], low)
         interval = ""
         wall_trust = ""
+        undecided = False  # the wall-time ratio's interval holds 1
         if {"ci_low_ms", "ci_high_ms"} <= set(rows) and fp32.loc[
             (size, context), ["ci_low_ms", "ci_high_ms"]
         ].notna().all():
             a, b = fp32.loc[(size, context)], other.loc[(size, context)]
             lo, hi = a["ci_low_ms"] / b["ci_high_ms"], a["ci_high_ms"] / b["ci_low_ms"]
-            interval = f" (interval {lo:.2f}–{hi:.2f}×)"
+            undecided = lo <= 1 <= hi
+            interval = f" (interval {lo:.2f}–{hi:.2f}×" + (", which holds 1)" if undecided else ")")
             wall_trust = f"wall time's interval {lo:.2f}–{hi:.2f}×"
         elif "cv" in rows:
             a, b = fp32.loc[(size, context)], other.loc[(size, context)]
@@ -321,9 +323,13 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
         longest = rows.groupby("size", observed=True)["context_length"].transform("max")
         shown = rows[(rows["context_length"] == longest) & rows["precision"].isin(["fp32", low])]
         hidden = list(dict.fromkeys(shown[~timing_answers.trusted(shown).to_numpy()]["size"].astype(str)))
+        # A ratio whose interval holds 1 is not decided: given with its interval, never as a fact.
         wall = (
-            f"{low} autocast runs the {step} {ratio.loc[(size, context)]:.2f}× as fast as fp32 for {size} at "
-            f"context {context}{interval}"
+            (f"{low} autocast's {step} is not told apart from fp32's for {size} at context {context} "
+             f"({ratio.loc[(size, context)]:.2f}×{interval.replace(' (', ', ', 1)}"
+             if undecided else
+             f"{low} autocast runs the {step} {ratio.loc[(size, context)]:.2f}× as fast as fp32 for {size} "
+             f"at context {context}{interval}")
             + ("; at each size's longest context: " + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items())
                if len(by_size) > 1 else "")
         )
@@ -361,6 +367,7 @@ def speedup_answer(timing: pd.DataFrame) -> Answer | None:
             headline = (
                 f"{low} autocast makes {size}'s {step} at context {context} {on_gpu}"
                 f"{ratio.loc[(size, context)]:.2f}× in wall time"
+                + (f", not decided{interval}" if undecided else "")
                 + ((" (noisy: its processes disagree, so the wall-time ratio is not decided)"
                     if on_cpu(every_pass) else
                     " (host-bound or noisy: the host's launches fill part of that step)") if size in hidden

@@ -163,18 +163,19 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
         return Answer(
             question, "Not answered: the timing table has no per-step trajectories.", "timing_warmup"
         )
-    first, second = [], []
-    for _, row in rows.iterrows():
+    first, second, measured = [], [], []
+    for index, row in rows.iterrows():
         # Each process's first and second step against the row's median; the median over processes.
         processes = [steps for steps in processes_steps(row["trajectory_ms"]) if len(steps) >= 3]
         if processes and row["median_ms"] > 0:
             first.append((statistics.median(s[0] for s in processes) / row["median_ms"], row))
             second.append(statistics.median(s[1] for s in processes) / row["median_ms"] - 1)
+            measured.append(index)
     if not first:
         return Answer(question, "Not answered: no trajectory has three steps.", "timing_warmup")
     ratios = pd.Series([r for r, _ in first])
     worst = first[int(ratios.idxmax())][1]
-    after = pd.Series(second).abs()
+    after = pd.Series(second, index=measured).abs()
     warm = thresholds(frame).get("max_spread", WARM)
     top = steady_warmup(frame)
     text = (
@@ -198,16 +199,18 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
                     "steady window (which slows later on)." if enough
                else f"is not enough (more than {percent(warm)} slower).")
         )
-        if len(sure) < len(rows):
+        others = after.drop(index=sure.index, errors="ignore")
+        if len(others):
+            # The median over those other cells, not over all (review: "the other 24 ... 7.9%" was all 27's).
             text += (
-                f" In the other {len(rows) - len(sure)} the second step is {percent(after.median())} off "
+                f" In the other {len(others)} the second step is {percent(others.median())} off "
                 "the steady median (median), within what the host moves a step from one to the next, so "
                 "they do not decide it."
             )
         headline = (
             f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; after one "
             f"warm-up step the cells neither host-bound nor noisy are {percent(abs(median - 1))} off "
-            "steady."
+            f"steady (median; at most {percent((early['early_over_steady'] - 1).abs().max())})."
         )
     else:
         text += (

@@ -208,11 +208,12 @@ def _tokens_per_second(rows: pd.DataFrame) -> list[Finding]:
 
 
 @finds
-def _verdict_rule(min_effect: float) -> list[Finding]:
-    """What the verdicts mean, once: the noise band that the minimum effect draws."""
-    low, high = V.noise_band(min_effect)
-    band = {"min_effect": min_effect, "band_low": low, "band_high": high}
-    return [Finding(cells.verdict_rule(min_effect), band)]
+def _verdict_rule(min_effect: float, gpu_min_effect: float) -> list[Finding]:
+    """What the verdicts mean, once: each measure's noise band, as its minimum effect draws it."""
+    band = pd.DataFrame([{"measure": measure, "min_effect": effect, "band_low": V.noise_band(effect)[0],
+                          "band_high": V.noise_band(effect)[1]}
+                         for measure, effect in (("wall time", min_effect), ("GPU time", gpu_min_effect))])
+    return [Finding(cells.verdict_rule(min_effect, gpu_min_effect), band)]
 
 
 # Declared in the section's contract (its comparison): each writes one kind of finding with the rows
@@ -221,7 +222,7 @@ FINDINGS = (_pass_ratios, _precision_ratios, _only_in_one_run, _out_of_memory_in
             _verdict_rule)
 
 
-def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[Finding]:
+def timing_findings(rows: pd.DataFrame, min_effect: float, gpu_min_effect: float) -> list[Finding]:
     """Every finding of the comparison's timing section, in the report's order."""
     return gather(
         _pass_ratios(rows),
@@ -229,7 +230,7 @@ def timing_findings(rows: pd.DataFrame, min_effect: float) -> list[Finding]:
         _only_in_one_run(rows),
         _out_of_memory_in_one(rows),
         _tokens_per_second(rows),
-        _verdict_rule(min_effect),
+        _verdict_rule(min_effect, gpu_min_effect),
     )
 
 
@@ -276,7 +277,7 @@ def ratio_figure(rows: pd.DataFrame, min_effect: float, out: Path) -> bool:
     return True
 
 
-def _section_timing(rows, min_effect, figures: Path) -> Section:
+def _section_timing(rows, min_effect, figures: Path, gpu_min_effect: float) -> Section:
     section = Section("timing", numbered("timing", "End-to-end timing"))
     if rows.empty:
         return section.add(Text("Neither run has timing rows."))
@@ -287,9 +288,9 @@ def _section_timing(rows, min_effect, figures: Path) -> Section:
         "and the kernels it launches per step (equal or not), where the runs measured them; the flags of "
         "each side († host-bound, ‡ noisy) and a reading of the three in one line. A host-bound row's wall "
         "time measures the host, so its GPU time says what the GPU does. "
-        + cells.verdict_rule(min_effect) + " (lmstudy/analyse/compare/tables.py)"
+        + cells.verdict_rule(min_effect, gpu_min_effect) + " (lmstudy/analyse/compare/tables.py)"
     ))
-    section.add(Findings(timing_findings(rows, min_effect)))
+    section.add(Findings(timing_findings(rows, min_effect, gpu_min_effect)))
     study = rows[rows["variant"] == "naive"]
     section.add(Table("Step time, tokens/s, MFU and peak memory, B against A (the study's model)",
                       timing_table(study, variant_column=False), name="timing_step_time"))
@@ -310,4 +311,4 @@ def matched(runs: ComparedRuns) -> pd.DataFrame:
 
 
 def section(runs: ComparedRuns) -> Section:
-    return _section_timing(matched(runs), runs.min_effect, runs.figures)
+    return _section_timing(matched(runs), runs.min_effect, runs.figures, runs.noise.gpu_min_effect)

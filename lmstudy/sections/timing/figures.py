@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 from lmstudy.analyse.tables import steady_rows  # noqa: E402
 from lmstudy.report.labels import PASS_LABELS, size_order  # noqa: E402
 from lmstudy.sections import plots  # noqa: E402
-from lmstudy.sections.timing.tables import KEY, speedup_frame  # noqa: E402
+from lmstudy.sections.timing.tables import KEY, speedup_frame, warmup_table  # noqa: E402
 
 PRECISION_LINES = {"fp32": "-", "bf16": "--", "fp16": ":", "GPU time": "-", "wall time": "--"}
 
@@ -38,13 +38,22 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
     palette = plt.get_cmap("viridis")
     hue = {s: palette(0.85 - 0.85 * i / max(len(sizes) - 1, 1)) for i, s in enumerate(sizes)}
     doubtful = _doubtful(frame)
+    # Ratios: a log axis fitted to the points, an interval past it cut at the edge with its value
+    # written, hollow where the interval holds 1 (plots.ratio_points).
+    limits = plots.ratio_limits(frame[y]) if ratio else None
     for ax, pass_name in zip(axes[0], passes, strict=True):
         part = frame[frame["pass"] == pass_name]
-        for (size, precision), line in part.groupby(["size", "precision"], observed=True):
+        for slot, ((size, precision), line) in enumerate(part.groupby(["size", "precision"], observed=True)):
             line = line.sort_values("context_length")
             style = PRECISION_LINES.get(precision, "-.")
             color = hue[str(size)]
             label = f"{size} {precision}"
+            if ratio:
+                ax.plot(line["context_length"], line[y], style, color=color, label=label)
+                plots.ratio_points(ax, line["context_length"], line[y], line.get(f"{y}_low"),
+                                   line.get(f"{y}_high"), limits, color, label,
+                                   marker="s" if precision == "GPU time" else "o", annotate=False, slot=slot)
+                continue
             ax.plot(line["context_length"], line[y], style, marker="o", color=color, label=label)
             if {f"{y}_low", f"{y}_high"} <= set(line) and line[f"{y}_low"].notna().any():
                 # The interval the value's processes allow, where the rows carry one.
@@ -63,7 +72,8 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
         plots.power_of_two_ticks(ax, contexts)
         if ratio:
             plots.reference_line(ax)
-        if logy:
+            ax.set_xlabel("context length; hollow: the interval holds 1")
+        elif logy:
             plots.plain_log(ax, "y")
         if missing is not None:
             gone = missing[missing["pass"] == pass_name]
@@ -73,7 +83,8 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
                     sizes = ", ".join(dict.fromkeys(str(s) for s in rows["size"]))
                     plots.mark_missing(ax, context, top, f"{sizes}: {status}")
         ax.set_title(PASS_LABELS[pass_name])
-        ax.set_xlabel("context length")
+        if not ratio:
+            ax.set_xlabel("context length")
         ax.set_ylabel(ylabel)
     plots.legend_outside(fig, axes)
     fig.savefig(out)
@@ -88,6 +99,47 @@ def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
         latency = out_dir / "latency.png"
         _plot_by_pass(steady_rows(ok), "median_ms", "median step time (ms)", latency, missing=failed)
 
+        if not _warmup_windows(frame, out_dir / "warmup.png"):
+            _overlapping_warmup(ok, out_dir / "warmup.png")
+    _speedup_figure(frame, out_dir)
+
+
+def _warmup_windows(frame: pd.DataFrame, out: Path) -> bool:
+    """Step 1, step 2 and steps 3 to the steady window's start, each over the steady window: windows
+    that share no step (timing.tables.warmup_table), one point per configuration, hollow where it is
+    host-bound or noisy. False where the run kept no per-step trajectories."""
+    table = warmup_table(frame)
+    if "step 1 ms" not in table or table.empty:
+        return False
+    steady = next(c for c in table if c.endswith("(steady) ms"))
+    windows = [c for c in table if c.endswith(" ms") and c != steady]
+    fig, axes = plots.subplots(figsize=(6.4, 3.4))
+    ax = axes[0][0]
+    flagged = table["flags"].astype(str).str.len() > 0
+    rng = np.random.default_rng(0)  # a fixed jitter, so that points of one window do not hide each other
+    for i, window in enumerate(windows):
+        ratio = table[window] / table[steady]
+        x = i + rng.uniform(-0.15, 0.15, len(ratio))
+        ax.scatter(x[~flagged.to_numpy()], ratio[~flagged], color="C0", s=22, zorder=3,
+                   label="neither host-bound nor noisy")
+        ax.scatter(x[flagged.to_numpy()], ratio[flagged], facecolors="white", edgecolors="C0", s=22,
+                   zorder=3, label="host-bound or noisy (†‡)")
+    plots.reference_line(ax, label="steady window")
+    ax.set_xticks(range(len(windows)), [w.removesuffix(" ms") for w in windows])
+    ax.set_xlim(-0.5, len(windows) - 0.5)
+    ax.set_ylabel(f"median time / {steady.removesuffix(' ms')} (×)")
+    plots.plain_log(ax, "y")
+    plots.legend_outside(fig, axes)
+    ax.set_title("Warm-up: windows that share no step, one point per configuration", fontsize="small")
+    ax.set_xlabel("steps of a fresh process")
+    fig.savefig(out)
+    plt.close(fig)
+    return True
+
+
+def _overlapping_warmup(ok: pd.DataFrame, out: Path) -> None:
+    """Runs without per-step trajectories: each warm-up's window (they overlap) against the steady one."""
+    if not ok.empty:
         fig, axes = plots.subplots(1, 2, figsize=(9, 3.4))
         steady_mean = steady_rows(ok).set_index(KEY)["mean_ms"]
         for warmup, part in ok.groupby("warmup_steps"):
@@ -101,10 +153,12 @@ def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
             plots.plain_log(ax, "y")
             ax.set_xlabel("warm-up steps")
             ax.set_xticks(sorted(ok["warmup_steps"].unique()))
-        fig.suptitle("Warm-up effect (one point per configuration)")
-        fig.savefig(out_dir / "warmup.png")
+        fig.suptitle("Warm-up effect (one point per configuration; the warm-up windows overlap)")
+        fig.savefig(out)
         plt.close(fig)
 
+
+def _speedup_figure(frame: pd.DataFrame, out_dir: Path) -> None:
     speedups = speedup_frame(frame)
     if not speedups.empty:
         # Wall time (what the user waits for; hollow where the host sets it) beside GPU time (what the
@@ -117,4 +171,4 @@ def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:
                 host_bound=False, noisy=False))
         ylabel = "bf16 speed-up over fp32 (×)"
         _plot_by_pass(pd.concat(series, ignore_index=True), "speedup", ylabel, out_dir / "speedup.png",
-                      logy=False, ratio=True)
+                      ratio=True)

@@ -71,6 +71,10 @@ def marks_text(frame: pd.DataFrame) -> str:
     pairs = rows[(pd.to_numeric(rows.get("processes"), errors="coerce") == 2) & (rows["status"] == "ok")] \
         if "processes" in rows else rows.iloc[0:0]
     example = None
+    if "noisy" in pairs:
+        # The example is of two processes that agree (not noisy: spread within noise.max_spread), yet get a
+        # wide interval: a noisy pair (66% apart, review W1) would contradict the sentence it illustrates.
+        pairs = pairs[~pairs["noisy"].fillna(False).astype(bool)]
     if {"ci_low_ms", "ci_high_ms", "process_spread"} <= set(pairs) and len(pairs):
         half = (pairs["ci_high_ms"] - pairs["ci_low_ms"]) / 2 / pairs["median_ms"]
         row = pairs.loc[(half / pairs["process_spread"].clip(lower=1e-6)).idxmax()]
@@ -119,17 +123,25 @@ def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: 
             figures / "latency.png", "Median step time vs context length, per pass.", data="timing_step_time"
         )
     )
+    warmup = warmup_table(frame)
+    # Windows that share no step where the run kept each step (medians over processes), else each
+    # warm-up's window (mean ± std), which overlap (review L3: the title said the latter of the former).
+    disjoint = "step 1 ms" in warmup
     section.add(
         Table(
-            "Warm-up effect: mean ± std per warm-up count",
-            warmup_table(frame),
+            "Warm-up effect: the first steps of a fresh process against its steady window (windows that "
+            "share no step; each the median over processes of each process's median in the window)"
+            if disjoint else "Warm-up effect: mean ± std per warm-up count (windows overlap)",
+            warmup,
             name="timing_warmup",
         )
     )
     section.add(
         Figure(
             figures / "warmup.png",
-            "Mean step time relative to steady state, and CV, by warm-up.",
+            "Step 1, step 2 and steps 3 on over the steady window, windows that share no step; hollow: "
+            "host-bound or noisy." if disjoint else
+            "Mean step time relative to steady state, and CV, by warm-up (the windows overlap).",
             data="timing_warmup",
         )
     )
@@ -144,7 +156,9 @@ def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: 
         section.add(
             Figure(
                 figures / "speedup.png",
-                "bf16 speed-up over fp32 vs context length.",
+                "bf16 speed-up over fp32 vs context length: GPU busy time (squares) beside wall time "
+                "(circles, hollow where the interval holds 1), log axis fitted to the speed-ups; an interval "
+                "past it is cut at the edge with its value written.",
                 data="timing_bf16_speedup",
             )
         )
