@@ -46,8 +46,6 @@ def kernel_breakdown(step, device: torch.device, steps: int) -> dict[str, float]
     return breakdown
 
 
-
-
 # The activities a GPU step's busy time sums, as the profiler names their kinds (the Chrome trace's
 # "cat", lmstudy.analyse.nsys.torch_trace): kernels, copies and sets; kernels_per_step counts the first.
 GPU_ACTIVITIES = ("kernel", "gpu_memcpy", "gpu_memset")
