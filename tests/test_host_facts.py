@@ -49,12 +49,18 @@ def run(tmp_path: Path, **env) -> tuple[list[dict], list[str]]:
     smi.write_text(FAKE_NVIDIA_SMI)
     smi.chmod(0o755)
     log = tmp_path / "calls.log"
-    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               "NVIDIA_SMI_LOG": str(log), "LMSTUDY_COMMIT": "abc123", **env}
+    environ = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "NVIDIA_SMI_LOG": str(log),
+        "LMSTUDY_COMMIT": "abc123",
+        **env,
+    }
     if "LMSTUDY_GPU_INDEX" not in env:
         environ.pop("LMSTUDY_GPU_INDEX", None)
-    done = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, cwd=REPO,
-                          env=environ, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, cwd=REPO, env=environ, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), log.read_text().splitlines()
 

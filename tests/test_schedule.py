@@ -26,7 +26,10 @@ JOB_NAMES = {
     "compile_model": ("compile", r"(?P<size>.+)_ctx(?P<ctx>\d+)_(?P<precision>[^_]+)_(?P<attention>[^_]+)"),
     "ladder_rung": ("ladder", r"(?P<size>.+)_ctx(?P<ctx>\d+)_(?P<rung>[^_]+)"),
     "profile_model": ("nsys", r"(?P<size>.+)_ctx(?P<ctx>\d+)_(?P<precision>[^_]+)"),
-    "memory_snapshot": ("memory", r"(?P<size>.+)_ctx(?P<ctx>\d+)_(?P<mempass>forward|train_step)_(?P<precision>.+)"),
+    "memory_snapshot": (
+        "memory",
+        r"(?P<size>.+)_ctx(?P<ctx>\d+)_(?P<mempass>forward|train_step)_(?P<precision>.+)",
+    ),
 }
 
 
@@ -45,7 +48,8 @@ def measured_and_expected() -> list[tuple[str, float, float]]:
         job, pattern = JOB_NAMES[row["rule"]]
         wildcards = re.fullmatch(pattern, row["job"]).groupdict()
         spec = job_spec.job_spec(config, job, wildcards)
-        rows.append((f"{row['rule']} {row['job']}", float(row["wall_s"]), schedule.expected_seconds(job, spec)))
+        expected = schedule.expected_seconds(job, spec)
+        rows.append((f"{row['rule']} {row['job']}", float(row["wall_s"]), expected))
     return rows
 
 
@@ -83,9 +87,12 @@ def test_the_full_study_starts_with_its_longest_jobs():
     # A compiled rung pays its compile on top of its steps; a bigger model costs more.
     ctx = config["ladder"]["context_length"]
     assert priority("ladder", size="2.7B", ctx=ctx, rung="bf16-sdpa-compile") > priority(
-        "ladder", size="2.7B", ctx=ctx, rung="bf16-sdpa")
-    assert priority("ladder", size="2.7B", ctx=ctx, rung="bf16") > priority("ladder", size="small", ctx=ctx,
-                                                                            rung="bf16")
+        "ladder", size="2.7B", ctx=ctx, rung="bf16-sdpa"
+    )
+    assert priority("ladder", size="2.7B", ctx=ctx, rung="bf16") > priority(
+        "ladder", size="small", ctx=ctx, rung="bf16"
+    )
     ctx = config["compile"]["context_length"]
     assert priority("compile", size="2.7B", ctx=ctx, precision="fp32", attention="naive") > priority(
-        "compile", size="small", ctx=ctx, precision="fp32", attention="naive")
+        "compile", size="small", ctx=ctx, precision="fp32", attention="naive"
+    )
