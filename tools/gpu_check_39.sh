@@ -98,7 +98,7 @@ collect() {
     (cd "$W/$part" && tar -czf "$OUT/$part.tar.gz" "${EX[@]}" $(ls -d results logs report 2>/dev/null))
   done
   cp $W/*.csv $W/*.txt "$OUT/" 2>/dev/null
-  for log in $W/*.log; do tail -200 "$log" > "$OUT/$(basename "$log").tail"; done
+  for log in "$W"/*.log; do [ -f "$log" ] && tail -200 "$log" > "$OUT/$(basename "$log").tail"; done
   ls -la "$OUT"
 }
 
