@@ -106,6 +106,7 @@ case "${1:-}" in
 start)
   mkdir -p $W
   source tools/gpu_env.sh
+  export LMSTUDY_COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo i39)}
   export LMSTUDY_GPU_LEASE_DIR=$W/leases
   nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv | tee $W/gpus.txt
   GPUS=$(( $(wc -l < $W/gpus.txt) - 1 )); echo "$GPUS GPUs, $(nproc) cores" | tee -a $W/gpus.txt
@@ -130,6 +131,7 @@ wait)
   ;;
 quick)
   source tools/gpu_env.sh > /dev/null 2>&1
+  export LMSTUDY_COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo i39)}
   export LMSTUDY_GPU_LEASE_DIR=$W/leases
   wait_for $W/full.rc
   [ -f $W/full.rc ] || { echo "the full study is still running: wait first"; collect; exit 0; }
