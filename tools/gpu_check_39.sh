@@ -137,8 +137,9 @@ quick)
   [ -f $W/full.rc ] || { echo "the full study is still running: wait first"; collect; exit 0; }
   copy_tree quick
   run_quick() {  # folder, run name, GPU
-    local t0; t0=$(date +%s)
-    (cd "$W/$1" && LMSTUDY_GPUS=$3 $SMK --cores 8 --resources gpu=1 --config preset=quick run=$2 \
+    local t0 commit=$LMSTUDY_COMMIT; t0=$(date +%s)
+    [ "$2" = base ] && commit=${BASE_COMMIT:-5c960be}
+    (cd "$W/$1" && LMSTUDY_COMMIT=$commit LMSTUDY_GPUS=$3 $SMK --cores 8 --resources gpu=1 --config preset=quick run=$2 \
       > "$W/$2.log" 2>&1)
     echo "$2 quick preset on GPU $3: exit $?, $(( $(date +%s) - t0 )) s wall" > "$W/${2}_wall.txt"
   }
