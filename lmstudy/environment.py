@@ -36,20 +36,20 @@ def git_commit() -> str:
     return f"{commit}-dirty" if dirty else commit
 
 
-def _nvidia_smi(query: str) -> str:
-    """nvidia-smi's answer for the first GPU (`query`: e.g. driver_version), "" where it cannot answer."""
+def _nvidia_smi_fields(*fields: str) -> list[str]:
+    """nvidia-smi's answers for the leased GPU (the first where no lease names one), one per field
+    (e.g. driver_version); "" where it cannot answer."""
+    gpu = os.environ.get(job_process.INDEX_ENV, "")
+    select = ["-i", gpu] if gpu.isdigit() else []
     try:
         out = subprocess.run(
-            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            ["nvidia-smi", *select, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, check=True, timeout=30,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.strip().splitlines()[0].strip() if out.strip() else ""
-
-
-def _driver_version() -> str:
-    return _nvidia_smi("driver_version")
+        return [""] * len(fields)
+    answers = [a.strip() for a in out.strip().splitlines()[0].split(",")] if out.strip() else []
+    return answers if len(answers) == len(fields) else [""] * len(fields)
 
 
 def cpu_model() -> str:
@@ -63,14 +63,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# host_facts() of this process, once asked: measuring processes forked after it inherit it.
+_host_facts: dict[str, str] | None = None
+
+
 def host_facts() -> dict[str, str]:
     """What describe() records that needs no device (the driver by nvidia-smi, not CUDA).
 
-    A job that forks several measuring processes asks once and hands it to each.
+    Asked once per job: the driver, the commit, the CPU and the leased GPU's power limit do not
+    change while it runs, and each fresh measuring process it forks (each a describe()) inherits
+    the answer instead of starting nvidia-smi and git again. One nvidia-smi call for both fields.
     """
-    limit = _nvidia_smi("power.limit")
-    return {"driver": _driver_version(), "commit": git_commit(), "cpu": cpu_model(),
-            "gpu_power_limit_w": limit if limit.replace(".", "", 1).isdigit() else ""}
+    global _host_facts
+    if _host_facts is None:
+        driver, limit = _nvidia_smi_fields("driver_version", "power.limit")
+        _host_facts = {"driver": driver, "commit": git_commit(), "cpu": cpu_model(),
+                       "gpu_power_limit_w": limit if limit.replace(".", "", 1).isdigit() else ""}
+    return dict(_host_facts)
 
 
 def describe(device, facts: dict[str, str] | None = None) -> dict[str, str | bool]:

@@ -20,6 +20,7 @@ import statistics
 import time
 from collections.abc import Callable, Hashable, Sequence
 
+from lmstudy import environment
 from lmstudy.measure.fresh_process import mark_forking_parent, run_forked
 from lmstudy.phases import PhaseClock
 
@@ -95,6 +96,7 @@ def measure_until_stable(
     round's wall time (PhaseClock.rounds): what the repetition cost.
     """
     mark_forking_parent()  # torch is imported by now: a refused fork can name what started CUDA
+    environment.host_facts()  # nvidia-smi and git once here: every process forked below inherits them
     results: dict[Hashable, list[dict]] = {key: [] for key in keys}
     pending = list(keys)
     round_index = 0

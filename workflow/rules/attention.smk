@@ -28,6 +28,7 @@ rule attention_sweep:
     wildcard_constraints:
         impl="naive|naive-compile|sdpa",
         head_dim=r"\d+",
+    priority: job_priority("attention")
     conda:
         LMSTUDY_ENV
     resources:

@@ -14,6 +14,7 @@ from lmstudy import config as study_config
 from lmstudy import job_spec as job_specs
 from lmstudy import plan
 from lmstudy import resources as job_resources
+from lmstudy import schedule
 from lmstudy.ladder_rungs import RUNGS as LADDER_RUNGS
 from lmstudy.registry import NAMES as SECTION_NAMES
 
@@ -167,6 +168,15 @@ MAX_RUNTIME = profile_number("lmstudy_max_runtime", job_resources.MAX_RUNTIME_MI
 # profile's default-resources: the default partition or the CPU partition
 # the user names there.
 GPU_PARTITION = os.environ.get("LMSTUDY_SLURM_PARTITION", "")
+
+
+def job_priority(job):
+    """A measuring rule's priority: its job's expected seconds (lmstudy.schedule), so that on a node
+    of several GPUs the longest jobs start first and the last GPU does not finish alone.
+    """
+    return lambda wildcards: schedule.priority(
+        job, job_specs.job_spec(config, job, wildcards)
+    )
 
 
 def gpu_job_resources():

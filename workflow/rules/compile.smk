@@ -29,6 +29,7 @@ rule compile_model:
         benchmark_file("compile", "compile_model", COMPILE_JOB)
     wildcard_constraints:
         attention="naive|sdpa",
+    priority: job_priority("compile")
     conda:
         LMSTUDY_ENV
     resources:

@@ -35,6 +35,7 @@ rule ladder_rung:
         benchmark_file("ladder", "ladder_rung", LADDER_JOB)
     wildcard_constraints:
         rung=alternatives(RUNG_KEYS),
+    priority: job_priority("ladder")
     conda:
         LMSTUDY_ENV
     resources:

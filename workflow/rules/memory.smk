@@ -54,6 +54,7 @@ rule memory_snapshot:
         benchmark_file("memory", "memory_snapshot", MEMORY_CFG)
     wildcard_constraints:
         mempass="forward|train_step",
+    priority: job_priority("memory")
     conda:
         LMSTUDY_ENV
     resources:

@@ -72,6 +72,7 @@ rule profile_model:
         f"{LOGS}/nsys/{{size}}_ctx{{ctx}}_{{precision}}.log",
     benchmark:
         benchmark_file("nsys", "profile_model", NSYS_JOB)
+    priority: job_priority("nsys")
     conda:
         LMSTUDY_ENV
     resources:

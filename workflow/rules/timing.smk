@@ -23,6 +23,7 @@ rule time_model:
         f"{LOGS}/timing/{{size}}_ctx{{ctx}}_{{precision}}_{{variant}}.log",
     benchmark:
         benchmark_file("timing", "time_model", TIMING_JOB)
+    priority: job_priority("timing")
     conda:
         LMSTUDY_ENV
     resources:
