@@ -48,5 +48,5 @@ def test_buckets_follow_the_backward_and_their_cap():
 def test_shards_balance_the_ranks():
     params = [torch.zeros(n) for n in (100, 60, 50, 10)]
     owners = data_parallel.shard_owners(params, 2)
-    load = [sum(p.numel() for p, o in zip(params, owners) if o == r) for r in range(2)]
+    load = [sum(p.numel() for p, o in zip(params, owners, strict=True) if o == r) for r in range(2)]
     assert owners == [0, 1, 1, 0] and load == [110, 110]

@@ -209,7 +209,8 @@ def test_a_job_needing_more_gpus_than_the_machine_has_says_so(tmp_path):
 
 def test_a_job_of_no_gpu_takes_no_lease(tmp_path):
     env = {**lease_env(tmp_path, "0"), "LMSTUDY_GPU_COUNT": "0"}
-    shown = subprocess.run([*LEASE, sys.executable, "-c", "import os; print(os.environ['LMSTUDY_GPU_SOURCE'])"],
+    source = "import os; print(os.environ['LMSTUDY_GPU_SOURCE'])"
+    shown = subprocess.run([*LEASE, sys.executable, "-c", source],
                            env=env, capture_output=True, text=True, check=True, timeout=60)
     assert shown.stdout.strip() == "none" and not (tmp_path / "leases" / "gpu-0.lock").exists()
 

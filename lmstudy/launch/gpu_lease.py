@@ -414,7 +414,7 @@ def gpu_count(environ=os.environ) -> int:
     """How many GPUs the job asks for (COUNT_ENV), checked: a whole number, at least 0."""
     text = environ.get(COUNT_ENV, "1").strip() or "1"
     if not text.isdigit():
-        raise LeaseError(f"{COUNT_ENV}={text!r} is not a number of GPUs: set it to a whole number (the rule's gpu)")
+        raise LeaseError(f"{COUNT_ENV}={text!r} is not a number of GPUs: set it to a whole number")
     return int(text)
 
 
@@ -561,7 +561,8 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
                 cores = cores_for(lease.gpu, lease.slot, gpus, listed, allowed)
             if cores:
                 os.sched_setaffinity(0, cores)
-            foreign = "; ".join(f for f in (foreign_processes(x.gpu, ours={os.getpid()}) for x in leases) if f)
+            seen = (foreign_processes(held.gpu, ours={os.getpid()}) for held in leases)
+            foreign = "; ".join(text for text in seen if text)
             env.update(group_environment(leases, cores, foreign) if count > 1
                        else job_environment(lease, cores, foreign))
             env[LOCK_ENV] = str(lease_dir / lease.gpu.lock_name)
