@@ -13,8 +13,18 @@ from lmstudy.measure import data_parallel  # noqa: E402
 from lmstudy.measure.distributed import run_group  # noqa: E402
 from lmstudy.measure.distributed_bench import single_process  # noqa: E402
 
-SPEC = {"vocab_size": 32, "context_length": 8, "d_model": 16, "d_ff": 32, "num_layers": 2, "num_heads": 2,
-        "batch_size": 2, "steps": 3, "versions": list(data_parallel.VERSIONS), "bucket_mb": [0.001, 1]}
+SPEC = {
+    "vocab_size": 32,
+    "context_length": 8,
+    "d_model": 16,
+    "d_ff": 32,
+    "num_layers": 2,
+    "num_heads": 2,
+    "batch_size": 2,
+    "steps": 3,
+    "versions": list(data_parallel.VERSIONS),
+    "bucket_mb": [0.001, 1],
+}
 
 
 @pytest.fixture(scope="module")

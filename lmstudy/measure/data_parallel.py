@@ -166,8 +166,10 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.all_params = [p for p in params if p.requires_grad]
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.owners = shard_owners(self.all_params, self.world_size)
-        self.by_rank = [[p for p, o in zip(self.all_params, self.owners, strict=True) if o == r]
-                        for r in range(self.world_size)]
+        self.by_rank = [
+            [p for p, o in zip(self.all_params, self.owners, strict=True) if o == r]
+            for r in range(self.world_size)
+        ]
         owned = self.by_rank[self.rank]
         self.local = optimizer_class(owned, **defaults) if owned else None
         super().__init__(self.all_params, defaults)
@@ -197,5 +199,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
         """The bytes of this rank's optimizer state (its tensors)."""
         if self.local is None:
             return 0
-        return sum(t.numel() * t.element_size() for s in self.local.state.values() for t in s.values()
-                   if torch.is_tensor(t))
+        return sum(
+            t.numel() * t.element_size()
+            for s in self.local.state.values()
+            for t in s.values()
+            if torch.is_tensor(t)
+        )

@@ -39,8 +39,15 @@ def allreduce_rank(rank: int, world_size: int, device: torch.device, spec: dict)
             start = time.perf_counter()
             dist.all_reduce(x)
             synchronize(device)
-            rows.append({"size_mb": size_mb, "bytes": numel * 4, "repeat": repeat, "rank": rank,
-                         "seconds": time.perf_counter() - start})
+            rows.append(
+                {
+                    "size_mb": size_mb,
+                    "bytes": numel * 4,
+                    "repeat": repeat,
+                    "rank": rank,
+                    "seconds": time.perf_counter() - start,
+                }
+            )
         del x
     return {"rows": rows}
 
@@ -53,8 +60,9 @@ def _model(spec: dict, device: torch.device, seed: int = 0) -> TransformerLM:
 def _batch(spec: dict, rank: int, step: int, device: torch.device):
     """This rank's batch of step `step`: tokens and targets, the same on every run."""
     generator = torch.Generator().manual_seed(1000 * step + rank)
-    tokens = torch.randint(0, spec["vocab_size"], (spec["batch_size"], spec["context_length"] + 1),
-                           generator=generator)
+    tokens = torch.randint(
+        0, spec["vocab_size"], (spec["batch_size"], spec["context_length"] + 1), generator=generator
+    )
     tokens = tokens.to(device)
     return tokens[:, :-1], tokens[:, 1:]
 
@@ -103,8 +111,16 @@ def ddp_rank(rank: int, world_size: int, device: torch.device, spec: dict) -> di
             optimizer.step()
             synchronize(device)
             if step >= spec["warmup"]:
-                rows.append({"version": version, "bucket_mb": bucket_mb, "step": step - spec["warmup"],
-                             "rank": rank, "step_s": time.perf_counter() - start, "comm_s": comm_s})
+                rows.append(
+                    {
+                        "version": version,
+                        "bucket_mb": bucket_mb,
+                        "step": step - spec["warmup"],
+                        "rank": rank,
+                        "step_s": time.perf_counter() - start,
+                        "comm_s": comm_s,
+                    }
+                )
         del module, sync, optimizer, model
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -139,8 +155,17 @@ def sharding_rank(rank: int, world_size: int, device: torch.device, spec: dict) 
         params = list(model.parameters())
         allocated, peak = _memory(device)
         base = {"sharded": sharded, "rank": rank, "params_bytes": _bytes(params)}
-        rows.append({**base, "phase": "after_init", "step": -1, "allocated_bytes": allocated,
-                     "peak_bytes": peak, "state_bytes": 0, "step_s": float("nan")})
+        rows.append(
+            {
+                **base,
+                "phase": "after_init",
+                "step": -1,
+                "allocated_bytes": allocated,
+                "peak_bytes": peak,
+                "state_bytes": 0,
+                "step_s": float("nan"),
+            }
+        )
         for step in range(spec["warmup"] + spec["steps"]):
             tokens, targets = _batch(spec, rank, step, device)
             timed_barrier(device)
@@ -155,13 +180,24 @@ def sharding_rank(rank: int, world_size: int, device: torch.device, spec: dict) 
             synchronize(device)
             step_s = time.perf_counter() - start
             after = _memory(device)
-            state = (optimizer.state_bytes() if sharded else
-                     _bytes(t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)))
+            state = (
+                optimizer.state_bytes()
+                if sharded
+                else _bytes(t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t))
+            )
             if step >= spec["warmup"]:
                 for phase, (allocated, peak) in (("before_step", before), ("after_step", after)):
-                    rows.append({**base, "phase": phase, "step": step - spec["warmup"],
-                                 "allocated_bytes": allocated, "peak_bytes": peak, "state_bytes": state,
-                                 "step_s": step_s})
+                    rows.append(
+                        {
+                            **base,
+                            "phase": phase,
+                            "step": step - spec["warmup"],
+                            "allocated_bytes": allocated,
+                            "peak_bytes": peak,
+                            "state_bytes": state,
+                            "step_s": step_s,
+                        }
+                    )
         del model, sync, optimizer, params
         if device.type == "cuda":
             torch.cuda.empty_cache()

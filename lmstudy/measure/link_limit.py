@@ -71,5 +71,8 @@ def read(device_type: str, gpus: int) -> dict:
         generation, width = (int(cell) for cell in rows.splitlines()[0].split(","))
     except (IndexError, ValueError):
         return {"link": "unknown", "link_gbps": float("nan"), "link_source": "nvidia-smi did not say"}
-    return {"link": f"PCIe gen{generation} x{width}", "link_gbps": pcie_gbps(generation, width),
-            "link_source": "nvidia-smi pcie.link (GPU 0)" + ("" if kind else "; topology unread")}
+    return {
+        "link": f"PCIe gen{generation} x{width}",
+        "link_gbps": pcie_gbps(generation, width),
+        "link_source": "nvidia-smi pcie.link (GPU 0)" + ("" if kind else "; topology unread"),
+    }

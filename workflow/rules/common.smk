@@ -169,11 +169,12 @@ MAX_RUNTIME = profile_number("lmstudy_max_runtime", job_resources.MAX_RUNTIME_MI
 GPU_PARTITION = os.environ.get("LMSTUDY_SLURM_PARTITION", "")
 
 
-def gpu_job_resources():
+def gpu_job_resources(gpus=1):
     """What every GPU job asks for; use as  resources: **gpu_job_resources()
 
     One GPU (locally --resources gpu=1 serializes the jobs, on SLURM it is
-    --gpus=1) on the GPU partition, and a time limit and host memory scaled
+    --gpus=1), or `gpus` (a number, or a function of the wildcards: a job of
+    several processes, each on a GPU of its own, leased at once), on the GPU partition, and a time limit and host memory scaled
     by the job's model size and context length (wildcards size and ctx,
     where it has them), capped by the profile (lmstudy.resources.gpu_job).
     """
@@ -196,11 +197,30 @@ def gpu_job_resources():
         )
 
     return {
-        "gpu": 1,
+        "gpu": gpus,
         "slurm_partition": GPU_PARTITION,
         "runtime": lambda w: ask(w)["runtime"],
         "mem_mb": lambda w: ask(w)["mem_mb"],
     }
+
+
+def group_gpus(world_size, on_gpu=True):
+    """The GPUs a job of `world_size` processes asks for: one each on a GPU run, else one (a CPU run's
+    jobs take turns as every other job does)."""
+    return int(world_size) if on_gpu and config["device"] == "cuda" else 1
+
+
+def check_group_gpus(section, needed):
+    """Refuse at parse time, in one sentence, a run whose --resources gpu is below what `section`'s
+    largest job needs (Snakemake would refuse it later, blaming pipes)."""
+    given = workflow.resource_settings.resources.get("gpu")
+    given = getattr(given, "value", given)
+    if isinstance(given, int) and needed > given:
+        raise WorkflowError(
+            f"the {section} section's largest job needs {needed} GPUs at once and this run gives "
+            f"--resources gpu={given}: run it with --resources gpu={needed} on a node with {needed} "
+            f"GPUs, or lower {section}.world_sizes in the config."
+        )
 
 
 onerror:
