@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from lmstudy.measure import data_parallel  # noqa: E402
 from lmstudy.measure.distributed import run_group  # noqa: E402
-from lmstudy.measure.distributed_bench import single_process  # noqa: E402
+from lmstudy.measure.distributed_bench import equality_rank, single_process  # noqa: E402
 
 SPEC = {
     "vocab_size": 32,
@@ -29,7 +29,7 @@ SPEC = {
 
 @pytest.fixture(scope="module")
 def trained():
-    ranks = run_group("lmstudy.measure.distributed_bench:equality_rank", 2, "cpu", SPEC, "the equality check")
+    ranks = run_group(equality_rank, 2, "cpu", SPEC, "the equality check")
     return ranks, np.array(single_process(SPEC, 2))
 
 

@@ -21,6 +21,7 @@ import os
 import sys
 import tempfile
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 from lmstudy.errors import UserError
@@ -53,10 +54,11 @@ def check_enough_gpus(world_size: int, what: str, environ=os.environ) -> None:
         )
 
 
-def run_group(target: str, world_size: int, device_type: str, payload: dict, what: str) -> list[dict]:
+def run_group(target: Callable, world_size: int, device_type: str, payload: dict, what: str) -> list[dict]:
     """`target(rank, world_size, device, payload)` in `world_size` spawned processes of one group.
 
-    `target` is "module:function"; its dict results come back in rank order.
+    `target` is a module-level function (the children import its module by name); its dict results
+    come back in rank order.
     """
     check_cuda_untouched(what)
     if device_type == "cuda":
@@ -94,19 +96,20 @@ def run_group(target: str, world_size: int, device_type: str, payload: dict, wha
         return results
 
 
-def _rank_main(rank: int, target: str, world_size: int, device_type: str, folder: str, payload: dict) -> None:
-    import importlib
-
+def _rank_main(
+    rank: int, target: Callable, world_size: int, device_type: str, folder: str, payload: dict
+) -> None:
     import torch
     import torch.distributed as dist
 
-    module, _, function = target.partition(":")
     out = Path(folder, f"rank{rank}.json")
     if device_type == "cuda":
         torch.cuda.set_device(rank)
         device = torch.device("cuda", rank)
     else:
         device = torch.device("cpu")
+        # The ranks share the job's cores: one rank's threads each, not every core per rank.
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // world_size))
     dist.init_process_group(
         backend_of(device_type),
         init_method=f"file://{folder}/rendezvous",
@@ -115,7 +118,7 @@ def _rank_main(rank: int, target: str, world_size: int, device_type: str, folder
         **({"device_id": device} if device_type == "cuda" else {}),
     )
     try:
-        value = getattr(importlib.import_module(module), function)(rank, world_size, device, payload)
+        value = target(rank, world_size, device, payload)
         out.write_text(json.dumps({"value": value}, default=str))
     except UserError as error:
         out.write_text(json.dumps({"user_error": str(error)}))

@@ -33,7 +33,7 @@ def allreduce(fields: dict, paths: dict):
     import pandas as pd
 
     from lmstudy.atomic import write_csv
-    from lmstudy.measure import link_limit
+    from lmstudy.measure import distributed_bench, link_limit
     from lmstudy.measure.distributed import run_group
     from lmstudy.phases import PhaseClock
 
@@ -43,7 +43,7 @@ def allreduce(fields: dict, paths: dict):
         link = link_limit.read(fields["device"], world)
     with clock.timing("measure"):
         ranks = run_group(
-            "lmstudy.measure.distributed_bench:allreduce_rank",
+            distributed_bench.allreduce_rank,
             world,
             fields["device"],
             fields,

@@ -39,6 +39,7 @@ def train(fields: dict, paths: dict):
     import pandas as pd
 
     from lmstudy.atomic import write_csv
+    from lmstudy.measure import distributed_bench
     from lmstudy.measure.distributed import run_group
     from lmstudy.phases import PhaseClock
 
@@ -46,7 +47,7 @@ def train(fields: dict, paths: dict):
     world = fields["world_size"]
     with clock.timing("measure"):
         ranks = run_group(
-            "lmstudy.measure.distributed_bench:ddp_rank",
+            distributed_bench.ddp_rank,
             world,
             fields["device"],
             fields,

@@ -16,6 +16,7 @@ def measure(fields: dict, paths: dict):
     import pandas as pd
 
     from lmstudy.atomic import write_csv
+    from lmstudy.measure import distributed_bench
     from lmstudy.measure.distributed import run_group
     from lmstudy.phases import PhaseClock
 
@@ -23,7 +24,7 @@ def measure(fields: dict, paths: dict):
     world = fields["world_size"]
     with clock.timing("measure"):
         ranks = run_group(
-            "lmstudy.measure.distributed_bench:sharding_rank",
+            distributed_bench.sharding_rank,
             world,
             fields["device"],
             fields,
