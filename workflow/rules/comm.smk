@@ -7,14 +7,19 @@ from lmstudy.sections.comm.jobs import backends as comm_backends
 COMM = config["comm"]
 COMM_JOB = "{backend}_{world_size}"
 COMM_RAW = f"{RESULTS}/comm/raw/{COMM_JOB}.csv"
-COMM_CONFIGS = grid(
-    backend=comm_backends(config),
-    world_size=COMM["world_sizes"],
-)
-
-
-def comm_gpus(w):
-    return group_gpus(w.world_size, on_gpu=w.backend == "nccl")
+# NCCL's numbers of processes this run has GPUs for (the others left out, said so); Gloo's all.
+COMM_CONFIGS = [
+    job
+    for backend in comm_backends(config)
+    for job in grid(
+        backend=backend,
+        world_size=(
+            fitting_world_sizes("comm", COMM["world_sizes"], on_gpu=backend == "nccl")
+            if COMM["enabled"]
+            else COMM["world_sizes"]
+        ),
+    )
+]
 
 
 localrules:
@@ -35,7 +40,9 @@ rule allreduce:
     conda:
         LMSTUDY_ENV
     resources:
-        **gpu_job_resources(gpus=comm_gpus),
+        **gpu_job_resources(
+            gpus=lambda w: group_gpus(w.world_size, on_gpu=w.backend == "nccl")
+        ),
     params:
         code=job_code_version("allreduce"),
         spec=lambda w: job_spec("allreduce", w),
@@ -62,8 +69,7 @@ rule aggregate_comm:
         "lmstudy_cpu aggregate --out {output} {input} > {log} 2>&1"
 
 
-if COMM["enabled"]:
-    check_group_gpus("comm", max(group_gpus(n) for n in COMM["world_sizes"]))
+if COMM["enabled"] and COMM_CONFIGS:
     SECTION_TABLES["comm"] = [f"{RESULTS}/comm/comm.csv"]
     count_cost("comm", "allreduce", COMM_JOB, COMM_CONFIGS, measuring=True)
     count_cost("comm", "aggregate_comm")

@@ -210,17 +210,30 @@ def group_gpus(world_size, on_gpu=True):
     return int(world_size) if on_gpu and config["device"] == "cuda" else 1
 
 
-def check_group_gpus(section, needed):
-    """Refuse at parse time, in one sentence, a run whose --resources gpu is below what `section`'s
-    largest job needs (Snakemake would refuse it later, blaming pipes)."""
+def gpus_given():
+    """The GPUs this run may use at once (--resources gpu), or None where it sets no limit."""
     given = workflow.resource_settings.resources.get("gpu")
     given = getattr(given, "value", given)
-    if isinstance(given, int) and needed > given:
-        raise WorkflowError(
-            f"the {section} section's largest job needs {needed} GPUs at once and this run gives "
-            f"--resources gpu={given}: run it with --resources gpu={needed} on a node with {needed} "
-            f"GPUs, or lower {section}.world_sizes in the config."
+    return given if isinstance(given, int) else None
+
+
+def fitting_world_sizes(section, world_sizes, on_gpu=True):
+    """The numbers of processes of `section` this run can give a GPU each (--resources gpu); those it
+    cannot are left out, said in one sentence (on a CPU run, or without a limit, all are kept).
+    """
+    given = gpus_given()
+    if given is None:
+        return list(world_sizes)
+    kept = [n for n in world_sizes if group_gpus(n, on_gpu) <= given]
+    left = [n for n in world_sizes if n not in kept]
+    if left:
+        print(
+            f"{section}: its jobs of {', '.join(map(str, left))} processes are left out: they need one GPU per "
+            f"process and this run gives --resources gpu={given} (run with --resources gpu={max(left)} "
+            f"on a node with {max(left)} GPUs to measure them).",
+            file=sys.stderr,
         )
+    return kept
 
 
 onerror:

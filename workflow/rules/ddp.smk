@@ -4,7 +4,14 @@
 DDP = config["ddp"]
 DDP_JOB = "{size}_{world_size}"
 DDP_RAW = f"{RESULTS}/ddp/raw/{DDP_JOB}.csv"
-DDP_CONFIGS = grid(size=DDP["sizes"], world_size=DDP["world_sizes"])
+DDP_CONFIGS = grid(
+    size=DDP["sizes"],
+    world_size=(
+        fitting_world_sizes("ddp", DDP["world_sizes"])
+        if DDP["enabled"]
+        else DDP["world_sizes"]
+    ),
+)
 
 
 localrules:
@@ -52,8 +59,7 @@ rule aggregate_ddp:
         "lmstudy_cpu aggregate --out {output} {input} > {log} 2>&1"
 
 
-if DDP["enabled"]:
-    check_group_gpus("ddp", max(group_gpus(n) for n in DDP["world_sizes"]))
+if DDP["enabled"] and DDP_CONFIGS:
     SECTION_TABLES["ddp"] = [f"{RESULTS}/ddp/ddp.csv"]
     count_cost("ddp", "train_ddp", DDP_JOB, DDP_CONFIGS, measuring=True)
     count_cost("ddp", "aggregate_ddp")

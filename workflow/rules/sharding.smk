@@ -3,7 +3,14 @@
 SHARDING = config["sharding"]
 SHARDING_JOB = "{size}_{world_size}"
 SHARDING_RAW = f"{RESULTS}/sharding/raw/{SHARDING_JOB}.csv"
-SHARDING_CONFIGS = grid(size=SHARDING["sizes"], world_size=SHARDING["world_sizes"])
+SHARDING_CONFIGS = grid(
+    size=SHARDING["sizes"],
+    world_size=(
+        fitting_world_sizes("sharding", SHARDING["world_sizes"])
+        if SHARDING["enabled"]
+        else SHARDING["world_sizes"]
+    ),
+)
 
 
 localrules:
@@ -51,8 +58,9 @@ rule aggregate_sharding:
         "lmstudy_cpu aggregate --out {output} {input} > {log} 2>&1"
 
 
-if SHARDING["enabled"]:
-    check_group_gpus("sharding", max(group_gpus(n) for n in SHARDING["world_sizes"]))
+if SHARDING["enabled"] and SHARDING_CONFIGS:
     SECTION_TABLES["sharding"] = [f"{RESULTS}/sharding/sharding.csv"]
-    count_cost("sharding", "shard_optimizer", SHARDING_JOB, SHARDING_CONFIGS, measuring=True)
+    count_cost(
+        "sharding", "shard_optimizer", SHARDING_JOB, SHARDING_CONFIGS, measuring=True
+    )
     count_cost("sharding", "aggregate_sharding")
