@@ -30,12 +30,17 @@ def fastest(frame: pd.DataFrame) -> list[Finding]:
             if not naive.empty
             else ""
         )
-        alone = (
-            f"; a step without communication takes {best['no_comm_ms']:.1f} ms, so "
-            f"{best['comm_share']:.0%} of the step is communication the backward did not hide"
-            if pd.notna(best["no_comm_ms"])
-            else ""
-        )
+        alone = ""
+        if pd.notna(best["no_comm_ms"]) and best["comm_share"] >= 0:
+            alone = (
+                f"; a step without communication takes {best['no_comm_ms']:.1f} ms, so "
+                f"{best['comm_share']:.0%} of the step is communication the backward did not hide"
+            )
+        elif pd.notna(best["no_comm_ms"]):
+            alone = (
+                f", no slower than the step without communication ({best['no_comm_ms']:.1f} ms): the "
+                "communication it adds is below the steps' own variation here"
+            )
         out.append(
             Finding(
                 f"{size} on {int(world)} processes: {best['version_label']} is the fastest data-parallel "
@@ -57,12 +62,19 @@ def overlap(frame: pd.DataFrame) -> list[Finding]:
         if flat.empty or hiding.empty:
             continue
         best = hiding.loc[hiding["hidden_share"].idxmax()]
+        exposed = (
+            f"exposes {best['exposed_comm_ms']:.1f} ms beyond the step without communication, so it "
+            f"hides {best['hidden_share']:.0%} of it behind the backward"
+        )
+        if best["exposed_comm_ms"] <= 0:
+            exposed = (
+                "is no slower than the step without communication: it hides all of it, within the "
+                "steps' own variation"
+            )
         out.append(
             Finding(
                 f"{size} on {int(world)} processes: flat's all-reduce after the backward takes "
-                f"{flat['comm_ms'].iloc[0]:.1f} ms; {best['version_label']} exposes "
-                f"{best['exposed_comm_ms']:.1f} ms beyond the step without communication, so it hides "
-                f"{best['hidden_share']:.0%} of it behind the backward.",
+                f"{flat['comm_ms'].iloc[0]:.1f} ms; {best['version_label']} {exposed}.",
                 rows_behind(rows, "comm_ms", "exposed_comm_ms", "hidden_share", key=KEY),
             )
         )

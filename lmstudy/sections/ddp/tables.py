@@ -33,5 +33,5 @@ def step_table(frame: pd.DataFrame) -> pd.DataFrame:
     table["comm_share"] = table["exposed_comm_ms"] / table["step_ms"]
     flat_comm = flat.reindex(where).to_numpy()
     overlapping = ~table["version"].isin(["none", "naive", "flat"])
-    table["hidden_share"] = (1 - table["exposed_comm_ms"] / flat_comm).where(overlapping).clip(lower=0)
+    table["hidden_share"] = (1 - table["exposed_comm_ms"] / flat_comm).where(overlapping).clip(0, 1)
     return table.drop(columns=["version", "bucket_mb"])
