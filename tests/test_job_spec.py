@@ -135,8 +135,11 @@ MODEL_JOBS = {"timing", "nsys", "memory", "compile", "ladder", "precision"}
     (lambda c: c["model"].update(name="mine"), MODEL_JOBS),
     (lambda c: c["model"].update(factory="tests/fixtures/models/encoder_lm.py:build"), MODEL_JOBS),
     (lambda c: c["model"].update(range_depth=2), MODEL_JOBS),
-    # the smallest size's dimensions: every job of that size, the precision job's model among them
-    (lambda c: c["sizes"]["tiny"].update(d_ff=128), MODEL_JOBS | {"norms"}),
+    # the smallest size's dimensions: every job of that size, the precision job's model among them,
+    # and the distributed sections' training of the built-in model
+    (lambda c: c["sizes"]["tiny"].update(d_ff=128), MODEL_JOBS | {"norms", "ddp", "sharding"}),
+    (lambda c: c["ddp"].update(bucket_mb=[5]), {"ddp"}),
+    (lambda c: c["comm"].update(repeats=7), {"allreduce"}),
 ])
 def test_a_changed_setting_changes_the_param_of_exactly_the_jobs_it_concerns(edit, changed):
     before = config_of("smoke")
