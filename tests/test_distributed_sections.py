@@ -110,3 +110,24 @@ def test_the_link_limit_from_nvidia_smi():
     assert link_limit.topology_kind(TOPO, 3) == "PCIe"
     assert link_limit.pcie_gbps(5, 16) == pytest.approx(63.0, rel=0.01)
     assert link_limit.read("cpu", 2)["link"] == "unknown"
+
+
+@pytest.mark.parametrize("contract", [comm.SECTION, ddp.SECTION, sharding.SECTION], ids=lambda c: c.name)
+def test_two_runs_compare_on_their_common_configurations(tmp_path, contract):
+    from lmstudy.analyse.compare.runs import Run
+    from lmstudy.report.contract import ComparedRuns
+
+    rows = frame(contract.name)
+    measured = "seconds" if contract.name == "comm" else "step_s"
+    slower = rows.assign(**{measured: rows[measured] * 2})
+    runs = ComparedRuns(
+        a=Run("a", tmp_path, {contract.name: rows}),
+        b=Run("b", tmp_path, {contract.name: slower}),
+        min_effect=0.05,
+        figures=tmp_path,
+    )
+    built = contract.compare.build(runs)
+    (table,) = [b for b in built.blocks if hasattr(b, "frame")]
+    expected = 0.5 if contract.name == "comm" else 2.0  # bandwidth halves, step time doubles
+    assert table.frame["ratio"].to_numpy() == pytest.approx(expected)
+    assert f"{expected:.2f}x at the median" in text_of(built)

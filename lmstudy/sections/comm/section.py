@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import SectionContract
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.finding import gather
 from lmstudy.report.render import Section, Table
+from lmstudy.sections.comm import compare as comm_compare
 from lmstudy.sections.comm.findings import FINDINGS
 from lmstudy.sections.comm.tables import bandwidth_table
 
@@ -45,5 +46,6 @@ SECTION = SectionContract(
     empty="No all-reduce results: the section is switched off or produced no rows.",
     tables=(bandwidth_table,),
     findings=FINDINGS,
+    compare=Comparison(reads=("comm",), build=comm_compare.section, findings=comm_compare.FINDINGS),
 )
 build = SECTION.build

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import SectionContract
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.finding import gather
 from lmstudy.report.render import Section, Table
+from lmstudy.sections.ddp import compare as ddp_compare
 from lmstudy.sections.ddp.findings import FINDINGS
 from lmstudy.sections.ddp.tables import step_table
 
@@ -47,5 +48,6 @@ SECTION = SectionContract(
     empty="No data-parallel results: the section is switched off or produced no rows.",
     tables=(step_table,),
     findings=FINDINGS,
+    compare=Comparison(reads=("ddp",), build=ddp_compare.section, findings=ddp_compare.FINDINGS),
 )
 build = SECTION.build

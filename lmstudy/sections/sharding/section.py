@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import SectionContract
+from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.finding import gather
 from lmstudy.report.render import Section, Table
+from lmstudy.sections.sharding import compare as sharding_compare
 from lmstudy.sections.sharding.findings import FINDINGS
 from lmstudy.sections.sharding.tables import memory_table, step_table
 
@@ -53,5 +54,8 @@ SECTION = SectionContract(
     empty="No sharding results: the section is switched off or produced no rows.",
     tables=(memory_table, step_table),
     findings=FINDINGS,
+    compare=Comparison(
+        reads=("sharding",), build=sharding_compare.section, findings=sharding_compare.FINDINGS
+    ),
 )
 build = SECTION.build
