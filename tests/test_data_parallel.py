@@ -21,7 +21,7 @@ SPEC = {
     "num_layers": 2,
     "num_heads": 2,
     "batch_size": 2,
-    "steps": 3,
+    "timed_steps": 3,
     "versions": list(data_parallel.VERSIONS),
     "bucket_mb": [0.001, 1],
 }

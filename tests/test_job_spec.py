@@ -27,7 +27,7 @@ SMOKE_JOBS = {
 
 
 DISTRIBUTED_TRAINING = {"size", "d_model", "d_ff", "num_layers", "num_heads", "vocab_size", "context_length",
-                        "batch_size", "world_size", "device", "warmup", "steps"}
+                        "batch_size", "world_size", "device", "warmup_steps", "timed_steps"}
 
 
 def library_fields(cls, *apart: str) -> set[str]:

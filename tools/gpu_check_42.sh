@@ -35,7 +35,7 @@ import numpy as np
 from lmstudy.measure.distributed import run_group
 from lmstudy.measure.distributed_bench import equality_rank, single_process
 spec = {"vocab_size": 32, "context_length": 8, "d_model": 16, "d_ff": 32, "num_layers": 2, "num_heads": 2,
-        "batch_size": 2, "steps": 3, "versions": ["naive", "flat", "overlapped", "bucketed", "ddp"],
+        "batch_size": 2, "timed_steps": 3, "versions": ["naive", "flat", "overlapped", "bucketed", "ddp"],
         "bucket_mb": [0.001, 1]}
 ranks = run_group(equality_rank, 2, "cuda", spec, "the NCCL equality check")
 single = np.array(single_process(spec, 2))

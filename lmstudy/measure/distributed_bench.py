@@ -93,7 +93,7 @@ def ddp_rank(rank: int, world_size: int, device: torch.device, spec: dict) -> di
         gradient_bytes = sum(p.numel() * 4 for p in model.parameters() if p.requires_grad)
         module, sync = data_parallel.wrap(version, model, world_size, device, bucket_mb or 25.0)
         optimizer = _optimizer(model, sharded=False)
-        for step in range(spec["warmup"] + spec["steps"]):
+        for step in range(spec["warmup_steps"] + spec["timed_steps"]):
             tokens, targets = _batch(spec, rank, step, device)
             timed_barrier(device)
             start = time.perf_counter()
@@ -110,12 +110,12 @@ def ddp_rank(rank: int, world_size: int, device: torch.device, spec: dict) -> di
                 sync.finish()
             optimizer.step()
             synchronize(device)
-            if step >= spec["warmup"]:
+            if step >= spec["warmup_steps"]:
                 rows.append(
                     {
                         "version": version,
                         "bucket_mb": bucket_mb,
-                        "step": step - spec["warmup"],
+                        "step": step - spec["warmup_steps"],
                         "rank": rank,
                         "step_s": time.perf_counter() - start,
                         "comm_s": comm_s,
@@ -166,7 +166,7 @@ def sharding_rank(rank: int, world_size: int, device: torch.device, spec: dict) 
                 "step_s": float("nan"),
             }
         )
-        for step in range(spec["warmup"] + spec["steps"]):
+        for step in range(spec["warmup_steps"] + spec["timed_steps"]):
             tokens, targets = _batch(spec, rank, step, device)
             timed_barrier(device)
             _reset_peak(device)
@@ -185,13 +185,13 @@ def sharding_rank(rank: int, world_size: int, device: torch.device, spec: dict) 
                 if sharded
                 else _bytes(t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t))
             )
-            if step >= spec["warmup"]:
+            if step >= spec["warmup_steps"]:
                 for phase, (allocated, peak) in (("before_step", before), ("after_step", after)):
                     rows.append(
                         {
                             **base,
                             "phase": phase,
-                            "step": step - spec["warmup"],
+                            "step": step - spec["warmup_steps"],
                             "allocated_bytes": allocated,
                             "peak_bytes": peak,
                             "state_bytes": state,
@@ -213,7 +213,7 @@ def equality_rank(rank: int, world_size: int, device: torch.device, spec: dict) 
         dp = "flat" if version == "sharded" else version
         module, sync = data_parallel.wrap(dp, model, world_size, device, bucket_mb or 25.0)
         optimizer = _optimizer(model, sharded=version == "sharded")
-        for step in range(spec["steps"]):
+        for step in range(spec["timed_steps"]):
             tokens, targets = _batch(spec, rank, step, device)
             optimizer.zero_grad(set_to_none=True)
             cross_entropy(module(tokens), targets).backward()
@@ -229,7 +229,7 @@ def single_process(spec: dict, world_size: int) -> list[float]:
     device = torch.device("cpu")
     model = _model(spec, device)
     optimizer = _optimizer(model, sharded=False)
-    for step in range(spec["steps"]):
+    for step in range(spec["timed_steps"]):
         batches = [_batch(spec, rank, step, device) for rank in range(world_size)]
         tokens = torch.cat([b[0] for b in batches])
         targets = torch.cat([b[1] for b in batches])

@@ -19,8 +19,8 @@ def training_fields(config: dict, section: str, w: dict) -> dict:
         "batch_size": config["batch_size"],
         "world_size": int(w["world_size"]),
         "device": config["device"],
-        "warmup": settings["warmup_steps"],
-        "steps": settings["timed_steps"],
+        "warmup_steps": settings["warmup_steps"],
+        "timed_steps": settings["timed_steps"],
     }
 
 
