@@ -24,7 +24,19 @@ from collections.abc import Callable
 # compares, the workflow includes (workflow/rules/<name>.smk, from the Snakefile) and the tests
 # check exactly these. Each is a package lmstudy/sections/<name>/. A plain list of names here,
 # below the sections (which import this module), so that reading it reaches no section's code.
-NAMES = ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "cost")
+NAMES = (
+    "timing",
+    "nsys",
+    "precision",
+    "memory",
+    "attention",
+    "compile",
+    "ladder",
+    "comm",
+    "ddp",
+    "sharding",
+    "cost",
+)
 
 
 def numbered(name: str, title: str) -> str:

@@ -39,6 +39,9 @@ SMOKE_JOBS = {
     "ladder": {"size": "tiny", "ctx": "32", "rung": "bf16-sdpa"},
     "precision": {},
     "norms": {"size": "tiny"},
+    "allreduce": {"backend": "gloo", "world_size": "2"},
+    "ddp": {"size": "tiny", "world_size": "2"},
+    "sharding": {"size": "tiny", "world_size": "2"},
 }
 
 # The spec keys a job's script reads apart from its library spec (a NoisePolicy, a CeilingSpec).

@@ -87,7 +87,8 @@ def test_a_read_only_folder_the_jobs_write_is_said(tmp_path):
 @pytest.mark.workflow
 def test_a_run_ends_saying_where_its_report_is(tmp_path):
     workdir = new_workdir(tmp_path / "w")
-    sections = ("timing", "nsys", "memory", "attention", "compile", "ladder")  # precision alone: seconds
+    # precision alone: seconds
+    sections = ("timing", "nsys", "memory", "attention", "compile", "ladder", "comm", "ddp", "sharding")
     off = [f"{name}={{enabled: false}}" for name in sections]
     done = snakemake(workdir, "--cores", "2", "--config", "preset=smoke", *off)
     said = f"The report of run default: {workdir / 'report/default/index.html'} (open it in a browser)."

@@ -90,7 +90,7 @@ def test_every_rule_that_runs_our_code_reruns_when_that_code_changes():
             name = re.match(r"rule (\w+):", block).group(1)
             runs_ours = re.search(r'"\s*lmstudy(_gpu)? \w+', block)
             # model_code_version: a measuring job's code and the model factory's (issue 25)
-            if runs_ours and not re.search(r"code=(model_)?code_version\(", block):
+            if runs_ours and not re.search(r"code=(model_|job_)?code_version\(", block):
                 missing.append(f"{rules.name}: {name}")
     assert not missing, f"rules without a code param: {missing}"
 

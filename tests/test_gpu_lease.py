@@ -171,6 +171,50 @@ def test_a_job_waits_while_every_gpu_is_leased_and_says_so(tmp_path):
     assert second.wait(timeout=30) == 0 and ran.exists()
 
 
+SHOW_GPUS = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['LMSTUDY_GPU_INDEX'])"
+
+
+def test_a_job_of_several_gpus_leases_them_all_at_once(tmp_path):
+    """gpu=2 (LMSTUDY_GPU_COUNT): two GPUs, both locked for the job's life, both visible to it."""
+    env = {**lease_env(tmp_path, "0,1,2"), "LMSTUDY_GPU_COUNT": "2"}
+    first = subprocess.Popen([*LEASE, sys.executable, "-c", f"{SHOW_GPUS}; import sys; sys.stdin.read()"],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    assert line_of(first.stdout).split() == ["0,1", "0,1"]
+    # The third GPU alone is free: a one-GPU job gets it, a second two-GPU job waits for two.
+    single = subprocess.run([*LEASE, sys.executable, "-c", SHOW_GPUS], env={**env, "LMSTUDY_GPU_COUNT": "1"},
+                            capture_output=True, text=True, check=True, timeout=60)
+    assert single.stdout.split() == ["2", "2"]
+    second = subprocess.Popen([*LEASE, sys.executable, "-c", SHOW_GPUS], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    assert "fewer than 2 of the 3 GPU(s) are free; waiting for 2 at once" in line_of(second.stderr)
+    assert second.poll() is None
+    first.stdin.close()
+    assert first.wait(timeout=30) == 0
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0 and "2 GPUs are free after" in err
+    assert out.split() == ["0,1", "0,1"]
+
+
+def test_a_job_needing_more_gpus_than_the_machine_has_says_so(tmp_path):
+    env = {**lease_env(tmp_path, "0,1"), "LMSTUDY_GPU_COUNT": "4"}
+    ran = subprocess.run([*LEASE, sys.executable, "-c", "print('ran')"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode != 0 and "ran" not in ran.stdout
+    assert ran.stderr.strip().splitlines() == [
+        "error: this job needs 4 GPUs at once and this machine's pool has 2 (0, 1): run it on a node with 4 "
+        "GPUs, or lower the section's world sizes in the config"
+    ]
+
+
+def test_a_job_of_no_gpu_takes_no_lease(tmp_path):
+    env = {**lease_env(tmp_path, "0"), "LMSTUDY_GPU_COUNT": "0"}
+    source = "import os; print(os.environ['LMSTUDY_GPU_SOURCE'])"
+    shown = subprocess.run([*LEASE, sys.executable, "-c", source],
+                           env=env, capture_output=True, text=True, check=True, timeout=60)
+    assert shown.stdout.strip() == "none" and not (tmp_path / "leases" / "gpu-0.lock").exists()
+
+
 def test_a_lease_is_released_when_its_job_is_killed(tmp_path):
     env = lease_env(tmp_path, "0")
     first = holder(env)

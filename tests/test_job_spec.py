@@ -26,6 +26,10 @@ SMOKE_JOBS = {
 }
 
 
+DISTRIBUTED_TRAINING = {"size", "d_model", "d_ff", "num_layers", "num_heads", "vocab_size", "context_length",
+                        "batch_size", "world_size", "device", "warmup_steps", "timed_steps"}
+
+
 def library_fields(cls, *apart: str) -> set[str]:
     return {f.name for f in dataclasses.fields(cls) if f.init} | set(apart)
 
@@ -60,6 +64,10 @@ def test_a_spec_sets_every_field_of_its_library_spec(job):
                       "batch_size", "vocab_size", "device", "tf32"},
         "norms": {"size", "d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size",
                   "vocab_size", "device"},
+        # the distributed sections' ranks read their specs as they are (lmstudy.measure.distributed_bench)
+        "allreduce": {"backend", "world_size", "device", "sizes_mb", "warmup", "repeats"},
+        "ddp": {*DISTRIBUTED_TRAINING, "versions", "bucket_mb"},
+        "sharding": DISTRIBUTED_TRAINING,
     }[job]
     assert set(spec) == expected
     if job == "ladder":
@@ -127,8 +135,11 @@ MODEL_JOBS = {"timing", "nsys", "memory", "compile", "ladder", "precision"}
     (lambda c: c["model"].update(name="mine"), MODEL_JOBS),
     (lambda c: c["model"].update(factory="tests/fixtures/models/encoder_lm.py:build"), MODEL_JOBS),
     (lambda c: c["model"].update(range_depth=2), MODEL_JOBS),
-    # the smallest size's dimensions: every job of that size, the precision job's model among them
-    (lambda c: c["sizes"]["tiny"].update(d_ff=128), MODEL_JOBS | {"norms"}),
+    # the smallest size's dimensions: every job of that size, the precision job's model among them,
+    # and the distributed sections' training of the built-in model
+    (lambda c: c["sizes"]["tiny"].update(d_ff=128), MODEL_JOBS | {"norms", "ddp", "sharding"}),
+    (lambda c: c["ddp"].update(bucket_mb=[5]), {"ddp"}),
+    (lambda c: c["comm"].update(repeats=7), {"allreduce"}),
 ])
 def test_a_changed_setting_changes_the_param_of_exactly_the_jobs_it_concerns(edit, changed):
     before = config_of("smoke")

@@ -16,6 +16,8 @@ import sys
 import pandas as pd
 import pytest
 
+from lmstudy.registry import NAMES
+
 from .conftest import FIXTURES, REPO, new_workdir, snakemake
 
 EXAMPLE = FIXTURES / "new_section"
@@ -30,7 +32,8 @@ SCHEMA_BLOCK = """  checkpoint:
 """
 # The other sections off: this test is about the new one (the cost section always runs).
 OTHERS_OFF = [f"{name}={{enabled: false}}" for name in
-              ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder")]
+              ("timing", "nsys", "precision", "memory", "attention", "compile", "ladder", "comm", "ddp",
+               "sharding")]
 
 
 def _repository_with_the_section(repo):
@@ -48,7 +51,9 @@ def _repository_with_the_section(repo):
     shutil.copytree(EXAMPLE / "workflow", repo / "workflow", dirs_exist_ok=True)
     # 2. its name in the registry, before the cost section
     names = repo / "lmstudy/registry.py"
-    names.write_text(names.read_text().replace('"ladder", "cost")', '"ladder", "checkpoint", "cost")', 1))
+    text = names.read_text()
+    assert text.count('"cost"') == 1, "registry.py names the cost section once, in NAMES"
+    names.write_text(text.replace('"cost"', '"checkpoint", "cost"', 1))
     # 4. its config block and its schema
     with (repo / "config.yaml").open("a") as config:
         config.write(CONFIG_BLOCK)
@@ -83,6 +88,7 @@ def test_a_new_section_in_five_places_is_measured_reported_and_costed(tmp_path):
     assert set(cost.loc[cost["section"] == "checkpoint", "rule"]) == {"save_load_checkpoint",
                                                                     "aggregate_checkpoint", "figures"}
     report = (workdir / "report/default/report.md").read_text()
-    assert "## 8\\. Checkpoints" in report and "## 9\\. " in report, report[:3000]
+    number = len(NAMES)  # before cost, the last: the number cost had
+    assert f"## {number}\\. Checkpoints" in report and f"## {number + 1}\\. " in report, report[:3000]
     assert "loads slowest, in" in report and "Save and load time per size" in report
     assert (workdir / "report/default/tables/finding_checkpoint_slowest_load.csv").exists()

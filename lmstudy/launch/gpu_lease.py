@@ -67,8 +67,13 @@ GPUS_ENV = "LMSTUDY_GPUS"
 LOCK_ENV = "LMSTUDY_GPU_LEASE_FILE"
 # Which device the run measures on (config `device`), set by the workflow's lmstudy_gpu.
 DEVICE_ENV = "LMSTUDY_DEVICE"
+# How many GPUs the job leases at once (its rule's resources: gpu=N; unset: 1, 0: none).
+COUNT_ENV = "LMSTUDY_GPU_COUNT"
+# Every lock a job of several GPUs holds, its descriptors comma-separated (FD_ENV is the first).
+FDS_ENV = "LMSTUDY_GPU_LEASE_FDS"
 LEASE_VARIABLES = (
     FD_ENV, INDEX_ENV, UUID_ENV, SOURCE_ENV, WAITED_ENV, LEASED_AT_ENV, FOREIGN_ENV, CORES_ENV, LOCK_ENV,
+    FDS_ENV,
 )
 
 # How often a waiting job tries again: a lease is held for seconds to
@@ -405,6 +410,74 @@ def acquire(gpus: list[Gpu], lease_dir: Path, what: str, log=sys.stderr, poll_s:
         time.sleep(poll_s)
 
 
+def gpu_count(environ=os.environ) -> int:
+    """How many GPUs the job asks for (COUNT_ENV), checked: a whole number, at least 0."""
+    text = environ.get(COUNT_ENV, "1").strip() or "1"
+    if not text.isdigit():
+        raise LeaseError(f"{COUNT_ENV}={text!r} is not a number of GPUs: set it to a whole number")
+    return int(text)
+
+
+def acquire_many(
+    gpus: list[Gpu], lease_dir: Path, what: str, count: int, log=sys.stderr, poll_s: float = POLL_S
+) -> list[Lease]:
+    """Lease `count` GPUs of `gpus` at once, waiting (and saying so once) until that many are free.
+
+    All or none: a round that finds fewer free gives back those it took before
+    waiting, so two jobs of several GPUs never hold part of what each needs.
+    """
+    if count == 1:
+        return [acquire(gpus, lease_dir, what, log=log, poll_s=poll_s)]
+    if count > len(gpus):
+        raise LeaseError(
+            f"this job needs {count} GPUs at once and this machine's pool has {len(gpus)} "
+            f"({', '.join(g.index for g in gpus)}): run it on a node with {count} GPUs, or lower the "
+            "section's world sizes in the config"
+        )
+    started = time.monotonic()
+    announced = False
+    while True:
+        held: list[Lease] = []
+        for slot, gpu in enumerate(gpus):
+            fd = _try(lease_dir, gpu)
+            if fd is not None:
+                held.append(Lease(gpu, slot, fd, 0.0))
+            if len(held) == count:
+                break
+        if len(held) == count:
+            waited = time.monotonic() - started
+            for lease in held:
+                lease.waited_s = waited
+                record = {"pid": os.getpid(), "what": f"pid {os.getpid()}: {what}", "since": lease.leased_at}
+                os.ftruncate(lease.fd, 0)
+                os.pwrite(lease.fd, json.dumps(record).encode(), 0)
+            if announced:
+                print(f"gpu lease: {count} GPUs are free after {waited:.1f} s", file=log, flush=True)
+            return held
+        for lease in held:
+            lease.release()
+        if not announced:
+            print(
+                f"gpu lease: fewer than {count} of the {len(gpus)} GPU(s) are free; waiting for {count} "
+                f"at once (leases in {lease_dir})",
+                file=log, flush=True,
+            )
+            announced = True
+        time.sleep(poll_s)
+
+
+def group_environment(leases: list[Lease], cores: list[int], foreign: str) -> dict[str, str]:
+    """The variables a job holding several leases runs with: each GPU's, comma-separated."""
+    env = job_environment(leases[0], cores, foreign)
+    env.update({
+        "CUDA_VISIBLE_DEVICES": ",".join(lease.gpu.visible_as for lease in leases),
+        INDEX_ENV: ",".join(lease.gpu.index for lease in leases),
+        UUID_ENV: ",".join(lease.gpu.uuid for lease in leases),
+        FDS_ENV: ",".join(str(lease.fd) for lease in leases),
+    })
+    return env
+
+
 def job_environment(lease: Lease, cores: list[int], foreign: str) -> dict[str, str]:
     """The variables a leased job runs with."""
     return {
@@ -470,7 +543,8 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
     if environ.get(DEVICE_ENV) == "cpu" and not environ.get(GPUS_ENV):
         # A run on the CPU (device: cpu) needs no GPU, unless told to lease (the tests' fake GPUs).
         env.update(unleased_environment(env))
-    elif under_slurm(environ):
+    elif under_slurm(environ) or gpu_count(environ) == 0:
+        # SLURM's one GPU as it is; a job that asks for none (gpu=0: Gloo on the host's CPUs).
         env.update(unleased_environment(env))
     else:
         listed = gpus_of(_nvidia_smi(GPU_QUERY))
@@ -479,18 +553,24 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
             env.update(unleased_environment(env))
         else:
             lease_dir = lease_dir_of(environ)
-            lease = acquire(gpus, lease_dir, " ".join(command)[:300], log=log)
+            count = gpu_count(environ)
+            leases = acquire_many(gpus, lease_dir, " ".join(command)[:300], count, log=log)
+            lease = leases[0]
             cores = allowed = sorted(os.sched_getaffinity(0))
-            if pin:
+            if pin and count == 1:
                 cores = cores_for(lease.gpu, lease.slot, gpus, listed, allowed)
             if cores:
                 os.sched_setaffinity(0, cores)
-            foreign = foreign_processes(lease.gpu, ours={os.getpid()})
-            env.update(job_environment(lease, cores, foreign))
+            seen = (foreign_processes(held.gpu, ours={os.getpid()}) for held in leases)
+            foreign = "; ".join(text for text in seen if text)
+            env.update(group_environment(leases, cores, foreign) if count > 1
+                       else job_environment(lease, cores, foreign))
             env[LOCK_ENV] = str(lease_dir / lease.gpu.lock_name)
-            os.set_inheritable(lease.fd, True)
+            for held in leases:
+                os.set_inheritable(held.fd, True)
             print(
-                f"gpu lease: GPU {lease.gpu.index} {lease.gpu.uuid} (waited {lease.waited_s:.1f} s), "
+                f"gpu lease: GPU {', '.join(f'{x.gpu.index} {x.gpu.uuid}'.strip() for x in leases)} "
+                f"(waited {lease.waited_s:.1f} s), "
                 f"CPU cores {cores_text(cores)}" + (f"; also on it, not ours: {foreign}" if foreign else ""),
                 file=log, flush=True,
             )
@@ -499,9 +579,16 @@ def run_leased(command: list[str], environ=os.environ, log=sys.stderr) -> None:
     if job_server.wanted(command, env):
         since_start = seconds_since_process_start()
         started_at = time.time() - (since_start if since_start == since_start else 0.0)
-        fds = (int(env[FD_ENV]),) if FD_ENV in env else ()
+        fds = _job_fds(env)
         try:
             sys.exit(job_server.run(command, env, started_at, fds, log=log))
         except job_server.ServerUnavailable as error:
             print(f"job server: {error}; the job runs as a process of its own", file=log, flush=True)
-    exec_watched(command, env, job_fds=(int(env[FD_ENV]),) if FD_ENV in env else ())
+    exec_watched(command, env, job_fds=_job_fds(env))
+
+
+def _job_fds(env: dict[str, str]) -> tuple[int, ...]:
+    """The lock descriptors the job holds: every GPU's where it leased several."""
+    if FDS_ENV in env:
+        return tuple(int(fd) for fd in env[FDS_ENV].split(","))
+    return (int(env[FD_ENV]),) if FD_ENV in env else ()

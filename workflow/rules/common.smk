@@ -179,11 +179,12 @@ def job_priority(job):
     )
 
 
-def gpu_job_resources():
+def gpu_job_resources(gpus=1):
     """What every GPU job asks for; use as  resources: **gpu_job_resources()
 
     One GPU (locally --resources gpu=1 serializes the jobs, on SLURM it is
-    --gpus=1) on the GPU partition, and a time limit and host memory scaled
+    --gpus=1), or `gpus` (a number, or a function of the wildcards: a job of
+    several processes, each on a GPU of its own, leased at once), on the GPU partition, and a time limit and host memory scaled
     by the job's model size and context length (wildcards size and ctx,
     where it has them), capped by the profile (lmstudy.resources.gpu_job).
     """
@@ -206,11 +207,43 @@ def gpu_job_resources():
         )
 
     return {
-        "gpu": 1,
+        "gpu": gpus,
         "slurm_partition": GPU_PARTITION,
         "runtime": lambda w: ask(w)["runtime"],
         "mem_mb": lambda w: ask(w)["mem_mb"],
     }
+
+
+def group_gpus(world_size, on_gpu=True):
+    """The GPUs a job of `world_size` processes asks for: one each on a GPU run, else one (a CPU run's
+    jobs take turns as every other job does)."""
+    return int(world_size) if on_gpu and config["device"] == "cuda" else 1
+
+
+def gpus_given():
+    """The GPUs this run may use at once (--resources gpu), or None where it sets no limit."""
+    given = workflow.resource_settings.resources.get("gpu")
+    given = getattr(given, "value", given)
+    return given if isinstance(given, int) else None
+
+
+def fitting_world_sizes(section, world_sizes, on_gpu=True):
+    """The numbers of processes of `section` this run can give a GPU each (--resources gpu); those it
+    cannot are left out, said in one sentence (on a CPU run, or without a limit, all are kept).
+    """
+    given = gpus_given()
+    if given is None:
+        return list(world_sizes)
+    kept = [n for n in world_sizes if group_gpus(n, on_gpu) <= given]
+    left = [n for n in world_sizes if n not in kept]
+    if left:
+        print(
+            f"{section}: its jobs of {', '.join(map(str, left))} processes are left out: they need one GPU per "
+            f"process and this run gives --resources gpu={given} (run with --resources gpu={max(left)} "
+            f"on a node with {max(left)} GPUs to measure them).",
+            file=sys.stderr,
+        )
+    return kept
 
 
 onerror:

@@ -1,0 +1,104 @@
+"""The data-parallel section's findings: each a sentence and the rows it was computed from."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lmstudy.report.finding import Finding, finds, rows_behind
+from lmstudy.sections.ddp.tables import KEY, step_table
+
+
+def _groups(frame: pd.DataFrame):
+    return step_table(frame).groupby(["size", "world_size"], sort=False)
+
+
+@finds
+def fastest(frame: pd.DataFrame) -> list[Finding]:
+    """The fastest version that communicates, against naive and against no communication."""
+    out = []
+    for (size, world), rows in _groups(frame):
+        talking = rows[rows["version_label"] != "none"]
+        if talking.empty:
+            continue
+        best = talking.loc[talking["step_ms"].idxmin()]
+        naive = rows[rows["version_label"] == "naive"]
+        against = (
+            (
+                f", {naive['step_ms'].iloc[0] / best['step_ms']:.2f}x faster than naive "
+                f"({naive['step_ms'].iloc[0]:.1f} ms)"
+            )
+            if not naive.empty
+            else ""
+        )
+        alone = ""
+        if pd.notna(best["no_comm_ms"]) and best["comm_share"] >= 0:
+            alone = (
+                f"; a step without communication takes {best['no_comm_ms']:.1f} ms, so "
+                f"{best['comm_share']:.0%} of the step is communication the backward did not hide"
+            )
+        elif pd.notna(best["no_comm_ms"]):
+            alone = (
+                f", no slower than the step without communication ({best['no_comm_ms']:.1f} ms): the "
+                "communication it adds is below the steps' own variation here"
+            )
+        out.append(
+            Finding(
+                f"{size} on {int(world)} processes: {best['version_label']} is the fastest data-parallel "
+                f"step, "
+                f"{best['step_ms']:.1f} ms{against}{alone}.",
+                rows_behind(rows, "step_ms", "no_comm_ms", "comm_share", key=KEY),
+            )
+        )
+    return out
+
+
+@finds
+def overlap(frame: pd.DataFrame) -> list[Finding]:
+    """How much of flat's communication the overlapping versions hide behind the backward."""
+    out = []
+    for (size, world), rows in _groups(frame):
+        flat = rows[rows["version_label"] == "flat"]
+        hiding = rows[rows["hidden_share"].notna()]
+        if flat.empty or hiding.empty:
+            continue
+        best = hiding.loc[hiding["hidden_share"].idxmax()]
+        exposed = (
+            f"exposes {best['exposed_comm_ms']:.1f} ms beyond the step without communication, so it "
+            f"hides {best['hidden_share']:.0%} of it behind the backward"
+        )
+        if best["exposed_comm_ms"] <= 0:
+            exposed = (
+                "is no slower than the step without communication: it hides all of it, within the "
+                "steps' own variation"
+            )
+        out.append(
+            Finding(
+                f"{size} on {int(world)} processes: flat's all-reduce after the backward takes "
+                f"{flat['comm_ms'].iloc[0]:.1f} ms; {best['version_label']} {exposed}.",
+                rows_behind(rows, "comm_ms", "exposed_comm_ms", "hidden_share", key=KEY),
+            )
+        )
+    return out
+
+
+@finds
+def buckets(frame: pd.DataFrame) -> list[Finding]:
+    """Which bucket size is fastest, and the slowest one."""
+    out = []
+    for (size, world), rows in _groups(frame):
+        bucketed = rows[rows["version_label"].str.startswith("bucketed")]
+        if len(bucketed) < 2:
+            continue
+        best, worst = bucketed.loc[bucketed["step_ms"].idxmin()], bucketed.loc[bucketed["step_ms"].idxmax()]
+        out.append(
+            Finding(
+                f"{size} on {int(world)} processes: of the bucket sizes, {best['version_label']} "
+                f"is fastest ({best['step_ms']:.1f} ms) and {worst['version_label']} slowest "
+                f"({worst['step_ms']:.1f} ms).",
+                rows_behind(bucketed, "step_ms", key=KEY),
+            )
+        )
+    return out
+
+
+FINDINGS = (fastest, overlap, buckets)

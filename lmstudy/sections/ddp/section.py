@@ -1,0 +1,53 @@
+"""The data-parallel section's part of the report: its table, its findings, its method paragraph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.finding import gather
+from lmstudy.report.render import Section, Table
+from lmstudy.sections.ddp import compare as ddp_compare
+from lmstudy.sections.ddp.findings import FINDINGS
+from lmstudy.sections.ddp.tables import step_table
+
+
+def _listed(values) -> str:
+    return ", ".join(str(v) for v in dict.fromkeys(values))
+
+
+def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
+    method = SECTION.prose(
+        "method",
+        sizes=_listed(frame["size"]),
+        world_sizes=_listed(frame["world_size"]),
+        context_length=_listed(frame["context_length"]),
+        batch_size=_listed(frame["batch_size"]),
+        steps=int(frame["step"].max()) + 1,
+        device=_listed(frame["device"]),
+    )
+    SECTION.opening(section, frame, method, findings=gather(*(f(frame) for f in FINDINGS)))
+    section.add(
+        Table(
+            "Data-parallel step time by version (median over steps, ms) and the communication it exposes",
+            step_table(frame),
+            name="ddp_step_time",
+        )
+    )
+
+
+SECTION = SectionContract(
+    name="ddp",
+    title="Data-parallel training",
+    measures="Step time of data-parallel training by hand (naive, flat, overlapped, bucketed) and with "
+    "DistributedDataParallel, and the share of it spent communicating.",
+    products={"ddp": "ddp/ddp.csv"},
+    body=body,
+    empty="No data-parallel results: the section is switched off or produced no rows.",
+    tables=(step_table,),
+    findings=FINDINGS,
+    compare=Comparison(reads=("ddp",), build=ddp_compare.section, findings=ddp_compare.FINDINGS),
+)
+build = SECTION.build

@@ -1,0 +1,61 @@
+"""The sharding section's part of the report: its tables, its findings, its method paragraph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.finding import gather
+from lmstudy.report.render import Section, Table
+from lmstudy.sections.sharding import compare as sharding_compare
+from lmstudy.sections.sharding.findings import FINDINGS
+from lmstudy.sections.sharding.tables import memory_table, step_table
+
+
+def _listed(values) -> str:
+    return ", ".join(str(v) for v in dict.fromkeys(values))
+
+
+def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
+    method = SECTION.prose(
+        "method",
+        sizes=_listed(frame["size"]),
+        world_sizes=_listed(frame["world_size"]),
+        context_length=_listed(frame["context_length"]),
+        batch_size=_listed(frame["batch_size"]),
+        steps=int(frame["step"].max()) + 1,
+        device=_listed(frame["device"]),
+    )
+    SECTION.opening(section, frame, method, findings=gather(*(f(frame) for f in FINDINGS)))
+    section.add(
+        Table(
+            "Memory per rank, whole and sharded AdamW state (largest rank, MB)",
+            memory_table(frame),
+            name="sharding_memory",
+        )
+    )
+    section.add(
+        Table(
+            "Step time, whole and sharded AdamW state (median, ms)",
+            step_table(frame),
+            name="sharding_step_time",
+        )
+    )
+
+
+SECTION = SectionContract(
+    name="sharding",
+    title="Optimizer-state sharding",
+    measures="Memory and step time of AdamW with its state whole on every rank or sharded across the ranks.",
+    products={"sharding": "sharding/sharding.csv"},
+    body=body,
+    empty="No sharding results: the section is switched off or produced no rows.",
+    tables=(memory_table, step_table),
+    findings=FINDINGS,
+    compare=Comparison(
+        reads=("sharding",), build=sharding_compare.section, findings=sharding_compare.FINDINGS
+    ),
+)
+build = SECTION.build

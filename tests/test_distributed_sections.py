@@ -1,0 +1,133 @@
+"""The comm, ddp and sharding sections of the report, from real rows of a CPU run (Gloo, 2 processes:
+tests/fixtures/distributed/), and the link limit read from nvidia-smi's text."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lmstudy.measure import link_limit
+from lmstudy.sections.comm import section as comm
+from lmstudy.sections.comm.tables import bandwidth_table
+from lmstudy.sections.ddp import section as ddp
+from lmstudy.sections.ddp.tables import step_table
+from lmstudy.sections.sharding import section as sharding
+from lmstudy.sections.sharding.tables import memory_table
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "distributed"
+
+
+def frame(name: str) -> pd.DataFrame:
+    return pd.read_csv(FIXTURES / f"{name}.csv")
+
+
+def text_of(built) -> str:
+    parts = []
+    for block in built.blocks:
+        items = getattr(block, "items", None)
+        parts.append(
+            " ".join(str(getattr(i, "text", i)) for i in items) if items else str(getattr(block, "text", ""))
+        )
+    return " ".join(parts)
+
+
+@pytest.mark.parametrize("contract", [comm.SECTION, ddp.SECTION, sharding.SECTION], ids=lambda c: c.name)
+def test_each_section_builds_with_a_table_and_findings(tmp_path, contract):
+    product = tmp_path / contract.products[contract.name]
+    product.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / f"{contract.name}.csv", product)
+    built = contract.build(tmp_path, tmp_path / "figures")
+    assert [b for b in built.blocks if hasattr(b, "frame")], "no table"
+    findings = [b for b in built.blocks if type(b).__name__ == "Findings"]
+    assert findings and findings[0].items, "no finding"
+    assert "switched off" not in text_of(built)
+
+
+def test_bus_bandwidth_is_nccl_tests_definition_of_the_slowest_ranks_time():
+    rows = frame("comm")
+    table = bandwidth_table(rows)
+    one = table[table["size_mb"] == 1].iloc[0]
+    per_repeat = rows[rows["size_mb"] == 1].groupby("repeat")["seconds"].max()
+    assert one["time_ms"] == pytest.approx(per_repeat.median() * 1e3)
+    assert one["algbw_gbps"] == pytest.approx(1e6 / per_repeat.median() / 1e9)
+    assert one["busbw_gbps"] == pytest.approx(one["algbw_gbps"] * 2 * (2 - 1) / 2)
+    # On a CPU the link's limit is unknown, and the finding says so.
+    assert one["link"] == "unknown" and np.isnan(one["link_gbps"])
+    assert "the link's limit is unknown" in " ".join(comm.FINDINGS[0](rows))
+
+
+def test_every_data_parallel_version_has_a_row_and_its_exposed_communication():
+    table = step_table(frame("ddp"))
+    assert list(table["version_label"]) == [
+        "none",
+        "naive",
+        "flat",
+        "overlapped",
+        "bucketed 0.01 MB",
+        "bucketed 1 MB",
+        "ddp",
+    ]
+    none = table.set_index("version_label").loc["none", "step_ms"]
+    flat = table.set_index("version_label").loc["flat"]
+    assert flat["exposed_comm_ms"] == pytest.approx(flat["step_ms"] - none)
+    assert flat["comm_ms"] > 0 and np.isnan(flat["hidden_share"])
+    assert table.set_index("version_label")["hidden_share"].drop(["none", "naive", "flat"]).notna().all()
+    # On this loaded CPU the fastest version beat the step without communication: said as noise, not a share.
+    from lmstudy.sections.ddp.findings import fastest
+
+    (sentence,) = fastest(frame("ddp"))
+    assert "below the steps' own variation" in sentence and "-" not in sentence.split("ms")[-1]
+
+
+def test_sharded_state_is_about_half_on_two_ranks():
+    table = memory_table(frame("sharding"))
+    after = table[table["phase"] == "after_step"].set_index("sharded")
+    whole, sharded = after.loc[False, "state_mb"], after.loc[True, "state_mb"]
+    assert whole == pytest.approx(2 * after.loc[False, "params_mb"], rel=0.01)  # two fp32 moments
+    assert 0.45 < sharded / whole < 0.6
+    assert list(table["phase"][:3]) == ["after_init", "before_step", "after_step"]
+
+
+H100_NVLINK = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)\n" + "".join(
+    f"\t Link {i}: 26.562 GB/s\n" for i in range(18)
+)
+TOPO = (
+    "\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
+    "GPU0\t X \tNV18\tSYS\t0-15\n"
+    "GPU1\tNV18\t X \tSYS\t0-15\n"
+    "GPU2\tSYS\tSYS\t X \t16-31\n"
+)
+
+
+def test_the_link_limit_from_nvidia_smi():
+    assert link_limit.nvlink_gbps(H100_NVLINK) == pytest.approx(478.116)
+    assert link_limit.nvlink_gbps("GPU 0: x\n\t Link 0: <inactive>\n") == 0.0
+    assert link_limit.topology_kind(TOPO, 2) == "NVLink"
+    assert link_limit.topology_kind(TOPO, 3) == "PCIe"
+    assert link_limit.pcie_gbps(5, 16) == pytest.approx(63.0, rel=0.01)
+    assert link_limit.read("cpu", 2)["link"] == "unknown"
+
+
+@pytest.mark.parametrize("contract", [comm.SECTION, ddp.SECTION, sharding.SECTION], ids=lambda c: c.name)
+def test_two_runs_compare_on_their_common_configurations(tmp_path, contract):
+    from lmstudy.analyse.compare.runs import Run
+    from lmstudy.report.contract import ComparedRuns
+
+    rows = frame(contract.name)
+    measured = "seconds" if contract.name == "comm" else "step_s"
+    slower = rows.assign(**{measured: rows[measured] * 2})
+    runs = ComparedRuns(
+        a=Run("a", tmp_path, {contract.name: rows}),
+        b=Run("b", tmp_path, {contract.name: slower}),
+        min_effect=0.05,
+        figures=tmp_path,
+    )
+    built = contract.compare.build(runs)
+    (table,) = [b for b in built.blocks if hasattr(b, "frame")]
+    expected = 0.5 if contract.name == "comm" else 2.0  # bandwidth halves, step time doubles
+    assert table.frame["ratio"].to_numpy() == pytest.approx(expected)
+    assert f"{expected:.2f}x at the median" in text_of(built)
