@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy import rates
+
 # The burst rows of one ceiling measurement belong to the rung job that measured them.
 JOB_KEY = ["size", "rung_key"]
 # What lmstudy.measure.matmul_ceiling.SETTLED holds (no torch here): the last window's bursts lie within it.
@@ -125,5 +127,5 @@ def join(rungs: pd.DataFrame, matmul: pd.DataFrame) -> pd.DataFrame:
             out[column] = best[source]
     ok = out["status"] == "ok" if "status" in out else pd.Series(False, index=out.index)
     achieved = pd.to_numeric(out.get("achieved_tflops", pd.Series(float("nan"), index=out.index)))
-    out["share_of_matmul"] = (achieved / pd.to_numeric(out["matmul_tflops"])).where(ok)
+    out["share_of_matmul"] = rates.share_of_peak(achieved, pd.to_numeric(out["matmul_tflops"])).where(ok)
     return out
