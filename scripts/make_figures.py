@@ -17,7 +17,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--section", required=True, help="a section of lmstudy.registry.NAMES")
     p.add_argument("--results", type=Path, required=True, help="results/<run>")
-    p.add_argument("--sizes", nargs="*", default=[], help="the sizes in the config's order (tables, figures)")
+    p.add_argument("--sizes", nargs="+", required=True, help="the sizes in the config's order")
     p.add_argument("--style", type=Path, help="a matplotlib style file")
     p.add_argument("--out", type=Path, required=True, help="folder for the PNG figures")
     args = p.parse_args(argv)

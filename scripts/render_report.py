@@ -16,7 +16,7 @@ from lmstudy.cli import run_main
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", type=Path, required=True, help="results/<run>")
-    p.add_argument("--sizes", nargs="*", default=[], help="the sizes in the config's order (tables, figures)")
+    p.add_argument("--sizes", nargs="+", required=True, help="the sizes in the config's order")
     p.add_argument("--run", required=True)
     p.add_argument("--sections", nargs="+", required=True)
     p.add_argument(

@@ -1,7 +1,7 @@
 """One capture of both passes, split by pass: a real H100 export checked against nsys's own sums.
 
 The fixture (tests/fixtures/gpu/README.md) is section 2's own program,
-scripts/profile_model.py, run under `nsys profile` on the tiny model: the
+lmstudy.measure.nsys.program (then scripts/profile_model.py), run under `nsys profile` on the tiny model: the
 forward's and the training step's warm-ups, then one capture in which each
 pass's two profiled steps run inside a range "profiled pass <pass>".
 `nsys stats` printed the nvtx_kern_sum and cuda_gpu_kern_sum CSVs of the
