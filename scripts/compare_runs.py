@@ -23,28 +23,20 @@ def main(argv=None) -> None:
     p.add_argument("--templates", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--style", type=Path, help="a matplotlib style file for the figures")
-    p.add_argument("--min-effect", type=float,
+    p.add_argument("--min-effect", type=float, required=True,
                    help="the smallest change a verdict calls faster or slower, e.g. 0.03: 3%% "
-                        "(default: config.yaml's compare.min_effect)")
-    p.add_argument("--gpu-agreement", type=float,
+                        "(config compare.min_effect)")
+    p.add_argument("--gpu-agreement", type=float, required=True,
                    help="how closely two processes' GPU busy times of the same work agree, e.g. 0.008 "
-                        "(default: config.yaml's compare.gpu_agreement)")
-    p.add_argument("--min-gpu-busy", type=float,
-                   help="a side is host-bound below this GPU busy share (default: config.yaml's noise)")
-    p.add_argument("--max-spread", type=float,
-                   help="a side is noisy when its processes' medians spread by more (default: config.yaml's)")
+                        "(config compare.gpu_agreement)")
+    p.add_argument("--min-gpu-busy", type=float, required=True,
+                   help="a side is host-bound below this GPU busy share (config noise.min_gpu_busy)")
+    p.add_argument("--max-spread", type=float, required=True,
+                   help="a side is noisy where its processes' medians spread more (config noise.max_spread)")
     args = p.parse_args(argv)
-    from lmstudy.analyse.compare.verdict import Noise, noise_of_study
-    from lmstudy.config import study_value
+    from lmstudy.analyse.compare.verdict import Noise
 
-    if args.min_effect is None:
-        args.min_effect = study_value("compare", "min_effect")
-    study = noise_of_study()
-    noise = Noise(
-        study.min_gpu_busy if args.min_gpu_busy is None else args.min_gpu_busy,
-        study.max_spread if args.max_spread is None else args.max_spread,
-        study.gpu_agreement if args.gpu_agreement is None else args.gpu_agreement,
-    )
+    noise = Noise(args.min_gpu_busy, args.max_spread, args.gpu_agreement)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -30,14 +30,9 @@ def main(argv=None) -> None:
     p.add_argument("snapshot", type=Path, help="a torch.cuda.memory._dump_snapshot pickle")
     p.add_argument("--out", type=Path, required=True, help="directory for the summary files")
     p.add_argument("--meta", type=Path, help="the snapshot job's JSON (default: SNAPSHOT.json)")
-    p.add_argument("--top", type=int,
-                   help="how many largest allocations to list "
-                        "(default: config.yaml's memory.top_allocations)")
+    p.add_argument("--top", type=int, required=True,
+                   help="how many largest allocations to list (config memory.top_allocations)")
     args = p.parse_args(argv)
-    if args.top is None:
-        from lmstudy.config import study_value
-
-        args.top = study_value("memory", "top_allocations")
     from lmstudy.analyse.memory import summary
 
     meta = summary.read_meta(args.meta or summary.meta_path_for(args.snapshot), named=args.meta is not None)

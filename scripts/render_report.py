@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from lmstudy.cli import run_main
@@ -24,18 +25,18 @@ def main(argv=None) -> None:
         help="the aggregated tables whose provenance columns the header shows",
     )
     p.add_argument("--templates", type=Path, required=True)
-    p.add_argument("--title", help="the report's title (default: config.yaml's report.title)")
+    p.add_argument("--title", required=True, help="the report's title (config report.title)")
+    p.add_argument("--full-study", type=json.loads, required=True, metavar="JSON",
+                   help="the full study's grids by section (lmstudy.config.full_study()): what the "
+                        "report says this run left out")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    if args.title is None:
-        from lmstudy.config import study_value
-
-        args.title = study_value("report", "title")
-    from lmstudy.report import render
+    from lmstudy.report import coverage, render
     from lmstudy.report.labels import use_size_order
     from lmstudy.sections.contracts import contracts
 
     use_size_order(args.sizes)
+    coverage.use_full_study(args.full_study)
     render.render_study(
         args.results, args.run, contracts(args.sections), args.templates, args.out, args.title,
         args.environment_tables,

@@ -1,5 +1,6 @@
 # Config helpers and target lists. Parse time imports no torch and touches
 # no GPU: on a cluster the DAG is built on a submit host without one.
+import json
 import os
 import shlex
 import sys
