@@ -127,7 +127,7 @@ def test_work_outside_every_pass_is_said_not_silently_dropped(events, passes):
 def test_the_cli_table_of_a_section_2_profile_is_per_pass(passes, tmp_path):
     out, ranges = tmp_path / "kernels.csv", tmp_path / "ranges.csv"
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts/nsys_kernels.py"), str(GPU / f"{NAME}.sqlite"),
+        [sys.executable, "-m", "lmstudy", "nsys_kernels", str(GPU / f"{NAME}.sqlite"),
          "--out", str(out), "--ranges", str(ranges)],
         capture_output=True, text=True, cwd=tmp_path,
     )

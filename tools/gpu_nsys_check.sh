@@ -18,7 +18,7 @@ YAML
 python3 -m snakemake --cores 1 --resources gpu=1 --configfile config.yaml "$out/override.yaml" \
   --until aggregate_nsys aggregate_timing > "$out/snakemake_nsys.log" 2>&1
 echo "snakemake exit $?" >> "$out/snakemake_nsys.log"
-python3 scripts/make_figures.py --section nsys --results results/gpu-quick \
+python3 -m lmstudy make_figures --section nsys --results results/gpu-quick \
   --out "$out/figures" >> "$out/snakemake_nsys.log" 2>&1
 python3 - > "$out/section.txt" 2>&1 <<'PY'
 from pathlib import Path

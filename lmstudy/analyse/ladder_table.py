@@ -9,7 +9,7 @@ Burst rows without a job key (scripts/bench_ladder.py: one GPU, ceilings
 before and after the rungs) give one ceiling for every rung: the highest.
 A rung's share is never counted against a rate the GPU showed it could beat.
 
-Torch-free: the workflow's aggregate job (scripts/ladder_table.py) and the
+Torch-free: the workflow's aggregate job (lmstudy.commands.ladder_table) and the
 hand-run benchmark (lmstudy.measure.ladder_bench.run_bench) both join here.
 """
 
