@@ -47,10 +47,11 @@ def test_a_script_imports_what_its_library_imports_and_no_more():
 
 
 def test_no_job_runs_the_launchers_code():
-    # The wrappers (scripts/gpu_lease.py, run_script.py) start jobs; what a job's script imports
+    # The wrappers (scripts/gpu_lease.py, run_script.py) start jobs; what a job's command imports
     # never reaches lmstudy/launch, so an edit there reruns nothing.
     wrappers = {"gpu_lease.py", "run_script.py"}
     scripts = [p for p in sorted((REPO / "scripts").glob("*.py")) if p.name not in wrappers]
+    scripts += sorted((REPO / "lmstudy" / "commands").glob("[!_]*.py"))
     assert len(scripts) > 10
     reaching = {
         script.name: launcher

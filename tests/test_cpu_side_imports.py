@@ -63,7 +63,7 @@ def test_the_memory_scripts_never_import_torch(tmp_path: Path):
     summary = tmp_path / "summary" / name
     env = {**os.environ, **import_probe_env(probe)}
     for argv in (
-        ["memory_summary", str(tmp_path / f"{name}.pickle"), "--out", str(summary)],
+        ["memory_summary", str(tmp_path / f"{name}.pickle"), "--out", str(summary), "--top", "10"],
         ["memory_table", "--out", str(tmp_path / "memory.csv"), "--sizes", "small",
          "--context-lengths", "256", "--passes", "forward", "--precisions", "bf16",
          "--summaries", str(summary / "summary.json")],

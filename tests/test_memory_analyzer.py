@@ -251,7 +251,7 @@ def test_summary_cli_writes_the_files(tmp_path):
     done = subprocess.run(
         [
             sys.executable,
-            "-m", "lmstudy", "memory_summary",
+            "-m", "lmstudy", "memory_summary", "--top", "10",
             str(GPU / name),
             "--out",
             str(out),
@@ -277,7 +277,8 @@ def test_summary_cli_names_a_bad_file(tmp_path):
     bad = tmp_path / "x.pickle"
     bad.write_bytes(pickle.dumps({"not": "a snapshot"}))
     done = subprocess.run(
-        [sys.executable, "-m", "lmstudy", "memory_summary", str(bad), "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "lmstudy", "memory_summary", "--top", "10",
+         str(bad), "--out", str(tmp_path / "o")],
         capture_output=True,
         text=True,
     )
