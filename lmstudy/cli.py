@@ -109,15 +109,6 @@ def model_choice(text: str) -> ModelChoice:
         raise argparse.ArgumentTypeError(f"not a model choice ({error}): {text!r}") from None
 
 
-def fork_measuring_processes() -> None:
-    """This process forks the measuring ones and must not start the CUDA driver nor run the user's model
-    code (lmstudy.measure.fresh_process.mark_forking_parent): should anything ask
-    torch.cuda.is_available() here, NVML answers, not CUDA."""
-    from lmstudy.measure.fresh_process import mark_forking_parent
-
-    mark_forking_parent()
-
-
 def _object_once(pairs: list) -> dict:
     """A JSON object whose keys are each written once (json keeps the last of two without a word)."""
     seen = {}

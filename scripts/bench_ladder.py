@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lmstudy.cli import compile_from_scratch, fork_measuring_processes, model_choice, run_main
+from lmstudy.cli import compile_from_scratch, model_choice, run_main
 from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS
+from lmstudy.measure.fresh_process import mark_forking_parent
 
 compile_from_scratch()
-fork_measuring_processes()
+mark_forking_parent()
 
 RUNG_KEYS = list(RUNGS)
 # The model's dimensions, as argparse names them (dest).
