@@ -1,6 +1,6 @@
-"""`python -m lmstudy`: the study's command from a clone (lmstudy.command)."""
+"""`python -m lmstudy`: the study's command from a clone (lmstudy.entry)."""
 
-from lmstudy.command import run
+from lmstudy.entry import run
 
 if __name__ == "__main__":
     run()

@@ -1,5 +1,4 @@
-"""What every script's entry point shares: a user's mistake is one sentence,
-and the model-dimension arguments are spelled the same everywhere.
+"""What every entry point shares: a user's mistake is one sentence, a spec is read one way.
 
 This module must not import torch at module level: the scripts parse their
 arguments (and answer --help) before torch is imported.
@@ -24,11 +23,6 @@ from lmstudy.atomic import FULL, no_space_sentence
 from lmstudy.errors import UserError
 from lmstudy.job_process import DUMP_SIGNAL, own_torch_scratch
 from lmstudy.model_choice import ModelChoice
-
-# The model's dimensions, as argparse names them (dest), in ModelSpec's order.
-DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")
-# Every field of lmstudy.measure.spec.ModelSpec.
-MODEL_FIELDS = ("size", *DIMENSIONS, "precision", "device", "tf32", "memory_cap_gb")
 
 
 def compile_from_scratch() -> None:
@@ -96,28 +90,6 @@ def _exit_on_sigterm(number, _frame) -> None:
     sys.exit(128 + number)
 
 
-def add_dimension_arguments(p: argparse.ArgumentParser) -> None:
-    """The dimensions: --d-model ... --context-length (required), --batch-size, --vocab-size."""
-    p.add_argument("--d-model", type=int, required=True)
-    p.add_argument("--d-ff", type=int, required=True)
-    p.add_argument("--num-layers", type=int, required=True)
-    p.add_argument("--num-heads", type=int, required=True)
-    p.add_argument("--context-length", type=int, required=True)
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--vocab-size", type=int, default=10000)
-    p.add_argument("--model", type=model_choice, default=ModelChoice(), metavar="JSON",
-                   help="the model's factory and label, as config model: gives them "
-                        "(default: the built-in model), e.g. "
-                        '\'{"factory": "my_model.py:build", "name": "mine"}\'')
-
-
-def add_device_arguments(p: argparse.ArgumentParser, memory_cap_help: str | None = None) -> None:
-    """--device, --tf32 and --memory-cap-gb."""
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--tf32", action="store_true", help="allow TF32 in fp32 matrix products")
-    p.add_argument("--memory-cap-gb", type=memory_cap, default=None, help=memory_cap_help)
-
-
 def memory_cap(text: str) -> float:
     """--memory-cap-gb: a finite number of GB above 0 (NaN would pass every comparison as no cap)."""
     try:
@@ -129,47 +101,12 @@ def memory_cap(text: str) -> float:
     return value
 
 
-def add_model_arguments(
-    p: argparse.ArgumentParser, recorded_in: str = "rows", precision_default: str | None = None
-) -> None:
-    """The arguments of every ModelSpec field: --size, the dimensions, --precision and the device's.
-
-    --precision is required unless `precision_default` is given.
-    """
-    p.add_argument("--size", required=True, help=f"the size's name, recorded in the {recorded_in}")
-    add_dimension_arguments(p)
-    if precision_default is None:
-        p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], required=True)
-    else:
-        p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default=precision_default)
-    add_device_arguments(p)
-
-
 def model_choice(text: str) -> ModelChoice:
     """--model's JSON (lmstudy.model_choice.ModelChoice's fields), or argparse's error naming it."""
     try:
         return ModelChoice.coerce(json.loads(text))
     except (ValueError, TypeError) as error:
         raise argparse.ArgumentTypeError(f"not a model choice ({error}): {text!r}") from None
-
-
-def dimension_kwargs(args: argparse.Namespace) -> dict:
-    """The parsed dimensions and model, as keyword arguments of a spec."""
-    return {name: getattr(args, name) for name in (*DIMENSIONS, "model")}
-
-
-def model_kwargs(args: argparse.Namespace) -> dict:
-    """The parsed ModelSpec fields (see add_model_arguments), as keyword arguments of a spec."""
-    return {name: getattr(args, name) for name in (*MODEL_FIELDS, "model")}
-
-
-def fork_measuring_processes() -> None:
-    """This process forks the measuring ones and must not start the CUDA driver nor run the user's model
-    code (lmstudy.measure.fresh_process.mark_forking_parent): should anything ask
-    torch.cuda.is_available() here, NVML answers, not CUDA."""
-    from lmstudy.measure.fresh_process import mark_forking_parent
-
-    mark_forking_parent()
 
 
 def _object_once(pairs: list) -> dict:

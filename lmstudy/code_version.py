@@ -1,9 +1,9 @@
 """The version of the code a job runs, so that editing it reruns the job's results and nothing else.
 
 Snakemake reruns a job whose code changed only for code inside the rule
-(run: blocks, scripts:); this workflow's rules call scripts/<name>.py, which
-import the library. So each rule takes as a param a digest of its script and
-of every lmstudy module that script imports, directly or through others
+(run: blocks, scripts:); this workflow's rules call `python -m lmstudy <command>`
+(lmstudy/commands/<name>.py), which import the library. So each rule takes as a param a digest of
+its command's module and of every lmstudy module that imports, directly or through others
 (found by reading the sources, never by importing them: parse time imports no
 torch). A measuring rule's script imports lmstudy.measure, so an edit there
 reruns the measurements; an aggregating or report rule's imports the analysis

@@ -122,8 +122,10 @@ def _measure(args: argparse.Namespace) -> None:
     _check_paths(job, args)
     if job.compiles:
         cli.compile_from_scratch()
-    if job.forks:
-        cli.fork_measuring_processes()
+    if job.forks:  # it must not start the CUDA driver nor run the user's model code: NVML answers here
+        from lmstudy.measure.fresh_process import mark_forking_parent
+
+        mark_forking_parent()
     runner = job.load_runner()
     paths = {dest: getattr(args, dest) for dest, _, _ in _path_options(job)}
 

@@ -469,6 +469,16 @@ STUDY_CONFIG = Path(__file__).resolve().parent.parent / "config.yaml"
 STUDY_SCHEMA = STUDY_CONFIG.parent / "workflow/schemas/config.schema.yaml"
 
 
+def full_study() -> dict:
+    """The full study's grids, by section (and its sizes): this checkout's config.yaml under its own
+    preset, which a smaller run's report compares itself with (lmstudy.report.coverage). The
+    workflow passes it to the report job as a param, so the job reads no config file itself."""
+    from lmstudy.registry import NAMES
+
+    study = load(yaml.safe_load(STUDY_CONFIG.read_text()), STUDY_SCHEMA)
+    return {key: study[key] for key in ("sizes", *NAMES) if key in study}
+
+
 def study_value(*keys: str):
     """The value at `keys` (e.g. "compare", "min_effect") of config.yaml as the workflow loads it (its
     preset merged in, validated): a joining script's default when run by hand, so that the number is

@@ -38,3 +38,8 @@ def flops_per_step(pass_name: str, batch_size: int, context_length: int, **dims)
     if pass_name == "forward":
         per_token /= 3
     return per_token * batch_size * context_length
+
+
+def matmul_flops(n: int, products: int = 1) -> int:
+    """FLOPs of `products` square n x n matrix products: 2 n^3 each (a multiply and an add)."""
+    return 2 * n**3 * products

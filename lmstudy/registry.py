@@ -44,6 +44,11 @@ def numbered(name: str, title: str) -> str:
     return f"{NAMES.index(name) + 1}. {title}"
 
 
+def reference(name: str) -> str:
+    """How a sentence names section `name`, by its place in the registry: "section 5"."""
+    return f"section {NAMES.index(name) + 1}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
     """One kind of measuring job: how the workflow builds its spec and what runs it."""

@@ -10,7 +10,7 @@ both. The server is started once before the timed runs, and that start is
 reported apart: a study pays it once per run of Snakemake, not per job.
 
     python scripts/bench_job_server.py --out server.csv --repeats 10 -- \\
-        scripts/study_cost.py --out /tmp/cost.csv --benchmarks tests/fixtures/gpu/cost/*/*/*.tsv
+        -m lmstudy study_cost --out /tmp/cost.csv --benchmarks tests/fixtures/gpu/cost/*/*/*.tsv
 """
 
 from __future__ import annotations

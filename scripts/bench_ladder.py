@@ -18,19 +18,39 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lmstudy.cli import (
-    add_dimension_arguments,
-    compile_from_scratch,
-    dimension_kwargs,
-    fork_measuring_processes,
-    run_main,
-)
+from lmstudy.cli import compile_from_scratch, model_choice, run_main
 from lmstudy.ladder_rungs import DEFAULT_RUNGS, RUNGS
+from lmstudy.measure.fresh_process import mark_forking_parent
 
 compile_from_scratch()
-fork_measuring_processes()
+mark_forking_parent()
 
 RUNG_KEYS = list(RUNGS)
+# The model's dimensions, as argparse names them (dest).
+DIMENSIONS = ("d_model", "d_ff", "num_layers", "num_heads", "context_length", "batch_size", "vocab_size")
+
+
+def add_dimension_arguments(p: argparse.ArgumentParser) -> None:
+    """A benchmark by hand's own model: --d-model ... --context-length (required), --batch-size,
+    --vocab-size (the study's are config.yaml's; `lmstudy measure ladder` takes them from its spec)."""
+    p.add_argument("--d-model", type=int, required=True)
+    p.add_argument("--d-ff", type=int, required=True)
+    p.add_argument("--num-layers", type=int, required=True)
+    p.add_argument("--num-heads", type=int, required=True)
+    p.add_argument("--context-length", type=int, required=True)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--vocab-size", type=int, default=10000)
+    p.add_argument("--model", type=model_choice, default=None, metavar="JSON",
+                   help="the model's factory and label, as config model: gives them "
+                        "(default: the built-in model), e.g. "
+                        '{"factory": "my_model.py:build", "name": "mine"}')
+
+
+def dimension_kwargs(args: argparse.Namespace) -> dict:
+    """The parsed dimensions and model, as keyword arguments of a spec."""
+    from lmstudy.model_choice import ModelChoice
+
+    return {**{name: getattr(args, name) for name in DIMENSIONS}, "model": args.model or ModelChoice()}
 
 
 def parse_args(argv=None) -> argparse.Namespace:

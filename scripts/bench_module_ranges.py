@@ -19,10 +19,11 @@ import json
 import statistics
 from pathlib import Path
 
-from lmstudy.cli import compile_from_scratch, fork_measuring_processes, model_choice, run_main
+from lmstudy.cli import compile_from_scratch, model_choice, run_main
+from lmstudy.measure.fresh_process import mark_forking_parent
 
 compile_from_scratch()
-fork_measuring_processes()
+mark_forking_parent()
 SIZES = {
     "small": dict(d_model=768, d_ff=3072, num_layers=12, num_heads=12),
     "tiny": dict(d_model=64, d_ff=256, num_layers=2, num_heads=4),

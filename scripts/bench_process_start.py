@@ -26,9 +26,10 @@ import json
 import time
 from pathlib import Path
 
-from lmstudy.cli import fork_measuring_processes, run_main
+from lmstudy.cli import run_main
+from lmstudy.measure.fresh_process import mark_forking_parent
 
-fork_measuring_processes()
+mark_forking_parent()
 SIZES = {
     "small": dict(d_model=768, d_ff=3072, num_layers=12, num_heads=12),
     "2.7B": dict(d_model=2560, d_ff=10240, num_layers=32, num_heads=32),

@@ -5,9 +5,12 @@ Runs the section-2 job twice, under Nsight Systems and under torch.profiler,
 into OUT_DIR/nsys and OUT_DIR/torch, and writes OUT_DIR/comparison.csv (per
 pass and range: GPU ns per step by each backend, relative difference, within 5%?).
 
-    python scripts/compare_backends.py --out-dir results/compare --nsys nsys --size small \
-        --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 --context-length 256 \
-        --passes train_step
+    python -m lmstudy spec nsys size=small context_length=256 precision=fp32 "passes=[train_step]" \
+        backend=nsys > spec.json
+    python scripts/compare_backends.py --out-dir results/compare --nsys nsys --spec spec.json
+
+The spec is the nsys job's (its backend is replaced by each in turn), as `lmstudy spec nsys`
+completes it from config.yaml.
 """
 
 from __future__ import annotations
@@ -16,14 +19,12 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from profile_model import add_workload_args, spec_from_args
-
-from lmstudy.cli import run_main
+from lmstudy.cli import run_main, spec_from_text
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_workload_args(p)
+    p.add_argument("--spec", required=True, help="the nsys job's complete spec: a JSON object or file")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--nsys", default="nsys", help="the nsys program")
     args = p.parse_args(argv)
@@ -32,10 +33,12 @@ def main(argv=None) -> None:
     from lmstudy.analyse.nsys.compare import compare_ranges
     from lmstudy.atomic import write_csv
     from lmstudy.errors import UserError
+    from lmstudy.measure.nsys.capture import ProfileSpec
     from lmstudy.measure.nsys.executable import NsysMissing
     from lmstudy.measure.nsys.job import run_job
+    from lmstudy.measure.spec import from_fields
 
-    spec = spec_from_args(args)
+    spec = from_fields(ProfileSpec, {**spec_from_text(args.spec), "backend": "nsys"})
     try:
         for backend in ("nsys", "torch"):
             records = run_job(dataclasses.replace(spec, backend=backend), args.out_dir / backend, args.nsys)

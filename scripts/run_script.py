@@ -3,9 +3,9 @@
 matplotlib and Jinja2 already (lmstudy.launch.job_server; never torch): those imports cost a second
 per job, and the study has dozens of such jobs.
 
-Every CPU rule runs its script through this (the shell function `lmstudy` of
+Every CPU rule runs its command through this (the shell function `lmstudy_cpu` of
 workflow/rules/common.smk). By hand:
-    python scripts/run_script.py scripts/aggregate.py ...
+    python scripts/run_script.py -m lmstudy aggregate ...
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ def parse(argv: list[str]) -> list[str]:
         description=__doc__.split("\n\n")[0],
         epilog="LMSTUDY_JOB_SERVER=0 runs the script as a process of its own.",
     )
-    p.add_argument("script", help="the script to run, e.g. scripts/aggregate.py")
+    p.add_argument("script", help="the script to run, e.g. scripts/x.py, or -m MODULE (-m lmstudy aggregate)")
     p.add_argument("args", nargs="*", help="its arguments (the script's own --help among them)")
+    if argv[:1] == ["-m"] and len(argv) > 1:  # a module, as python -m runs it: -m lmstudy aggregate ...
+        return argv
     # The first word that is not an option is the script; everything after it is the script's.
     split = next((i for i, word in enumerate(argv) if not word.startswith("-")), len(argv))
     args = p.parse_args(argv[: split + 1])

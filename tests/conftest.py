@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import shutil
 import subprocess
@@ -31,10 +33,49 @@ _TORCH_SCRATCH["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
 def pytest_collection_modifyitems(items):
     """Every test that reads the session's smoke run, directly or through a fixture built on it, is
     marked `workflow` (pyproject.toml): the unit loop, `pytest -m "not workflow"`, never starts it.
-    Tests that run jobs of the workflow themselves carry the mark in their own file."""
+    Tests that start Snakemake on the workflow themselves (a run of jobs, or a dry run) carry the mark
+    in their own file; one that does not is refused here, named (starts_snakemake)."""
     for item in items:
         if "smoke_run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.workflow)
+    unmarked = [i.nodeid for i in items if starts_snakemake(i) and not i.get_closest_marker("workflow")]
+    if unmarked:
+        raise pytest.UsageError(
+            f"{len(unmarked)} test(s) start Snakemake without the workflow mark: {', '.join(unmarked)}; "
+            "mark each with @pytest.mark.workflow (or its module with pytestmark = pytest.mark.workflow)."
+        )
+
+
+# The names through which a test starts Snakemake on the workflow: snakemake() below, or its command.
+_STARTS = {"snakemake", "SNAKEMAKE"}
+
+
+@functools.cache
+def _starting_functions(path: str) -> frozenset[str]:
+    """The functions of a test module that start Snakemake, directly or through others of the module
+    (a helper, a fixture): each names snakemake() or SNAKEMAKE, or one of those functions."""
+    tree = ast.parse(Path(path).read_text())
+    names = {
+        node.name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    starting = {name for name, used in names.items() if used & _STARTS}
+    while True:
+        more = {name for name, used in names.items() if used & starting} - starting
+        if not more:
+            return frozenset(starting)
+        starting |= more
+
+
+def starts_snakemake(item) -> bool:
+    """Whether test `item` starts Snakemake: its function, or a fixture of its own module, does."""
+    function = getattr(item, "function", None)
+    path = getattr(getattr(item, "module", None), "__file__", None)
+    if function is None or path is None or Path(path).name == "conftest.py":
+        return False
+    starting = _starting_functions(path)
+    return function.__name__ in starting or bool(starting & set(getattr(item, "fixturenames", ())))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -18,7 +18,7 @@ from .conftest import REPO
 def test_the_digest_is_the_same_in_every_process():
     # A set constant's order follows the hash seed of strings; the digest must not.
     program = "import sys; from lmstudy import code_version as c; " \
-              "print(c.digest(sys.argv[1] + '/scripts/render_report.py'))"
+              "print(c.digest(sys.argv[1] + '/lmstudy/commands/render_report.py'))"
     seen = {
         subprocess.run([sys.executable, "-c", program, str(REPO)], capture_output=True, text=True,
                        check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
@@ -38,19 +38,20 @@ def test_a_script_imports_what_its_library_imports_and_no_more():
     assert not {m for m in measuring if m.startswith("lmstudy/report/")}
     assert {m for m in measuring if m.startswith("lmstudy/sections/")} == {"lmstudy/sections/timing/jobs.py"}
     # Nor are its result-file checks (products.py): the aggregation that runs them reads them.
-    assert "lmstudy/sections/timing/products.py" in modules("scripts/aggregate.py")
+    assert "lmstudy/sections/timing/products.py" in modules("lmstudy/commands/aggregate.py")
     # The spec builders reach a workflow job through its spec param, not as its code.
     assert not {"lmstudy/config.py", "lmstudy/job_spec.py", "lmstudy/registry.py"} & measuring
-    report = modules("scripts/render_report.py")
+    report = modules("lmstudy/commands/render_report.py")
     # Sections are imported by a computed name (importlib): every one of them counts.
     assert "lmstudy/sections/timing/tables.py" in report and "lmstudy/measure/timing.py" not in report
 
 
 def test_no_job_runs_the_launchers_code():
-    # The wrappers (scripts/gpu_lease.py, run_script.py) start jobs; what a job's script imports
+    # The wrappers (scripts/gpu_lease.py, run_script.py) start jobs; what a job's command imports
     # never reaches lmstudy/launch, so an edit there reruns nothing.
     wrappers = {"gpu_lease.py", "run_script.py"}
     scripts = [p for p in sorted((REPO / "scripts").glob("*.py")) if p.name not in wrappers]
+    scripts += sorted((REPO / "lmstudy" / "commands").glob("[!_]*.py"))
     assert len(scripts) > 10
     reaching = {
         script.name: launcher

@@ -55,6 +55,7 @@ def test_a_wrong_key_or_value_is_named(edit, named):
     assert "\n" not in str(error.value)
 
 
+@pytest.mark.workflow
 def test_snakemake_stops_before_any_job_on_a_bad_config(tmp_path: Path):
     workdir = new_workdir(tmp_path)
     text = (workdir / "config.yaml").read_text().replace("timed_steps: 10", "timed_stesp: 10")
@@ -80,11 +81,13 @@ def spec_values(commands: list[str], key: str) -> set:
     return {json.loads(spec)[key] for spec in specs}
 
 
+@pytest.mark.workflow
 def test_the_preset_overrides_config_yaml(tmp_path: Path):
     commands = time_model_commands(new_workdir(tmp_path), "--config", "preset=smoke")
     assert spec_values(commands, "batch_size") == {2}  # smoke's, not config.yaml's 4
 
 
+@pytest.mark.workflow
 def test_config_on_the_command_line_overrides_the_preset(tmp_path: Path):
     commands = time_model_commands(new_workdir(tmp_path), "--config", "preset=smoke", "batch_size=8")
     assert spec_values(commands, "batch_size") == {8}
@@ -96,6 +99,7 @@ def write_configfile(tmp_path: Path, values: dict) -> Path:
     return path
 
 
+@pytest.mark.workflow
 def test_a_configfile_overrides_the_preset_and_config_overrides_the_configfile(tmp_path: Path):
     workdir = new_workdir(tmp_path / "w")
     mine = write_configfile(tmp_path, {"batch_size": 6, "timing": {"timed_steps": 7}})
@@ -110,6 +114,7 @@ def test_a_configfile_overrides_the_preset_and_config_overrides_the_configfile(t
     assert spec_values(commands, "size") == {"tiny", "oversized"}  # the rest still smoke's
 
 
+@pytest.mark.workflow
 def test_a_bad_value_in_a_configfile_is_not_hidden_by_the_preset(tmp_path: Path):
     workdir = new_workdir(tmp_path / "w")
     mine = write_configfile(tmp_path, {"timing": {"timed_steps": 1}})
@@ -119,6 +124,7 @@ def test_a_bad_value_in_a_configfile_is_not_hidden_by_the_preset(tmp_path: Path)
 
 
 # Item 3: nested values from the command line are read as YAML.
+@pytest.mark.workflow
 def test_nested_config_values_on_the_command_line_are_typed(tmp_path: Path):
     commands = time_model_commands(
         new_workdir(tmp_path), "--config", "preset=smoke", "timing={timed_steps: 5, context_lengths: [48]}"
@@ -127,6 +133,7 @@ def test_nested_config_values_on_the_command_line_are_typed(tmp_path: Path):
     assert spec_values(commands, "context_length") == {48}
 
 
+@pytest.mark.workflow
 def test_true_on_the_command_line_is_the_boolean_config_yaml_spells(tmp_path: Path):
     for spelled in ("tf32=true", "tf32=True"):
         commands = time_model_commands(new_workdir(tmp_path / spelled), "--config", "preset=smoke", spelled)
@@ -145,6 +152,7 @@ def test_an_empty_list_is_refused_naming_the_key(key):
         load(config, SCHEMA)
 
 
+@pytest.mark.workflow
 def test_snakemake_refuses_an_unknown_rung_naming_the_known_ones(tmp_path: Path):
     from lmstudy.ladder_rungs import RUNGS
 
@@ -158,6 +166,7 @@ def test_snakemake_refuses_an_unknown_rung_naming_the_known_ones(tmp_path: Path)
     assert "Job stats" not in done.stdout
 
 
+@pytest.mark.workflow
 def test_snakemake_refuses_an_empty_list_before_any_job(tmp_path: Path):
     workdir = new_workdir(tmp_path)
     done = snakemake(workdir, "-n", "--config", "preset=smoke", "compile={sizes: []}", check=False)
@@ -175,6 +184,7 @@ def test_a_run_name_with_a_leading_dot_is_refused(run):
         load(config, SCHEMA)
 
 
+@pytest.mark.workflow
 def test_snakemake_refuses_run_dot_dot_and_writes_nothing(tmp_path: Path):
     workdir = new_workdir(tmp_path / "w")
     done = snakemake(workdir, "--cores", "1", "--config", "preset=smoke", "run=..", check=False)
@@ -183,6 +193,7 @@ def test_snakemake_refuses_run_dot_dot_and_writes_nothing(tmp_path: Path):
     assert not (tmp_path / "logs").exists() and not (workdir / "results").exists()
 
 
+@pytest.mark.workflow
 def test_a_configfile_standing_in_for_config_yaml_is_the_base_under_the_preset(tmp_path: Path):
     # With no config.yaml in the working directory, the first --configfile is the study's config.
     workdir = tmp_path / "elsewhere"
@@ -212,6 +223,7 @@ def test_a_few_hundred_bytes_of_yaml_aliases_are_refused_in_one_sentence_at_once
     assert len(str(error.value)) < 400 and "\n" not in str(error.value)
 
 
+@pytest.mark.workflow
 def test_snakemake_refuses_a_configfile_of_yaml_aliases_in_one_sentence(tmp_path: Path):
     workdir = new_workdir(tmp_path / "w")
     bomb = tmp_path / "bomb.yaml"
@@ -253,6 +265,7 @@ def test_run_names_and_step_counts_beyond_what_works_are_named(edit, named):
 
 
 # Issue 32, item 4: a key written twice in a YAML config is refused, not silently the last one.
+@pytest.mark.workflow
 def test_snakemake_refuses_a_key_written_twice_naming_it_and_both_lines(tmp_path: Path):
     workdir = new_workdir(tmp_path / "w")
     mine = tmp_path / "mine.yaml"
@@ -296,6 +309,7 @@ def test_a_very_long_run_name_is_refused_with_its_reason_not_cut_before_it():
 
 
 # Issue 32, item 15: `snakemake --report` as Snakemake's docs write it, where that config's run is not here.
+@pytest.mark.workflow
 def test_a_report_of_a_run_that_did_not_run_here_names_the_config_to_pass(tmp_path: Path):
     workdir = new_workdir(tmp_path / "w")
     (workdir / "results/mine").mkdir(parents=True)

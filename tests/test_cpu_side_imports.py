@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES, IMPORT_PROBE, REPO, import_probe_env
+from .conftest import FIXTURES, IMPORT_PROBE, import_probe_env
 
-# Every script a CPU-side rule runs.
+# Every command a CPU-side rule runs (python -m lmstudy <command>).
 CPU_SCRIPTS = [
     "aggregate", "aggregate_nsys", "memory_summary", "memory_table",
     "make_figures", "render_report", "study_cost", "ladder_table",
@@ -34,7 +34,13 @@ BY_HAND = {"memory_summary", "memory_table"}
 
 
 def _records(folder: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    """The probe's records, each with the command it ran as its `script` (python -m lmstudy <command>:
+    the word after lmstudy's __main__.py)."""
+    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    for record in records:
+        if record["script"] == "__main__.py" and len(record["argv"]) > 1:
+            record["script"] = f"{record['argv'][1]}.py"
+    return records
 
 
 @pytest.mark.parametrize("script", sorted(set(CPU_SCRIPTS) - BY_HAND))
@@ -57,12 +63,12 @@ def test_the_memory_scripts_never_import_torch(tmp_path: Path):
     summary = tmp_path / "summary" / name
     env = {**os.environ, **import_probe_env(probe)}
     for argv in (
-        ["memory_summary", str(tmp_path / f"{name}.pickle"), "--out", str(summary)],
+        ["memory_summary", str(tmp_path / f"{name}.pickle"), "--out", str(summary), "--top", "10"],
         ["memory_table", "--out", str(tmp_path / "memory.csv"), "--sizes", "small",
          "--context-lengths", "256", "--passes", "forward", "--precisions", "bf16",
          "--summaries", str(summary / "summary.json")],
     ):
-        subprocess.run([sys.executable, str(REPO / "scripts" / f"{argv[0]}.py"), *argv[1:]],
+        subprocess.run([sys.executable, "-m", "lmstudy", *argv],
                        cwd=tmp_path, env=env, check=True, capture_output=True)
     runs = {r["script"]: r["torch"] for r in _records(probe)}
     assert runs == {"memory_summary.py": False, "memory_table.py": False}

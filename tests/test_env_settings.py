@@ -25,7 +25,7 @@ def test_a_time_limit_that_is_not_minutes_is_said_not_taken_for_none(value):
     assert Watch({RUNTIME_ENV: "0"}).deadline is None and Watch({RUNTIME_ENV: "1.5"}).minutes == 1.5
 
 
-COMMAND = [sys.executable, "scripts/aggregate.py"]
+COMMAND = [sys.executable, "-m", "lmstudy", "aggregate"]
 
 
 @pytest.mark.parametrize(("variable", "value", "said"), [
@@ -55,7 +55,7 @@ def test_a_memory_cap_option_is_a_finite_number_of_gb(value):
 
 @pytest.mark.parametrize("script", ["run_script.py", "gpu_lease.py"])
 def test_a_wrapper_says_a_wrong_variable_in_one_line(script, tmp_path):
-    args = ["scripts/aggregate.py", "--help"] if script == "run_script.py" else ["--", "true"]
+    args = ["-m", "lmstudy", "aggregate", "--help"] if script == "run_script.py" else ["--", "true"]
     env = {"PATH": "/usr/bin:/bin", "LMSTUDY_DEVICE": "cpu", PINNING_ENV: "maybe", RUNTIME_ENV: "abc",
            "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, f"scripts/{script}", *args], cwd=REPO, env=env,

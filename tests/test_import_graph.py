@@ -122,8 +122,9 @@ def test_nothing_in_the_library_reaches_the_launcher():
 
 # The floors of the package folders, from the ground up: a module imports only from its own folder's
 # floor or below (measuring reuses the analysis's statistics; the sections use the report's contract
-# and labels; the report renders whatever contracts it is handed and never imports a section).
-FLOORS = ("lmstudy.analyse", "lmstudy.measure", "lmstudy.report", "lmstudy.sections")
+# and labels; the report renders whatever contracts it is handed and never imports a section; the
+# CPU side's commands, python -m lmstudy <command>, hand the sections' contracts to the report).
+FLOORS = ("lmstudy.analyse", "lmstudy.measure", "lmstudy.report", "lmstudy.sections", "lmstudy.commands")
 
 
 def _floor(module: str) -> int | None:

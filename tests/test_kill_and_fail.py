@@ -73,6 +73,7 @@ def test_a_job_killed_mid_measurement_leaves_no_result_and_reruns(tmp_path):
     assert not list((workdir / TARGET).parent.glob(".*.tmp"))
 
 
+@pytest.mark.workflow
 def test_a_failed_job_names_its_log(tmp_path):
     workdir = new_workdir(tmp_path / "run")
     # passes the schema, fails in the job: this machine has no GPU

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import REPO, SNAKEMAKE
 
 BIN = f"{sys.executable.rsplit('/', 1)[0]}"
@@ -14,6 +16,7 @@ def run(*cmd: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
 
 
+@pytest.mark.workflow
 def test_snakemake_lint_is_clean():
     # Both presets, as a user runs it: linting needs neither a GPU nor nsys
     # (CI has neither), though the full preset profiles with nsys.

@@ -16,7 +16,7 @@ from lmstudy.analyse.memory import kinds, phases, snapshot, sources, summary
 from lmstudy.errors import UserError
 from lmstudy.measure.model import ModelConfig, TransformerLM, count_parameters
 
-from .conftest import FIXTURES, REPO
+from .conftest import FIXTURES
 
 GPU = FIXTURES / "gpu"
 RECORDS = json.loads((GPU / "snapshots.json").read_text())
@@ -251,7 +251,7 @@ def test_summary_cli_writes_the_files(tmp_path):
     done = subprocess.run(
         [
             sys.executable,
-            str(REPO / "scripts/memory_summary.py"),
+            "-m", "lmstudy", "memory_summary", "--top", "10",
             str(GPU / name),
             "--out",
             str(out),
@@ -277,7 +277,8 @@ def test_summary_cli_names_a_bad_file(tmp_path):
     bad = tmp_path / "x.pickle"
     bad.write_bytes(pickle.dumps({"not": "a snapshot"}))
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts/memory_summary.py"), str(bad), "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "lmstudy", "memory_summary", "--top", "10",
+         str(bad), "--out", str(tmp_path / "o")],
         capture_output=True,
         text=True,
     )

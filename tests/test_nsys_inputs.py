@@ -23,7 +23,7 @@ from lmstudy.analyse.nsys import sqlite as nsys_sqlite
 from lmstudy.analyse.nsys.events import kernel_table
 from lmstudy.measure.nsys.executable import NsysMissing, nsys_version
 
-from .conftest import FIXTURES, REPO
+from .conftest import FIXTURES
 from .specs import spec_fields
 
 EXPORT = FIXTURES / "gpu" / "nsys_train_fp32.sqlite"
@@ -56,7 +56,7 @@ def other_program(tmp_path: Path, domain: str | None) -> Path:
 def nsys_kernels(tmp_path: Path, export: Path, *args: str) -> tuple[pd.DataFrame, str]:
     out = tmp_path / "kernels.csv"
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts/nsys_kernels.py"), str(export), "--out", str(out), *args],
+        [sys.executable, "-m", "lmstudy", "nsys_kernels", str(export), "--out", str(out), *args],
         capture_output=True, text=True,
     )
     assert done.returncode == 0, done.stderr

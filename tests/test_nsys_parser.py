@@ -154,7 +154,7 @@ def test_cli_writes_the_kernel_and_range_tables_nsys_agrees_with(tmp_path):
     done = subprocess.run(
         [
             sys.executable,
-            str(REPO / "scripts/nsys_kernels.py"),
+            "-m", "lmstudy", "nsys_kernels",
             str(GPU / "nsys_train_bf16.sqlite"),
             "--out",
             str(out),
@@ -193,7 +193,7 @@ def test_cli_writes_the_kernel_and_range_tables_nsys_agrees_with(tmp_path):
 
 def test_cli_names_the_fix_for_a_missing_report(tmp_path):
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts/nsys_kernels.py"), "missing.nsys-rep", "--out", "k.csv"],
+        [sys.executable, "-m", "lmstudy", "nsys_kernels", "missing.nsys-rep", "--out", "k.csv"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

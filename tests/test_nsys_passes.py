@@ -1,7 +1,7 @@
 """One capture of both passes, split by pass: a real H100 export checked against nsys's own sums.
 
 The fixture (tests/fixtures/gpu/README.md) is section 2's own program,
-scripts/profile_model.py, run under `nsys profile` on the tiny model: the
+lmstudy.measure.nsys.program (then scripts/profile_model.py), run under `nsys profile` on the tiny model: the
 forward's and the training step's warm-ups, then one capture in which each
 pass's two profiled steps run inside a range "profiled pass <pass>".
 `nsys stats` printed the nvtx_kern_sum and cuda_gpu_kern_sum CSVs of the
@@ -127,7 +127,7 @@ def test_work_outside_every_pass_is_said_not_silently_dropped(events, passes):
 def test_the_cli_table_of_a_section_2_profile_is_per_pass(passes, tmp_path):
     out, ranges = tmp_path / "kernels.csv", tmp_path / "ranges.csv"
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts/nsys_kernels.py"), str(GPU / f"{NAME}.sqlite"),
+        [sys.executable, "-m", "lmstudy", "nsys_kernels", str(GPU / f"{NAME}.sqlite"),
          "--out", str(out), "--ranges", str(ranges)],
         capture_output=True, text=True, cwd=tmp_path,
     )

@@ -171,13 +171,14 @@ def test_a_forward_out_of_memory_keeps_the_training_steps_optimizer_state(tmp_pa
 
 
 def test_nsys_command_captures_only_the_profiler_range(tmp_path):
-    spec = spec_for("nsys", **{**TINY, "backend": "nsys", "device": "cuda"})
-    command = nsys_command("/opt/nsys", spec, tmp_path / "profile", tmp_path / "p.json")
+    command = nsys_command("/opt/nsys", tmp_path / "spec.json", tmp_path / "profile", tmp_path / "p.json")
     assert command[:2] == ["/opt/nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in command
     assert "--capture-range-end=stop" in command
     assert "cuda,nvtx" in command
-    assert command[command.index("--passes") + 1 :][:2] == ["forward", "train_step"]
+    # the profiled program reads the job's own spec, as a file: no flags, no defaults of its own
+    assert command[-6:] == ["-m", "lmstudy.measure.nsys.program", "--spec", str(tmp_path / "spec.json"),
+                            "--record", str(tmp_path / "p.json")]
 
 
 def test_passes_are_checked():
@@ -216,3 +217,40 @@ def test_a_norms_backward_goes_to_the_norm_not_to_the_module_whose_range_was_ope
     norm = kernels[(kernels["phase"] == "backward") & kernels["kernel"].str.contains("LayerNorm|layer_norm")]
     assert len(norm) == 3 * 2 * 2  # wrapper, node and operator of each of two norms in two layers
     assert norm["range"].str.fullmatch(r"module blocks\.layers\.\d\.norm[12]").all(), norm["range"].tolist()
+
+
+def _program(tmp_path, fields: dict):
+    import subprocess
+    import sys
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(fields))
+    return subprocess.run(
+        [sys.executable, "-m", "lmstudy.measure.nsys.program", "--spec", str(spec),
+         "--trace", str(tmp_path / "trace.json.gz"), "--record", str(tmp_path / "record.json")],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_the_profiled_program_runs_the_jobs_own_spec(tmp_path):
+    from lmstudy.measure.nsys.job import spec_dict
+
+    fields = spec_dict(spec_for("nsys", passes=("forward",), profiled_steps=1, **{**TINY, "warmup_steps": 3}))
+    done = _program(tmp_path, fields)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "record.json").read_text())["passes"]["forward"]
+    # the spec's warm-up, not a default of the program's own
+    assert record["status"] == "ok" and record["warmup_steps"] == 3 and record["profiled_steps"] == 1
+
+
+def test_the_profiled_program_has_no_defaults_of_its_own(tmp_path):
+    from lmstudy.measure.nsys.job import spec_dict
+
+    fields = spec_dict(spec_for("nsys", **TINY))
+    del fields["warmup_steps"]
+    done = _program(tmp_path, fields)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: the spec lacks warmup_steps: a job takes its spec complete, as the workflow gives it; "
+        "`lmstudy spec nsys ...` completes a partial one from config.yaml."
+    )

@@ -92,6 +92,7 @@ def test_smoke_section_has_its_tables_figure_and_findings(smoke):
     assert built.title == "2. Operator profiles on the CPU (torch.profiler)"
 
 
+@pytest.mark.workflow
 def test_a_dry_run_needs_no_nsys(tmp_path):
     """A login node or a laptop without Nsight Systems plans the study, nsys.backend auto or nsys."""
     assert shutil.which("nsys") is None, "this test needs a machine without nsys"
@@ -101,6 +102,7 @@ def test_a_dry_run_needs_no_nsys(tmp_path):
         assert "nsys_backend" in done.stdout and "profile_model" in done.stdout
 
 
+@pytest.mark.workflow
 def test_missing_nsys_stops_at_the_check_before_any_profile_job(tmp_path):
     done = snakemake(
         tmp_path,
@@ -149,6 +151,7 @@ def test_the_profile_jobs_log_which_backend_ran(smoke):
         assert log.read_text().startswith("profiling backend: torch (torch.profiler); requested: auto."), log
 
 
+@pytest.mark.workflow
 def test_switched_off_section_needs_no_nsys(tmp_path):
     done = snakemake(
         tmp_path,

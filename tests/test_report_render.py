@@ -260,8 +260,9 @@ def test_the_report_refuses_a_figure_linked_out_of_the_run(tmp_path: Path):
     (results / "figures/timing/step_time.png").symlink_to(secret)
     out = tmp_path / "report/r"
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts/render_report.py"), "--results", str(results), "--run", "r",
-         "--sections", "timing", "--templates", str(REPO / "workflow/templates"), "--out", str(out)],
+        [sys.executable, "-m", "lmstudy", "render_report", "--results", str(results), "--run", "r",
+         "--sections", "timing", "--templates", str(REPO / "workflow/templates"), "--out", str(out),
+         "--sizes", "small", "--title", "A study", "--full-study", "{}"],
         capture_output=True, text=True,
     )
     assert done.returncode == 2, done.stderr

@@ -93,6 +93,7 @@ GPU_RULES = {"time_model", "profile_model", "nsys_backend", "attention_sweep", "
              "precision_experiments", "precision_norms", "ladder_rung"}
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize("cpu_partition", [None, "cpu"])
 def test_only_gpu_jobs_go_to_the_gpu_partition(tmp_path, cpu_partition):
     env = {"LMSTUDY_SLURM_PARTITION": "gpu", "LMSTUDY_SLURM_CPU_PARTITION": cpu_partition}
@@ -107,6 +108,7 @@ def test_only_gpu_jobs_go_to_the_gpu_partition(tmp_path, cpu_partition):
                 assert "gpu" not in job, rule
 
 
+@pytest.mark.workflow
 def test_a_cpu_job_sent_to_the_cluster_asks_for_the_profiles_defaults(tmp_path):
     """memory_summary, the one rule without a GPU that is not a localrule, runs only on a GPU run."""
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["default-resources"]
@@ -120,12 +122,14 @@ def test_a_cpu_job_sent_to_the_cluster_asks_for_the_profiles_defaults(tmp_path):
     assert {job["gpu"] for job in planned["memory_snapshot"]} == {"1"}
 
 
+@pytest.mark.workflow
 def test_oversized_smoke_jobs_ask_for_what_they_can_use(tmp_path):
     planned = planned_resources(new_workdir(tmp_path), "--forceall")
     asks = {(int(job["mem_mb"]), int(job["runtime"])) for rule in GPU_RULES for job in planned[rule]}
     assert max(asks) <= (5000, 15), asks
 
 
+@pytest.mark.workflow
 def test_the_profile_caps_what_every_job_asks_for(tmp_path):
     profile = tmp_path / "profile"
     profile.mkdir()

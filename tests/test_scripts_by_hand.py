@@ -34,6 +34,21 @@ def test_every_program_answers_help(program):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("command", __import__("lmstudy.entry").entry.COMMANDS)
+def test_every_cpu_command_answers_help(command):
+    done = run("-m", "lmstudy", command, "--help", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: python -m lmstudy {command}"), done.stdout[:300]
+
+
+def test_the_study_command_lists_the_cpu_commands():
+    from lmstudy.entry import COMMANDS
+
+    done = run("-m", "lmstudy", "--help", timeout=120)
+    assert done.returncode == 0 and "measure" in done.stdout, done.stderr
+    assert all(name in done.stdout for name in COMMANDS)
+
+
 def test_the_lease_wrapper_names_a_command_it_cannot_start_in_one_line(tmp_path):
     done = run(REPO / "scripts/gpu_lease.py", "--", "no-such-program-here",
                env={"PATH": "/usr/bin:/bin", "LMSTUDY_GPUS": "", "LMSTUDY_GPU_LEASE_DIR": str(tmp_path)})

@@ -12,7 +12,7 @@ import pytest
 from lmstudy.analyse.memory import plain_pickle, snapshot
 from lmstudy.errors import UserError
 
-from .conftest import FIXTURES, REPO
+from .conftest import FIXTURES
 
 GPU = FIXTURES / "gpu"
 SNAPSHOTS = sorted(GPU.glob("snapshot_*.pickle"))
@@ -30,7 +30,8 @@ class RunsACommand:
 
 def summarize(path, tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / "scripts/memory_summary.py"), str(path), "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "lmstudy", "memory_summary", "--top", "10",
+         str(path), "--out", str(tmp_path / "out")],
         capture_output=True,
         text=True,
     )
@@ -160,7 +161,8 @@ def test_a_meta_file_named_by_the_user_that_is_not_one_is_not_to_be_deleted(tmp_
         meta = tmp_path / "list.json"
         meta.write_text("[1, 2]")
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts/memory_summary.py"), str(GPU / "snapshot_forward_fp32.pickle"),
+        [sys.executable, "-m", "lmstudy", "memory_summary", "--top", "10",
+         str(GPU / "snapshot_forward_fp32.pickle"),
          "--out", str(tmp_path / "out"), "--meta", str(meta)],
         capture_output=True, text=True,
     )

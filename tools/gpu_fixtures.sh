@@ -19,13 +19,15 @@ cap() {  # name pass precision attention
     python3 tools/capture_gpu_fixtures.py nsys --pass "$2" --precision "$3" --attention "$4"
   export_and_sum "$1"
 }
-# Section 2's program (scripts/profile_model.py), the tiny model: both passes,
+# The nsys section's program (lmstudy.measure.nsys.program), the tiny model: both passes,
 # warm-ups outside, in one capture split by its "profiled pass" ranges.
+python3 -m lmstudy spec nsys size=tiny d_model=256 d_ff=1024 num_layers=2 num_heads=4 vocab_size=1000 \
+  context_length=128 batch_size=2 precision=fp32 warmup_steps=2 profiled_steps=2 \
+  "passes=[forward, train_step]" backend=nsys device=cuda > "$out/nsys_passes_fp32_spec.json"
 "$nsys" profile -t cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop \
   --sample=none --cpuctxsw=none --force-overwrite=true -o "$out/nsys_passes_fp32" \
-  python3 scripts/profile_model.py --size tiny --d-model 256 --d-ff 1024 --num-layers 2 --num-heads 4 \
-  --vocab-size 1000 --context-length 128 --batch-size 2 --warmup-steps 2 --profiled-steps 2 \
-  --passes forward train_step --record "$out/nsys_passes_fp32.json"
+  python3 -m lmstudy.measure.nsys.program --spec "$out/nsys_passes_fp32_spec.json" \
+  --record "$out/nsys_passes_fp32.json"
 export_and_sum nsys_passes_fp32
 [ "${2:-}" = passes ] && { ls -la "$out"; exit 0; }
 cap nsys_train_fp32 train_step fp32 naive

@@ -77,7 +77,7 @@ wait)
 collect)
   wait_for_background
   source tools/gpu_env.sh > /dev/null 2>&1
-  cd $W/full && python3 scripts/study_cost.py --out $W/full_cost.csv \
+  cd $W/full && python3 -m lmstudy study_cost --out $W/full_cost.csv \
     --benchmarks $(find results/full/benchmarks -name '*.tsv') \
     --phases $(find results/full/benchmarks -name '*.phases.json') | tail -1
   ex=(--exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.pickle' --exclude='*.json.gz' --exclude='*.qdstrm')

@@ -18,7 +18,7 @@ YAML
 python3 -m snakemake --cores 1 --resources gpu=1 --configfile config.yaml "$out/override.yaml" \
   --until aggregate_nsys aggregate_timing > "$out/snakemake_nsys.log" 2>&1
 echo "snakemake exit $?" >> "$out/snakemake_nsys.log"
-python3 scripts/make_figures.py --section nsys --results results/gpu-quick \
+python3 -m lmstudy make_figures --section nsys --results results/gpu-quick \
   --out "$out/figures" >> "$out/snakemake_nsys.log" 2>&1
 python3 - > "$out/section.txt" 2>&1 <<'PY'
 from pathlib import Path
@@ -39,9 +39,10 @@ cp -r results/gpu-quick/nsys/kernels.csv results/gpu-quick/nsys/ranges.csv \
 cp -r logs/gpu-quick/nsys "$out/logs" 2>/dev/null
 # One small export of the quick run, to look at by hand (and as a future fixture).
 cp results/gpu-quick/nsys/raw/small_ctx256_fp32/profile/profile.sqlite "$out/" 2>/dev/null
-python3 scripts/compare_backends.py --out-dir results/gpu-compare --nsys "$nsys" --size small \
-  --d-model 768 --d-ff 3072 --num-layers 12 --num-heads 12 --context-length 256 \
-  --passes train_step --warmup-steps 3 --profiled-steps 3 > "$out/compare.txt" 2>&1
+python3 -m lmstudy spec nsys size=small context_length=256 precision=fp32 "passes=[train_step]" \
+  warmup_steps=3 profiled_steps=3 backend=nsys > results/gpu-compare-spec.json
+python3 scripts/compare_backends.py --out-dir results/gpu-compare --nsys "$nsys" \
+  --spec results/gpu-compare-spec.json > "$out/compare.txt" 2>&1
 echo "compare exit $?" >> "$out/compare.txt"
 cp results/gpu-compare/comparison.csv "$out/" 2>/dev/null
 for b in nsys torch; do

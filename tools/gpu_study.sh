@@ -2,7 +2,7 @@
 # The whole study on one-GPU machines, across device calls (../shared/gpu/README.md,
 # "Long runs"); run from the repository root. A machine goes back after 30
 # minutes, so the full study runs in two parts, one per machine, and the cost section's
-# accounting (scripts/study_cost.py) adds up the two parts' job records.
+# accounting (python -m lmstudy study_cost) adds up the two parts' job records.
 #   machine 1, call 1:  COMMIT=<hash> tools/gpu_study.sh part1   carry .whl and .gpu-libs:
 #            the real-GPU fixture of section 2, the quick preset from a clean copy
 #            (timed), then in the background part 1 of the full study: timing,
@@ -76,7 +76,7 @@ wait)
 collect)
   wait_for_full
   source tools/gpu_env.sh > /dev/null 2>&1
-  cd $W/full && python3 scripts/study_cost.py --out $W/full_cost.csv \
+  cd $W/full && python3 -m lmstudy study_cost --out $W/full_cost.csv \
     --benchmarks $(find results/full/benchmarks -name '*.tsv') \
     --phases $(find results/full/benchmarks -name '*.phases.json')
   tar -czf "$OUT/full.tar.gz" -C $W/full --exclude='*.nsys-rep' --exclude='*.sqlite' \

@@ -40,7 +40,7 @@ for run in "${runs[@]}"; do
   rm -rf "results/$run" && cp -a "$other/results/$run" results/
   for section in $(ls "$other/results/$run/figures"); do
     drawn=$(mktemp -d)
-    "$python" scripts/make_figures.py --section "$section" --results "results/$run" \
+    "$python" -m lmstudy make_figures --section "$section" --results "results/$run" \
       --style workflow/report/figures.mplstyle --out "$drawn/$section" --sizes $sizes >/dev/null
     diff -rq -x .snakemake_timestamp "$other/results/$run/figures/$section" "$drawn/$section" || status=1
     rm -rf "$drawn"

@@ -9,13 +9,15 @@ Burst rows without a job key (scripts/bench_ladder.py: one GPU, ceilings
 before and after the rungs) give one ceiling for every rung: the highest.
 A rung's share is never counted against a rate the GPU showed it could beat.
 
-Torch-free: the workflow's aggregate job (scripts/ladder_table.py) and the
+Torch-free: the workflow's aggregate job (lmstudy.commands.ladder_table) and the
 hand-run benchmark (lmstudy.measure.ladder_bench.run_bench) both join here.
 """
 
 from __future__ import annotations
 
 import pandas as pd
+
+from lmstudy import rates
 
 # The burst rows of one ceiling measurement belong to the rung job that measured them.
 JOB_KEY = ["size", "rung_key"]
@@ -125,5 +127,5 @@ def join(rungs: pd.DataFrame, matmul: pd.DataFrame) -> pd.DataFrame:
             out[column] = best[source]
     ok = out["status"] == "ok" if "status" in out else pd.Series(False, index=out.index)
     achieved = pd.to_numeric(out.get("achieved_tflops", pd.Series(float("nan"), index=out.index)))
-    out["share_of_matmul"] = (achieved / pd.to_numeric(out["matmul_tflops"])).where(ok)
+    out["share_of_matmul"] = rates.share_of_peak(achieved, pd.to_numeric(out["matmul_tflops"])).where(ok)
     return out

@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from lmstudy import rates
 from lmstudy.analyse.attention_memory import BYTES, attention_flops, naive_memory_accounting, predicted_bytes  # noqa: F401
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.device_clock import now, synchronize
@@ -195,8 +196,8 @@ def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
     if spec.implementation == "sdpa":
         row["sdpa_backend"] = sdpa_backend(q, k, v)
     flops = attention_flops(spec.batch_size, seq, spec.head_dim)
-    row["forward_tflops"] = flops / (row["forward_median_ms"] / 1e3) / 1e12
-    row["backward_tflops"] = 2 * flops / (row["backward_median_ms"] / 1e3) / 1e12
+    row["forward_tflops"] = rates.achieved_tflops(flops, ms=row["forward_median_ms"])
+    row["backward_tflops"] = rates.achieved_tflops(2 * flops, ms=row["backward_median_ms"])
     return row
 
 
@@ -282,7 +283,7 @@ def run_sweep_in_processes(
         row = combine_processes(by_seq[seq], parts=("forward_", "backward_"))
         if row["status"] == "ok":
             flops = attention_flops(spec.batch_size, seq, spec.head_dim)
-            row["forward_tflops"] = flops / (row["forward_median_ms"] / 1e3) / 1e12
-            row["backward_tflops"] = 2 * flops / (row["backward_median_ms"] / 1e3) / 1e12
+            row["forward_tflops"] = rates.achieved_tflops(flops, ms=row["forward_median_ms"])
+            row["backward_tflops"] = rates.achieved_tflops(2 * flops, ms=row["backward_median_ms"])
         rows.append(row)
     return rows

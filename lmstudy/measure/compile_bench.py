@@ -17,7 +17,7 @@ import json
 
 import torch
 
-from lmstudy import hardware
+from lmstudy import hardware, rates
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.measure.device_clock import now, phase
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
@@ -60,7 +60,7 @@ def _measure_pass(spec: CompileSpec, work, pass_name: str, device: torch.device)
     # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
     row["step_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
     row.update(gpu_measures(step, device))  # one more step, profiled: GPU time and kernels per step
-    row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
+    row["tokens_per_s"] = rates.tokens_per_second(spec.batch_size * spec.context_length, ms=row["median_ms"])
     # The first step's excess over the steady state: tracing and compiling
     # for the compiled model, one-off initialisation for the eager one.
     row["first_step_excess_s"] = (row["first_step_ms"] - row["median_ms"]) / 1e3
@@ -135,9 +135,8 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
         if row["flops_per_step"] is None and facts.flops_per_step:
             row["flops_per_step"] = facts.flops_per_step.get(row["pass"])
         if row["status"] == "ok":
-            flops = row["flops_per_step"]
-            row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
-            row["mfu"] = row["achieved_tflops"] / peak if peak and flops else None
+            row["achieved_tflops"] = rates.achieved_tflops(row["flops_per_step"], ms=row["median_ms"])
+            row["mfu"] = rates.share_of_peak(row["achieved_tflops"], peak)
     return rows
 
 
@@ -177,10 +176,7 @@ def run_job_in_processes(
     for key in keys:
         row = combine_processes(by_key[key])
         if row["status"] == "ok":
-            row["tokens_per_s"] = spec.batch_size * spec.context_length / (row["median_ms"] / 1e3)
-            flops = row["flops_per_step"]
-            row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
-            peak = row.get("peak_tflops")
-            row["mfu"] = row["achieved_tflops"] / peak if peak and flops else None
+            row.update(rates.step_rates(row["median_ms"], tokens=spec.batch_size * spec.context_length,
+                                        flops=row["flops_per_step"], peak_tflops=row.get("peak_tflops")))
         rows.append(row)
     return rows

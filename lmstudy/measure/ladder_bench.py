@@ -26,7 +26,7 @@ import json
 
 import torch
 
-from lmstudy import environment
+from lmstudy import environment, rates
 from lmstudy.analyse import ladder_table
 from lmstudy.analyse.stats import summarize_ms
 from lmstudy.ladder_rungs import RUNGS
@@ -240,8 +240,7 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
     row.update(status="ok", **summarize_ms(times), **breakdown)
     # Every timed step, as the timing rows keep them: a comparison of two runs tests the samples.
     row["step_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
-    flops = row["flops_per_step"]
-    row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
+    row["achieved_tflops"] = rates.achieved_tflops(row["flops_per_step"], ms=row["median_ms"])
     if device.type == "cuda":
         row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
     return row
@@ -272,8 +271,7 @@ def measure_rung_in_processes(spec: BenchSpec, policy: NoisePolicy, clock: Phase
     row = combine_processes(rows)
     if row["status"] != "ok":
         return row
-    flops = row["flops_per_step"]
-    row["achieved_tflops"] = flops / (row["median_ms"] / 1e3) / 1e12 if flops else None
+    row["achieved_tflops"] = rates.achieved_tflops(row["flops_per_step"], ms=row["median_ms"])
     return row
 
 

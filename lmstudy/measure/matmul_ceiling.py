@@ -41,7 +41,9 @@ import time
 
 import torch
 
+from lmstudy import rates
 from lmstudy.analyse.ladder_table import SETTLED_WITHIN
+from lmstudy.flops import matmul_flops
 from lmstudy.measure.device_clock import now
 from lmstudy.measure.gpu_monitor import COLUMNS, ClockSampler
 
@@ -85,9 +87,9 @@ MAX_BURSTS_FACTOR = 10
 SHORT_PAUSE_S = 0.05
 
 
-def settled(rates: list[float], window: int, within: float = SETTLED) -> bool:
+def settled(tflops: list[float], window: int, within: float = SETTLED) -> bool:
     """Whether the last `window` rates lie within `within` of each other: the rate has stopped rising."""
-    last = rates[-window:]
+    last = tflops[-window:]
     return len(last) >= window and min(last) > 0 and max(last) / min(last) - 1 <= within
 
 
@@ -113,24 +115,24 @@ def measure_ceiling(
         _warm_up(a, b, out, warmup_s, device)
         window = max(1, bursts)
         with ClockSampler() as sampler:
-            sustained, rates = [], []
+            sustained, burst_rates = [], []
             while len(sustained) < window * MAX_BURSTS_FACTOR:
                 seconds, clocks = _timed(sampler, a, b, out, burst_products, device)
                 sustained.append((seconds, clocks))
-                rates.append(2 * n**3 * burst_products / seconds / 1e12)
-                if settled(rates, window):
+                burst_rates.append(rates.achieved_tflops(matmul_flops(n, burst_products), seconds=seconds))
+                if settled(burst_rates, window):
                     break
             short = []
             for _ in range(window):
                 time.sleep(SHORT_PAUSE_S)
                 short.append(_timed(sampler, a, b, out, 1, device))
-        is_settled = settled(rates, window)
+        is_settled = settled(burst_rates, window)
         whole = {k: sampler.result.get(k) for k in ("max_sm_clock_mhz", "power_limit_w")}
         for kind, timed, products in (("sustained", sustained, burst_products), ("short", short, 1)):
             for i, (seconds, clocks) in enumerate(timed):
                 rows.append({
                     "n": n, "kind": kind, "burst": i, "products": products, "burst_ms": seconds * 1e3,
-                    "tflops": 2 * n**3 * products / seconds / 1e12,
+                    "tflops": rates.achieved_tflops(matmul_flops(n, products), seconds=seconds),
                     "steady": kind == "sustained" and i >= len(timed) - window,
                     "settled": is_settled, **dict.fromkeys(COLUMNS), **clocks, **whole,
                 })

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import torch
 
-from lmstudy import environment, hardware
+from lmstudy import environment, hardware, rates
 from lmstudy.analyse.stats import process_summary, summarize_ms
 from lmstudy.measure.device_clock import now
 from lmstudy.measure.devices import open_device, out_of_memory_is_a_result
@@ -262,11 +262,8 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], facts: ModelFacts
                 process_medians_ms=json.dumps([round(m, 4) for m in summary["process_medians"]]),
             )
             row["step_times_ms"] = json.dumps([_rounded_ms(w) for w in complete])
-            seconds = row["median_ms"] / 1e3
-            row["tokens_per_s"] = spec.batch_size * spec.context_length / seconds
-            flops = row["flops_per_step"]
-            row["achieved_tflops"] = flops / seconds / 1e12 if flops is not None else None
-            row["mfu"] = row["achieved_tflops"] / peak_tflops if peak_tflops and flops is not None else None
+            row.update(rates.step_rates(row["median_ms"], tokens=spec.batch_size * spec.context_length,
+                                        flops=row["flops_per_step"], peak_tflops=peak_tflops))
             row.update(gpu)
             busy_ms = gpu["gpu_busy_ms"]
             row["gpu_busy_share"] = min(1.0, busy_ms / row["median_ms"]) if busy_ms is not None else None

@@ -26,15 +26,33 @@ WORDS = {
 }
 
 
-@functools.cache
+# The full study's grids, by section, as the report job is handed them (use_full_study).
+_FULL_STUDY: dict = {}
+
+
+def use_full_study(study: dict) -> None:
+    """The full study to compare this run with (lmstudy.config.full_study(), a param of the report
+    job): set by the report's command before it renders."""
+    _FULL_STUDY.clear()
+    _FULL_STUDY.update(study)
+    _checkout_section.cache_clear()
+
+
 def study_section(section: str) -> dict:
+    """The full study's config of `section` (or its sizes): as handed (use_full_study); the library used
+    outside a job (a test, a notebook) reads this checkout's config.yaml."""
+    value = _FULL_STUDY.get(section) if _FULL_STUDY else _checkout_section(section)
+    return value if isinstance(value, dict) else {}
+
+
+@functools.cache
+def _checkout_section(section: str):
     from lmstudy.config import study_value
 
     try:
-        value = study_value(section)
+        return study_value(section)
     except Exception:  # noqa: BLE001 - no readable config.yaml beside the code: nothing to compare with
         return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _shown(value) -> str:

@@ -1,5 +1,6 @@
 # Config helpers and target lists. Parse time imports no torch and touches
 # no GPU: on a cluster the DAG is built on a submit host without one.
+import json
 import os
 import shlex
 import sys
@@ -45,7 +46,9 @@ except study_config.ConfigError as error:
 # Absolute, so the workflow also runs with --directory elsewhere (the tests do).
 BASE = Path(workflow.basedir)
 SCRIPTS = BASE / "scripts"
-# CPU jobs run scripts/<name>.py through the shell function `lmstudy_cpu <name> ARGS`
+COMMANDS = BASE / "lmstudy" / "commands"
+# CPU jobs run `python -m lmstudy <name>` (lmstudy/commands/<name>.py) through the shell
+# function `lmstudy_cpu <name> ARGS`
 # (a fork of a server that imported pandas and matplotlib: lmstudy.launch.job_server),
 # with the Python that runs Snakemake (the project's environment), or the
 # rule's conda environment's under --software-deployment-method conda. A
@@ -68,7 +71,7 @@ PYTHON = (
 shell.prefix(
     "set -euo pipefail; export LMSTUDY_WORKFLOW_PID=$PPID; "
     "export PYTHONPATH=%(base)s${{PYTHONPATH:+:$PYTHONPATH}}; "
-    'lmstudy_cpu() {{ %(py)s %(scripts)s/run_script.py %(scripts)s/"$1".py "${{@:2}}"; }}; '
+    'lmstudy_cpu() {{ %(py)s %(scripts)s/run_script.py -m lmstudy "$@"; }}; '
     "lmstudy_gpu() {{ LMSTUDY_DEVICE=%(device)s %(py)s %(scripts)s/gpu_lease.py"
     ' -- %(py)s -m lmstudy "$@"; }}; '
     % {
@@ -261,11 +264,11 @@ onerror:
         print(f"error: {sentence}", file=sys.stderr)
 
 
-def code_version(*scripts):
-    """A param that changes when the code a job runs changes: its scripts and the lmstudy modules
-    they import (lmstudy.code_version; comments and docstrings aside), so that an edit reruns the
-    results that code makes and nothing else."""
-    digest = code_version_of.digest(*(SCRIPTS / f"{name}.py" for name in scripts))
+def code_version(*commands):
+    """A param that changes when the code a job runs changes: its commands (lmstudy/commands/<name>.py)
+    and the lmstudy modules they import (lmstudy.code_version; comments and docstrings aside), so that
+    an edit reruns the results that code makes and nothing else."""
+    digest = code_version_of.digest(*(COMMANDS / f"{name}.py" for name in commands))
     return f"code {digest}"
 
 

@@ -78,7 +78,7 @@ rule profile_model:
     resources:
         **gpu_job_resources(),
     params:
-        code=model_code_version("nsys", "profile_model"),
+        code=model_code_version("nsys"),
         out_dir=lambda w, output: str(Path(output.profile).parent),
         spec=lambda w: job_spec("nsys", w),
     shell:

@@ -18,6 +18,9 @@ TEMPLATES = sorted(
 SECTION_TEMPLATES = sorted(
     str(p) for p in (BASE / "lmstudy/sections").glob("*/*.j2")
 )
+# The full study's grids (this checkout's config.yaml under its own preset): what the report says
+# a smaller run left out (lmstudy.report.coverage). A param, so the job reads no config file.
+FULL_STUDY = study_config.full_study()
 # Each run its own report folder: run=b never overwrites run a's report.
 REPORT_DIR = f"report/{RUN}"
 REPORT_FILES = [f"{REPORT_DIR}/index.html", f"{REPORT_DIR}/report.md"]
@@ -102,10 +105,11 @@ rule report:
         environment=flag("--environment-tables", ENVIRONMENT_TABLES),
         sizes=flag("--sizes", list(config["sizes"])),
         title=flag("--title", config["report"]["title"]),
+        full_study=flag("--full-study", json.dumps(FULL_STUDY, sort_keys=True)),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
         "lmstudy_cpu render_report --results results/{params.run} --run {params.run}"
-        " {params.sections} {params.environment} {params.sizes} {params.title}"
+        " {params.sections} {params.environment} {params.sizes} {params.title} {params.full_study}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'
 
 

@@ -39,6 +39,7 @@ import pandas as pd
 from lmstudy.analyse.nsys.categories import categorize
 from lmstudy.errors import UserError
 from lmstudy.ranges import PHASES, PROFILED_PASS, STEP
+from lmstudy.registry import reference
 
 RANGE_COLUMNS = ["thread", "name", "start", "end"]
 LAUNCH_COLUMNS = ["thread", "start", "end", "correlation"]
@@ -102,8 +103,8 @@ def split_by_pass(events: Events) -> dict[str, Events]:
         name = marker.name[len(PROFILED_PASS) :]
         if name in passes:
             raise UserError(
-                f"the profile holds two ranges {marker.name!r}; a profile of section 2's program has one "
-                "per pass: profile again, with one capture."
+                f"the profile holds two ranges {marker.name!r}; a profile of {reference('nsys')}'s program "
+                "has one per pass: profile again, with one capture."
             )
         ranges = events.ranges[
             ~is_marker & events.ranges["start"].ge(marker.start) & events.ranges["end"].le(marker.end)

@@ -30,60 +30,24 @@ import pandas as pd
 from lmstudy import job_process
 from lmstudy.analyse.nsys import events as ev
 from lmstudy.atomic import write_csv, write_json
-from lmstudy.environment import REPO_ROOT
+from lmstudy.measure.nsys import program
 from lmstudy.measure.nsys.capture import ProfileSpec
 from lmstudy.measure.nsys.executable import NsysMissing, nsys_version
 from lmstudy.phases import PhaseClock
 
-PROGRAM = REPO_ROOT / "scripts" / "profile_model.py"
 NSYS_TRACE = "cuda,nvtx"
 # The job's folder for the profile files, whichever profiler wrote them.
 PROFILE_DIR = "profile"
 
 
-def program_args(spec: ProfileSpec) -> list[str]:
-    """The command-line of scripts/profile_model.py for `spec`."""
-    args = [
-        "--size",
-        spec.size,
-        "--d-model",
-        str(spec.d_model),
-        "--d-ff",
-        str(spec.d_ff),
-        "--num-layers",
-        str(spec.num_layers),
-        "--num-heads",
-        str(spec.num_heads),
-        "--context-length",
-        str(spec.context_length),
-        "--passes",
-        *spec.passes,
-        "--precision",
-        spec.precision,
-        "--batch-size",
-        str(spec.batch_size),
-        "--vocab-size",
-        str(spec.vocab_size),
-        "--warmup-steps",
-        str(spec.warmup_steps),
-        "--profiled-steps",
-        str(spec.profiled_steps),
-        "--device",
-        spec.device,
-        "--backend",
-        spec.backend,
-        "--model",
-        spec.model.to_json(),
-    ]
-    if spec.tf32:
-        args.append("--tf32")
-    if spec.memory_cap_gb:
-        args += ["--memory-cap-gb", str(spec.memory_cap_gb)]
-    return args
+def program_command(spec_file: Path, record: Path) -> list[str]:
+    """The profiled program (lmstudy.measure.nsys.program) on the spec in `spec_file`: the job's own
+    settings, as a JSON file, so that the program has no second format and no defaults of its own."""
+    return [sys.executable, "-m", program.__name__, "--spec", str(spec_file), "--record", str(record)]
 
 
-def nsys_command(nsys: str, spec: ProfileSpec, report: Path, record: Path) -> list[str]:
-    """`nsys profile` of the program, capturing only its cudaProfilerApi range."""
+def nsys_command(nsys: str, spec_file: Path, report: Path, record: Path) -> list[str]:
+    """`nsys profile` of the program on the spec in `spec_file`, capturing only its cudaProfilerApi range."""
     return [
         nsys,
         "profile",
@@ -98,11 +62,7 @@ def nsys_command(nsys: str, spec: ProfileSpec, report: Path, record: Path) -> li
         "--force-overwrite=true",
         "-o",
         str(report),
-        sys.executable,
-        str(PROGRAM),
-        *program_args(spec),
-        "--record",
-        str(record),
+        *program_command(spec_file, record),
     ]
 
 
@@ -192,22 +152,25 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> 
     report = out_dir / PROFILE_DIR / "profile.nsys-rep"
     export = out_dir / PROFILE_DIR / "profile.sqlite"
     record_path = out_dir / "program.json"
+    spec_file = out_dir / "program_spec.json"
     for path in (report, export, record_path):
         path.unlink(missing_ok=True)
-    command = nsys_command(nsys, spec, report.with_suffix(""), record_path)
+    write_json(spec_file, spec_dict(spec))
+    command = nsys_command(nsys, spec_file, report.with_suffix(""), record_path)
     print("+", " ".join(command), flush=True)
     # nsys and the profiled program hold the job's GPU lease too (lmstudy.launch.gpu_lease).
     done = subprocess.run(command, pass_fds=job_process.inherited_fds())
     if not record_path.exists():
         raise RuntimeError(f"the profiled program failed (nsys exit {done.returncode}); see the log above")
-    program = json.loads(record_path.read_text())
+    ran = json.loads(record_path.read_text())
     record_path.unlink()
+    spec_file.unlink()
     # The profiled program's own phases; the rest of nsys's run is the profiler's.
-    phases = program.pop("phases", {})
+    phases = ran.pop("phases", {})
     for phase, seconds in phases.items():
         clock.add(phase, seconds)
     clock.add("profile", time.perf_counter() - started - sum(phases.values()))
-    records = program["passes"]
+    records = ran["passes"]
     for record in records.values():
         record["nsys_version"] = version
     with clock.timing("profile"):

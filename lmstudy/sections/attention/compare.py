@@ -7,7 +7,7 @@ import pandas as pd
 from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
-from lmstudy.registry import numbered
+from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
@@ -81,7 +81,7 @@ def _section_attention(a, b, min_effect: float, noise: V.Noise) -> Section:
     section = Section("attention", numbered("attention", "Attention"))
     rows = attention(a, b, min_effect, noise)
     if rows.empty:
-        return section.add(Text("Neither run has attention results (section 5)."))
+        return section.add(Text(f"Neither run has attention results ({reference('attention')})."))
     section.add(Text(
         "Forward and backward medians per implementation, precision, head size and sequence length, "
         "with a verdict per measure (wall time; GPU time and kernels per step where the runs measured "

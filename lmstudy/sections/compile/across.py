@@ -15,10 +15,13 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows
 from lmstudy.analyse.trust import gpu_ratio, overlap
+from lmstudy.registry import reference
 from lmstudy.report.labels import on_cpu
 
 # The sections that measure an eager configuration, as a reader finds them in the report.
-HERE, TIMING, LADDER = "section 6 (this table)", "section 1 (timing)", "section 7 (ladder rung {rung})"
+HERE = f"{reference('compile')} (this table)"
+TIMING = f"{reference('timing')} (timing)"
+LADDER = f"{reference('ladder')} (ladder rung {{rung}})"
 KEY = ["size", "context_length", "batch_size", "precision", "attention", "pass"]
 MEASURED = ["median_ms", "ci_low_ms", "ci_high_ms", "processes", "gpu_busy_ms", "gpu_busy_ms_processes",
             "gpu_index", "gpu_uuid"]

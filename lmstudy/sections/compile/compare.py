@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
-from lmstudy.registry import numbered
+from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.finding import Finding, finds, rows_behind
@@ -75,7 +75,7 @@ def _section_compile(a, b, min_effect: float, noise) -> Section:
     section = Section("compile", numbered("compile", "torch.compile"))
     rows = compile_rows(a, b, min_effect, noise)
     if rows.empty:
-        return section.add(Text("Neither run has torch.compile results (section 6)."))
+        return section.add(Text(f"Neither run has torch.compile results ({reference('compile')})."))
     section.add(Text("Eager and compiled medians per size, precision and pass, with verdicts from the "
                      "variation between processes; compile time is the compiled first step's excess over "
                      "the median."))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy import hardware
+from lmstudy import hardware, rates
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.ladder_table import ceilings
 from lmstudy.analyse.nsys.categories import CATEGORIES
@@ -78,7 +78,7 @@ def ladder_frame(rungs: pd.DataFrame) -> pd.DataFrame:
     peaks = [hardware.peak_tflops(g, u if u != "tf32" else "fp32", u == "tf32") for g, u in zip(
         gpus, frame["mfu_peak"], strict=True)]
     frame["peak_tflops"] = pd.to_numeric(pd.Series(peaks, index=frame.index), errors="coerce")
-    frame["mfu"] = frame["achieved_tflops"] / frame["peak_tflops"]
+    frame["mfu"] = rates.share_of_peak(frame["achieved_tflops"], frame["peak_tflops"])
     if "reason" not in frame:
         frame["reason"] = None
     return frame.reset_index(drop=True)
@@ -235,6 +235,7 @@ def matmul_table(matmul: pd.DataFrame) -> pd.DataFrame:
     datasheet = pd.to_numeric(
         found.get("gpu", pd.Series("", index=found.index)).astype(str).map(
             lambda gpu: hardware.peak_tflops(gpu, "bf16", False)), errors="coerce")
+    short_share = rates.share_of_peak(found.get("short_tflops"), datasheet) if "settled" in found else None
     table = pd.DataFrame(
         {
             **{k: found[k].astype(str) for k in ("size", "rung_key") if k in found},
@@ -248,12 +249,12 @@ def matmul_table(matmul: pd.DataFrame) -> pd.DataFrame:
                 "sustained ceiling TFLOP/s (median of the steady window)": found["ceiling_tflops"],
                 "rate stopped rising": found["settled"].map({True: "yes", False: "no: a lower bound"}),
                 "short bursts TFLOP/s (best)": found["short_tflops"],
-                "short bursts % of the datasheet peak": found["short_tflops"] / datasheet * 100,
+                "short bursts % of the datasheet peak": short_share * 100,
             } if "settled" in found else {
                 "ceiling TFLOP/s (highest burst)": found["ceiling_tflops"],
                 "median burst TFLOP/s": found["median_tflops"],
             }),
-            "% of the datasheet bf16 peak": found["ceiling_tflops"] / datasheet * 100,
+            "% of the datasheet bf16 peak": rates.share_of_peak(found["ceiling_tflops"], datasheet) * 100,
             "SM clock MHz (mean during the bursts)": found.get("sm_clock_mhz"),
             "lowest SM clock MHz": found.get("min_sm_clock_mhz"),
             "max SM clock MHz": found.get("max_sm_clock_mhz"),

@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
-from lmstudy.registry import numbered
+from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.finding import Finding, finds, rows_behind
@@ -79,7 +79,7 @@ def _section_memory(a, b) -> Section:
     section = Section("memory", numbered("memory", "Memory peaks"))
     peaks, kinds = memory(a, b)
     if peaks.empty:
-        return section.add(Text("Neither run has memory snapshots (section 4)."))
+        return section.add(Text(f"Neither run has memory snapshots ({reference('memory')})."))
     section.add(Findings(_peak_ratio(peaks)))
     table = pd.DataFrame({
         "size": peaks["size"], "context": peaks["context_length"], "pass": peaks["pass"].map(PASS_LABELS),

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 from lmstudy.analyse.compare import tables as T  # noqa: E402
 from lmstudy.analyse.compare import verdict as V  # noqa: E402
 from lmstudy.analyse.compare.runs import Run  # noqa: E402
-from lmstudy.registry import numbered  # noqa: E402
+from lmstudy.registry import numbered, reference  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
 from lmstudy.report.contract import ComparedRuns  # noqa: E402
 from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
@@ -196,7 +196,7 @@ def _section_kernels(a, b, min_effect, figures: Path) -> Section:
     section = Section("nsys", numbered("nsys", "GPU time by kernel category and kernel"))
     configs = profiled_configurations(a, b)
     if configs.empty:
-        return section.add(Text("Neither run has profiles (section 2)."))
+        return section.add(Text(f"Neither run has profiles ({reference('nsys')})."))
     categories = kernel_categories(a, b)
     section.add(Text(
         "Per configuration profiled in both runs: GPU time per step by kernel category (the rules of "

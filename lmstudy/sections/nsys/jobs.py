@@ -40,7 +40,7 @@ def settle_backend(fields: dict, paths: dict):
 
 def profile(fields: dict, paths: dict):
     """Profile one configuration's passes in one process and one capture (lmstudy.measure.nsys.job):
-    with nsys, scripts/profile_model.py under `nsys profile` (warm-up left out), else torch.profiler;
+    with nsys, lmstudy.measure.nsys.program under `nsys profile` (warm-up left out), else torch.profiler;
     each pass's kernels.csv, ranges.csv and run.json under paths["out_dir"]."""
     from lmstudy.errors import UserError
     from lmstudy.measure.nsys.capture import ProfileSpec

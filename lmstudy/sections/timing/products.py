@@ -4,7 +4,7 @@ that read the files and no measurement. Torch- and pandas-free."""
 
 from __future__ import annotations
 
-from lmstudy import plan
+from lmstudy import plan, rates
 from lmstudy.products import Product, first_row
 
 
@@ -22,7 +22,7 @@ def _timing_consistent(frame) -> str | None:
     if not {"tokens_per_s", "median_ms", "batch_size", "context_length", "status"} <= set(frame.columns):
         return None
     ok = frame["status"] == "ok"
-    expected = frame["batch_size"] * frame["context_length"] / (frame["median_ms"] / 1e3)
+    expected = rates.tokens_per_second(frame["batch_size"] * frame["context_length"], ms=frame["median_ms"])
     off = ok & ((frame["tokens_per_s"] - expected).abs() > 1e-6 * expected.abs())
     if off.any():
         value = float(frame["tokens_per_s"][off].iloc[0])

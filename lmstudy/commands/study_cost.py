@@ -1,8 +1,7 @@
-#!/usr/bin/env python
 """Gather every job's wall time and phases into the cost section's table.
 
 Example, by hand:
-    python scripts/study_cost.py --out results/default/cost/jobs.csv \
+    python -m lmstudy study_cost --out results/default/cost/jobs.csv \
         --benchmarks results/default/benchmarks/*/*/*.tsv \
         --phases results/default/benchmarks/*/*/*.phases.json
 """
@@ -12,11 +11,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lmstudy.cli import run_main
+PROG = "python -m lmstudy study_cost"
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, required=True, help="CSV, one row per job")
     p.add_argument("--benchmarks", type=Path, nargs="*", default=[], help="Snakemake benchmark records")
     p.add_argument("--phases", type=Path, nargs="*", default=[], help="the measuring jobs' phase records")
@@ -27,7 +28,3 @@ def main(argv=None) -> None:
     table = job_table(args.benchmarks, args.phases)
     write_csv(args.out, table)
     print(f"{len(table)} jobs, {table['wall_s'].sum():.1f} s in all -> {args.out}")
-
-
-if __name__ == "__main__":
-    run_main(main)

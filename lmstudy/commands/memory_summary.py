@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Summarize a CUDA memory snapshot (section 4); runs anywhere, no GPU needed.
 
 Writes into DIR:
@@ -11,7 +10,7 @@ Writes into DIR:
   largest_allocations.csv  the largest allocations and the user-code lines that made them
   kinds.csv                bytes by kind (parameters, gradients, ...) at the peak
 
-    python scripts/memory_summary.py SNAPSHOT.pickle --out DIR
+    python -m lmstudy memory_summary SNAPSHOT.pickle --out DIR
 
 The metadata JSON that lmstudy measure memory writes beside the snapshot
 (SNAPSHOT.json) is read when present, or named with --meta.
@@ -22,22 +21,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lmstudy.cli import run_main
+PROG = "python -m lmstudy memory_summary"
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("snapshot", type=Path, help="a torch.cuda.memory._dump_snapshot pickle")
     p.add_argument("--out", type=Path, required=True, help="directory for the summary files")
     p.add_argument("--meta", type=Path, help="the snapshot job's JSON (default: SNAPSHOT.json)")
-    p.add_argument("--top", type=int,
-                   help="how many largest allocations to list "
-                        "(default: config.yaml's memory.top_allocations)")
+    p.add_argument(
+        "--top",
+        type=int,
+        required=True,
+        help="how many largest allocations to list (config memory.top_allocations)",
+    )
     args = p.parse_args(argv)
-    if args.top is None:
-        from lmstudy.config import study_value
-
-        args.top = study_value("memory", "top_allocations")
     from lmstudy.analyse.memory import summary
 
     meta = summary.read_meta(args.meta or summary.meta_path_for(args.snapshot), named=args.meta is not None)
@@ -51,7 +51,3 @@ def main(argv=None) -> None:
             f" ({100 * s['peak_vs_allocator']:+.3f}%)"
         )
     print(f"{line} -> {args.out}")
-
-
-if __name__ == "__main__":
-    run_main(main)

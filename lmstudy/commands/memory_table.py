@@ -1,11 +1,10 @@
-#!/usr/bin/env python
 """Gather the memory snapshots' summaries into the section's table (section 4).
 
 One row per configured size x context length x pass x precision; a
 configuration with no summary (snapshots need a GPU) is a `skipped` row
 carrying --skipped-reason.
 
-    python scripts/memory_table.py --out results/default/memory/memory.csv \
+    python -m lmstudy memory_table --out results/default/memory/memory.csv \
         --sizes 2.7B --context-lengths 128 256 512 \
         --passes forward train_step --precisions fp32 bf16 \
         --summaries results/default/memory/summary/*/summary.json
@@ -16,11 +15,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lmstudy.cli import run_main
+PROG = "python -m lmstudy memory_table"
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
         "--results", type=Path, help="results/<run>, paths are kept relative to it (default: OUT/../..)"
@@ -46,7 +47,3 @@ def main(argv=None) -> None:
     )
     write_csv(args.out, frame)
     print(frame["status"].value_counts().to_string())
-
-
-if __name__ == "__main__":
-    run_main(main)

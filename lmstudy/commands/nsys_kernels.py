@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Turn one profile into the tidy kernel table (section 2).
 
-    python scripts/nsys_kernels.py REPORT --out kernels.csv [--ranges ranges.csv]
+    python -m lmstudy nsys_kernels REPORT --out kernels.csv [--ranges ranges.csv]
 
 REPORT is an Nsight Systems report (.nsys-rep, exported to .sqlite beside it
 with `nsys export`), its .sqlite export, or a torch.profiler Chrome trace
@@ -22,11 +21,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from lmstudy.cli import run_main
+PROG = "python -m lmstudy nsys_kernels"
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("report", type=Path, help=".nsys-rep, .sqlite or torch trace .json(.gz)")
     p.add_argument("--out", type=Path, required=True, help="the kernel table (CSV)")
     p.add_argument("--ranges", type=Path, help="also write the per-range table (CSV)")
@@ -66,7 +67,3 @@ def main(argv=None) -> None:
         + f"{len(table)} rows, {int(table['instances'].sum())} GPU activities, "
         f"{table['total_ns'].sum() / 1e6:.3f} ms -> {args.out}"
     )
-
-
-if __name__ == "__main__":
-    run_main(main)

@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Draw one report section's figures from its aggregated tables.
 
-    python scripts/make_figures.py --section timing --results results/default \
+    python -m lmstudy make_figures --section timing --results results/default \
         --style workflow/report/figures.mplstyle --out results/default/figures/timing
 """
 
@@ -10,14 +9,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lmstudy.cli import run_main
+PROG = "python -m lmstudy make_figures"
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--section", required=True, help="a section of lmstudy.registry.NAMES")
     p.add_argument("--results", type=Path, required=True, help="results/<run>")
-    p.add_argument("--sizes", nargs="*", default=[], help="the sizes in the config's order (tables, figures)")
+    p.add_argument("--sizes", nargs="+", required=True, help="the sizes in the config's order")
     p.add_argument("--style", type=Path, help="a matplotlib style file")
     p.add_argument("--out", type=Path, required=True, help="folder for the PNG figures")
     args = p.parse_args(argv)
@@ -36,7 +37,3 @@ def main(argv=None) -> None:
     use_size_order(args.sizes)
     contract(args.section).draw(args.results, args.out)
     print("\n".join(str(p) for p in sorted(args.out.glob("*.png"))))
-
-
-if __name__ == "__main__":
-    run_main(main)

@@ -1,8 +1,7 @@
-#!/usr/bin/env python
 """Gather section 2's per-job tables (kernels.csv, ranges.csv, run.json beside
 each other in every job directory) into OUT_DIR/kernels.csv, ranges.csv, runs.csv.
 
-    python scripts/aggregate_nsys.py --out-dir results/default/nsys \
+    python -m lmstudy aggregate_nsys --out-dir results/default/nsys \
         --records results/default/nsys/raw/*/*/run.json
 """
 
@@ -11,18 +10,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lmstudy.cli import run_main
+PROG = "python -m lmstudy aggregate_nsys"
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--records", type=Path, nargs="+", required=True, help="the jobs' run.json")
     args = p.parse_args(argv)
     from lmstudy.analyse.nsys.aggregate import aggregate
 
     print(aggregate(args.records, args.out_dir))
-
-
-if __name__ == "__main__":
-    run_main(main)
