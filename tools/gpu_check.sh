@@ -50,11 +50,8 @@ setup() {
 
 background() { export -f study; export W; setsid bash -c "$1" < /dev/null > /dev/null 2>&1 & }
 
-cost_totals() {  # each run's cost section: job-seconds by rule and phase
-  for n in "$@"; do
-    f=$W/$n/results/$n/cost/jobs.csv
-    [ -f $f ] && python3 tools/cost_totals.py "$n" "$f"
-  done
+cost_totals() {  # each run's cost section: job-seconds by rule and phase, GPU-minutes, the summary
+  python3 tools/gpu_summary.py $(for n in "$@"; do echo $W/$n; done)
 }
 
 collect() {  # tables, records and logs (no exports, snapshots) into $OUT, at most 8 files
@@ -83,11 +80,14 @@ quick)
   python3 -m lmstudy measure timing --spec "$bad" --out $W/bad.csv > $W/bad.log 2>&1
   echo "a spec with timed_steps -3: exit $? (want 2), rows written: $(test -e $W/bad.csv && echo yes || echo no)" \
     | tee -a $W/imports.txt; tail -1 $W/bad.log | tee -a $W/imports.txt
+  # The quick studies take one GPU job at a time each, so without the distributed sections (their
+  # jobs take several GPUs at once, and were measured above with the node to themselves).
+  printf 'comm: {enabled: false}\nddp: {enabled: false}\nsharding: {enabled: false}\n' > $W/one_gpu.yaml
   for r in qa qa2 ql qe b9 b10; do copy_tree $r; done
-  background "study qa --config preset=quick run=qa & study qa2 --config preset=quick run=qa2 & \
-    study ql --config preset=quick run=ql \"$LLAMA\" & study qe --config preset=quick run=qe \"$ENCODER\" & \
-    study b9 results/b9/timing/timing.csv --config preset=quick run=b9 batch_size=9 & \
-    study b10 results/b10/timing/timing.csv --config preset=quick run=b10 batch_size=10 & wait"
+  O="--configfile $W/one_gpu.yaml --config preset=quick"
+  background "study qa $O run=qa & study qa2 $O run=qa2 & study ql $O run=ql \"$LLAMA\" & \
+    study qe $O run=qe \"$ENCODER\" & study b9 results/b9/timing/timing.csv $O run=b9 batch_size=9 & \
+    study b10 results/b10/timing/timing.csv $O run=b10 batch_size=10 & wait"
   sleep 30; wait_for qa qa2 ql qe b9 b10; collect ;;
 compare)
   wait_for qa qa2 ql qe b9 b10
@@ -95,10 +95,10 @@ compare)
   cp -a $W/b10/results/b10 $W/b9/results/
   for pair in qa:qa2 qa:ql qa:qe; do
     b=${pair#*:}
-    (cd $W/qa && python3 -m snakemake --cores 8 report/compare/qa_vs_$b/index.html --config preset=quick run=qa \
+    (cd $W/qa && python3 -m snakemake --cores 8 report/compare/qa_vs_$b/index.html --configfile $W/one_gpu.yaml --config preset=quick run=qa \
       > $W/compare_$b.log 2>&1; echo "compare qa_vs_$b rc $?")
   done
-  (cd $W/b9 && python3 -m snakemake --cores 8 report/compare/b9_vs_b10/index.html --config preset=quick run=b9 \
+  (cd $W/b9 && python3 -m snakemake --cores 8 report/compare/b9_vs_b10/index.html --configfile $W/one_gpu.yaml --config preset=quick run=b9 \
     batch_size=9 > $W/compare_b10.log 2>&1; echo "compare b9_vs_b10 rc $?")
   python3 tools/verdict_counts.py $W/qa/report/compare/qa_vs_qa2 $W/b9/report/compare/b9_vs_b10 \
     | tee $W/verdicts.txt

@@ -42,7 +42,7 @@ wait_for() {  # the file whose presence says a background part ended
 costs() {  # run folder, run name: the cost table of what ran so far
   local dir=$1 run=$2
   [ -d "$dir/results/$run/benchmarks" ] || return 0
-  (cd "$dir" && python3 scripts/study_cost.py --out "$W/${run}_cost.csv" \
+  (cd "$dir" && python3 -m lmstudy study_cost --out "$W/${run}_cost.csv" \
     --benchmarks $(find results/$run/benchmarks -name '*.tsv') \
     --phases $(find results/$run/benchmarks -name '*.phases.json') | tail -1)
 }
