@@ -52,7 +52,13 @@ PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing res
 
 
 def load(results: Path) -> pd.DataFrame:
-    return SECTION.read(results, "jobs")
+    """The run's job records; a phase its records predate (a run made before the phase was booked
+    apart, e.g. the model's imports and the count of issue 37) is 0 s: its time is in another phase."""
+    frame = SECTION.read(results, "jobs")
+    for column in PHASE_COLUMNS:
+        if not frame.empty and column not in frame:
+            frame[column] = 0.0
+    return frame
 
 
 def make_figures(results: Path, out_dir: Path) -> None:
