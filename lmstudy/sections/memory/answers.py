@@ -30,6 +30,8 @@ def _list(values) -> str:
 
 
 def timeline_answer(phases: pd.DataFrame) -> Answer:
+    if phases.empty:
+        return Answer(Q["a"], "Not answered: no timeline was recorded.")
     train = phases[phases["pass"] == PASS_LABELS["train_step"]]
     fwd = phases[phases["pass"] == PASS_LABELS["forward"]]
     if train.empty and fwd.empty:
