@@ -15,7 +15,7 @@
 #   call 4: tools/gpu_check.sh wait    waits for it, then collects its tables and report
 set -uo pipefail
 W=/tmp/w
-WAIT_S=${WAIT_S:-560}
+WAIT_S=${WAIT_S:-530}
 started=$(date +%s)
 LLAMA="model={factory: 'lmstudy.measure.hf_factory:llama', name: llama}"
 ENCODER="model={factory: 'tests/fixtures/models/encoder_lm.py:build', name: encoder-lm}"
@@ -64,7 +64,7 @@ case "${1:-}" in
 quick)
   setup
   if [ -x tools/gpu_check_42.sh ]; then
-    copy_tree qd && (cd $W/qd && timeout 240 bash tools/gpu_check_42.sh > $W/distributed.txt 2>&1; echo $? > $W/qd.rc)
+    copy_tree qd && (cd $W/qd && timeout 300 bash tools/gpu_check_42.sh > $W/distributed.txt 2>&1; echo $? > $W/qd.rc)
     tail -25 $W/distributed.txt
   fi
   # Issue 37: one timing job of a Llama that writes down each process importing transformers
