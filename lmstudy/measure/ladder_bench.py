@@ -41,7 +41,7 @@ from lmstudy.measure.model import ModelConfig, make_optimizer
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.rung_support import unsupported_here, unsupported_is_a_result
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import Workload, build_workload, make_step
+from lmstudy.measure.steps import Workload, autocast_context, build_workload, make_step
 from lmstudy.measure.timing import time_steps
 from lmstudy.model_choice import ModelChoice
 from lmstudy.phases import PhaseClock
@@ -227,7 +227,9 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
             breakdown = (kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps
                          else gpu_measures(step, device))
         if row["flops_per_step"] is None and not spec.model.builtin:  # the meta device could not count
-            with phase(clock, "count", device):
+            # Under the rung's own autocast: a rung whose weights are bf16 (with fp32 masters) runs its
+            # forward so, and a forward outside it mixes dtypes; the count of FLOPs is the same.
+            with phase(clock, "count", device), autocast_context(work.precision, device):
                 counted = spec.count_on_device(work.model)
             train_step = (counted or {}).get("train_step")
             row["flops_per_step"] = float(train_step) if train_step else None
