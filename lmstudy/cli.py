@@ -179,8 +179,9 @@ def complete_spec(job: str, given: dict, configfile: Path, preset: str | None = 
             f"{' '.join(f'{key}=...' for key in missing)}."
         )
     wildcards = wildcards_of(job, given)
-    # its values as the config's schema takes them; a model named by its factory alone is checked below
-    check_spec(job, {k: v for k, v in given.items() if not (k == "model" and isinstance(v, str))})
+    # its values as the config's schema takes them; a model (its factory alone, or some of config
+    # model:'s keys) is completed from the config file first and checked whole below
+    check_spec(job, {k: v for k, v in given.items() if k != "model"})
     try:
         base = yaml.safe_load(configfile.read_text())
     except (OSError, UnicodeDecodeError) as error:

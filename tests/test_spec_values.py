@@ -173,3 +173,16 @@ def test_each_job_reads_apart_in_lmstudy_measure_help():
     assert len(set(lines.values())) == len(lines), lines
     assert lines["nsys_backend"] == "nsys: which profiler this machine uses"
     assert lines["norms"].startswith("precision: the error of RMSNorm and LayerNorm")
+
+
+def test_lmstudy_spec_completes_a_model_given_in_part_and_checks_it_whole(capsys):
+    """A model given by some of config model:'s keys (its factory and name, as a user writes it) gets
+    the rest from the config file; a bad value among them is still refused (the GPU check's Llama
+    job was refused 'range_depth is a required property' before it was completed)."""
+    given = json.dumps({"model": {"factory": "tests/fixtures/models/encoder_lm.py:build", "name": "mine"}})
+    main(["spec", "timing", *TINY, "--spec", given, "--configfile", str(REPO / "config.yaml"),
+          "--preset", "smoke"])
+    model = json.loads(capsys.readouterr().out)["model"]
+    assert model["name"] == "mine" and model["range_depth"] >= 0 and "extra" in model
+    bad = json.dumps({"model": {"factory": "tests/fixtures/models/encoder_lm.py:build", "range_depth": -2}})
+    assert "range_depth: -2 is less than the minimum of 0" in spec_command("timing", *TINY, "--spec", bad)

@@ -90,6 +90,7 @@ quick)
     study b10 results/b10/timing/timing.csv $O run=b10 batch_size=10 & wait"
   sleep 30; wait_for qa qa2 ql qe b9 b10; collect ;;
 compare)
+  source tools/gpu_env.sh > /dev/null 2>&1  # a later call: the wheels installed by the first stay in /tmp/site
   wait_for qa qa2 ql qe b9 b10
   for other in qa2 ql qe; do cp -a $W/$other/results/$other $W/qa/results/; done
   cp -a $W/b10/results/b10 $W/b9/results/
@@ -109,6 +110,7 @@ full)
   background "study full --cores 16 --resources gpu=4 --config run=full"
   sleep 30; wait_for full; collect ;;
 wait)
+  source tools/gpu_env.sh > /dev/null 2>&1
   wait_for full
   [ -f $W/full.rc ] && cost_totals full | tee $W/cost_totals_full.txt
   collect ;;
