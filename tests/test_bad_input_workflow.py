@@ -15,6 +15,9 @@ from lmstudy import config as study_config
 
 from .conftest import REPO, SNAKEMAKE, new_workdir, snakemake
 
+# Every test here starts Snakemake (a dry run, a lint, a refused config).
+pytestmark = pytest.mark.workflow
+
 
 @pytest.mark.parametrize(("run", "said"), [
     ("..", "report/compare/<A>_vs_<B>: the run: '..' would put results outside results/"),
