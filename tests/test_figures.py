@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
 
 from lmstudy.sections import plots  # noqa: E402
 from lmstudy.sections.ladder import section as ladder  # noqa: E402
@@ -110,3 +111,14 @@ def test_section_2_names_the_profiler_that_ran():
     assert nsys.words(cpu)["time"] == "CPU time"
     assert nsys.words(gpu)["title"] == "2. Kernel profiles (Nsight Systems)"
     assert nsys.words(gpu)["time"] == "GPU time"
+
+
+def test_the_ladder_share_figure_puts_the_gpu_busy_share_beside_the_wall_share():
+    """Issue 38: where the findings rank host-bound rungs on GPU time, the figure shows that share too."""
+    from lmstudy.sections.ladder.figures import _gpu_share
+
+    rows = pd.DataFrame({"flops_per_step": [1e12, 1e12], "gpu_busy_ms": [10.0, float("nan")],
+                         "matmul_tflops": [200.0, 200.0]})
+    share = _gpu_share(rows)
+    assert share.iloc[0] == pytest.approx(0.5) and share.isna().iloc[1]
+    assert _gpu_share(rows.drop(columns="gpu_busy_ms")).isna().all()  # a CPU or older run: no diamonds

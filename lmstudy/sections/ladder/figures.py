@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmstudy import rates  # noqa: E402
 from lmstudy.report.labels import on_cpu, size_order  # noqa: E402
 from lmstudy.sections import plots  # noqa: E402
 from lmstudy.sections.ladder.tables import CATEGORY_COLUMNS, time_words  # noqa: E402
@@ -21,6 +22,16 @@ from lmstudy.sections.ladder.tables import CATEGORY_COLUMNS, time_words  # noqa:
 
 def _rung_order(ladder: pd.DataFrame) -> list[str]:
     return list(ladder.sort_values("rung_index", kind="stable")["rung"].drop_duplicates())
+
+
+def _gpu_share(rows: pd.DataFrame) -> pd.Series:
+    """Each row's achieved TFLOP/s over its GPU busy time, as a share of its measured matmul ceiling
+    (NaN where a column is missing: a CPU run, an older run)."""
+    needed = ("flops_per_step", "gpu_busy_ms", "matmul_tflops")
+    if not set(needed) <= set(rows.columns):
+        return pd.Series(float("nan"), index=rows.index)
+    flops, busy, ceiling = (pd.to_numeric(rows[c], errors="coerce") for c in needed)
+    return rates.share_of_peak(rates.achieved_tflops(flops, ms=busy), ceiling)
 
 
 def _share_figure(ladder: pd.DataFrame, path: Path) -> None:
@@ -45,6 +56,12 @@ def _share_figure(ladder: pd.DataFrame, path: Path) -> None:
             if bool(bound):
                 bar.set_hatch("//")
                 hatched = True
+        # The same share over the GPU's busy time: where the host paces the step (†), the GPU's own
+        # rate, on which the findings rank those rungs.
+        on_gpu = 100 * _gpu_share(g)
+        if on_gpu.notna().any():
+            ax.scatter(x, on_gpu, marker="D", s=22, color="black", zorder=3,
+                       label="on the GPU (busy time)" if i == 0 else None)
         for xi, value, status in zip(x, values, g["status"], strict=True):
             if value != value:
                 shown = "not measured" if status != status else str(status)
@@ -60,8 +77,9 @@ def _share_figure(ladder: pd.DataFrame, path: Path) -> None:
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(rungs), 2), fontsize="small",
                title="rung", title_fontsize="small")
     device = "CPU" if on_cpu(ladder) else "GPU"
+    over = "; bars over wall time, diamonds over GPU busy time" if device == "GPU" else ""
     ax.set_title(textwrap.fill(f"Training step: achieved TFLOP/s as a share of the {device}'s sustained "
-                               "matmul ceiling", 60), fontsize="medium")
+                               f"matmul ceiling{over}", 60), fontsize="medium")
     fig.savefig(path)
     plt.close(fig)
 
