@@ -131,3 +131,34 @@ def test_two_runs_compare_on_their_common_configurations(tmp_path, contract):
     expected = 0.5 if contract.name == "comm" else 2.0  # bandwidth halves, step time doubles
     assert table.frame["ratio"].to_numpy() == pytest.approx(expected)
     assert f"{expected:.2f}x at the median" in text_of(built)
+
+
+def _ddp_rows(steps: dict) -> pd.DataFrame:
+    rows = []
+    for (version, bucket), times in steps.items():
+        for step, seconds in enumerate(times):
+            for rank in (0, 1):
+                rows.append({"size": "small", "context_length": 128, "batch_size": 4, "device": "cuda",
+                             "world_size": 2, "gradient_bytes": 1, "version": version, "bucket_mb": bucket,
+                             "step": step, "rank": rank, "step_s": seconds,
+                             "comm_s": seconds / 4 if version in ("naive", "flat") else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def test_the_quickest_data_parallel_step_is_ranked_only_where_its_steps_are_apart():
+    """The GPU check's small on 2 H200s: bucketed 10 MB's median was quickest, its steps overlapping
+    naive's and flat's; a finding says so instead of calling it the fastest."""
+    from lmstudy.sections.ddp.findings import buckets, fastest
+
+    overlapping = _ddp_rows({("none", 0.0): [0.040, 0.041, 0.042], ("naive", 0.0): [0.044, 0.050, 0.052],
+                             ("flat", 0.0): [0.045, 0.046, 0.047], ("bucketed", 10.0): [0.043, 0.044, 0.045],
+                             ("bucketed", 100.0): [0.049, 0.050, 0.051]})
+    said = str(fastest(overlapping)[0])
+    assert "not told apart from them" in said and "naive, flat" in said, said
+    assert "their steps' ranges overlapping" in said, said
+    assert "not told apart" not in buckets(overlapping)[0]  # 43-45 ms against 49-51 ms: apart
+    apart = _ddp_rows({("none", 0.0): [0.040, 0.041, 0.042], ("naive", 0.0): [0.060, 0.061, 0.062],
+                       ("flat", 0.0): [0.050, 0.051, 0.052]})
+    said = str(fastest(apart)[0])
+    assert "not told apart" not in said and "overlapping" not in said, said
+    assert "flat has the quickest" in said, said

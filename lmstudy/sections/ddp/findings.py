@@ -12,6 +12,20 @@ def _groups(frame: pd.DataFrame):
     return step_table(frame).groupby(["size", "world_size"], sort=False)
 
 
+def _apart(faster: pd.Series, slower: pd.Series) -> bool:
+    """Every timed step of `faster` took less than every one of `slower`: told apart, not ranked on noise."""
+    return bool(faster["step_max_ms"] < slower["step_min_ms"])
+
+
+def _tied(best: pd.Series, rows: pd.DataFrame) -> str:
+    """Where the steps' ranges of the quickest version and others overlap, the sentence that says so."""
+    tied = [r["version_label"] for _, r in rows.iterrows() if r.name != best.name and not _apart(best, r)]
+    if not tied:
+        return ""
+    return (f" (its steps' range, {best['step_min_ms']:.1f}–{best['step_max_ms']:.1f} ms, overlaps "
+            f"{', '.join(tied)}: not told apart from {'it' if len(tied) == 1 else 'them'})")
+
+
 @finds
 def fastest(frame: pd.DataFrame) -> list[Finding]:
     """The fastest version that communicates, against naive and against no communication."""
@@ -22,14 +36,11 @@ def fastest(frame: pd.DataFrame) -> list[Finding]:
             continue
         best = talking.loc[talking["step_ms"].idxmin()]
         naive = rows[rows["version_label"] == "naive"]
-        against = (
-            (
-                f", {naive['step_ms'].iloc[0] / best['step_ms']:.2f}x faster than naive "
-                f"({naive['step_ms'].iloc[0]:.1f} ms)"
-            )
-            if not naive.empty
-            else ""
-        )
+        against = ""
+        if not naive.empty and naive.index[0] != best.name:
+            ratio = naive["step_ms"].iloc[0] / best["step_ms"]
+            decided = "" if _apart(best, naive.iloc[0]) else ", their steps' ranges overlapping"
+            against = f", {ratio:.2f}x naive's median ({naive['step_ms'].iloc[0]:.1f} ms{decided})"
         alone = ""
         if pd.notna(best["no_comm_ms"]) and best["comm_share"] >= 0:
             alone = (
@@ -43,10 +54,10 @@ def fastest(frame: pd.DataFrame) -> list[Finding]:
             )
         out.append(
             Finding(
-                f"{size} on {int(world)} processes: {best['version_label']} is the fastest data-parallel "
-                f"step, "
-                f"{best['step_ms']:.1f} ms{against}{alone}.",
-                rows_behind(rows, "step_ms", "no_comm_ms", "comm_share", key=KEY),
+                f"{size} on {int(world)} processes: {best['version_label']} has the quickest median "
+                f"data-parallel step, {best['step_ms']:.1f} ms{_tied(best, talking)}{against}{alone}.",
+                rows_behind(rows, "step_ms", "step_min_ms", "step_max_ms", "no_comm_ms", "comm_share",
+                            key=KEY),
             )
         )
     return out
@@ -90,12 +101,13 @@ def buckets(frame: pd.DataFrame) -> list[Finding]:
         if len(bucketed) < 2:
             continue
         best, worst = bucketed.loc[bucketed["step_ms"].idxmin()], bucketed.loc[bucketed["step_ms"].idxmax()]
+        apart = "" if _apart(best, worst) else "; their steps' ranges overlap: not told apart"
         out.append(
             Finding(
-                f"{size} on {int(world)} processes: of the bucket sizes, {best['version_label']} "
-                f"is fastest ({best['step_ms']:.1f} ms) and {worst['version_label']} slowest "
-                f"({worst['step_ms']:.1f} ms).",
-                rows_behind(bucketed, "step_ms", key=KEY),
+                f"{size} on {int(world)} processes: of the bucket sizes, {best['version_label']} has the "
+                f"quickest median step ({best['step_ms']:.1f} ms) and {worst['version_label']} the slowest "
+                f"({worst['step_ms']:.1f} ms){apart}{_tied(best, bucketed.drop(worst.name))}.",
+                rows_behind(bucketed, "step_ms", "step_min_ms", "step_max_ms", key=KEY),
             )
         )
     return out
