@@ -13,8 +13,8 @@ from .conftest import REPO
 
 # Benchmarks by hand: their own experiments, run by no rule, on settings of their own (each says so
 # in its --help); the study's settings reach the study's jobs through their specs.
-BY_HAND = {"bench_harness.py", "bench_job_server.py", "bench_ladder.py", "bench_module_ranges.py",
-           "bench_process_start.py", "matmul_reference.py"}
+BY_HAND = {"bench_gpu_measures.py", "bench_harness.py", "bench_job_server.py", "bench_ladder.py",
+           "bench_module_ranges.py", "bench_process_start.py", "matmul_reference.py"}
 
 
 def _config_keys() -> set[str]:

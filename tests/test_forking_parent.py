@@ -26,7 +26,7 @@ from .conftest import REPO
 from .specs import spec_fields
 
 FACTORY = "tests/fixtures/models/pid_recording_lm.py:build"
-MODEL = {"factory": FACTORY, "name": "pid-recorder", "range_depth": None, "extra": {}}
+MODEL = {"factory": FACTORY, "name": "pid-recorder", "range_depth": None, "extra": []}
 JOBS = {
     "timing": ({"variant": "sdpa", "precision": "bf16"}, ()),
     "compile": ({"attention": "sdpa"}, ()),
