@@ -12,22 +12,11 @@ from lmstudy.report.render import Section, Table
 from lmstudy.sections.ddp import compare as ddp_compare
 from lmstudy.sections.ddp.findings import FINDINGS
 from lmstudy.sections.ddp.tables import step_table
-
-
-def _listed(values) -> str:
-    return ", ".join(str(v) for v in dict.fromkeys(values))
+from lmstudy.sections.training_runs import method_values
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
-    method = SECTION.prose(
-        "method",
-        sizes=_listed(frame["size"]),
-        world_sizes=_listed(frame["world_size"]),
-        context_length=_listed(frame["context_length"]),
-        batch_size=_listed(frame["batch_size"]),
-        steps=int(frame["step"].max()) + 1,
-        device=_listed(frame["device"]),
-    )
+    method = SECTION.prose("method", **method_values(frame))
     SECTION.opening(section, frame, method, findings=gather(*(f(frame) for f in FINDINGS)))
     section.add(
         Table(
