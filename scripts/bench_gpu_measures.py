@@ -22,7 +22,8 @@ import argparse
 import time
 from pathlib import Path
 
-from lmstudy.cli import fork_measuring_processes, run_main
+from lmstudy.cli import run_main
+from lmstudy.measure.fresh_process import mark_forking_parent
 
 WAYS = ("trace", "events")
 
@@ -67,7 +68,7 @@ def main(argv=None) -> None:
     p.add_argument("--configfile", type=Path, default=Path("config.yaml"))
     p.add_argument("--preset", default=None, help="the config's preset (default: its own)")
     args = p.parse_args(argv)
-    fork_measuring_processes()
+    mark_forking_parent()
     import pandas as pd
     import yaml
 

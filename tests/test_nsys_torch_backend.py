@@ -254,3 +254,20 @@ def test_the_profiled_program_has_no_defaults_of_its_own(tmp_path):
         "error: the spec lacks warmup_steps: a job takes its spec complete, as the workflow gives it; "
         "`lmstudy spec nsys ...` completes a partial one from config.yaml."
     )
+
+
+def test_the_backend_answer_is_read_back_whole_or_named_as_damaged(tmp_path):
+    """The profile jobs read the nsys_backend job's answer with nsys's own reader (issue 41: their code
+    is nsys's, not every section's result-file checks); a damaged answer is one sentence naming it."""
+    from lmstudy.errors import UserError
+    from lmstudy.measure.nsys.executable import read_answer, settle_backend
+
+    path = tmp_path / "backend.json"
+    path.write_text(json.dumps(settle_backend("torch")))
+    assert read_answer(path)["backend"] == "torch"
+    path.write_text(json.dumps({"backend": "nsys"}))
+    with pytest.raises(UserError, match=r"backend.json is not the nsys_backend job's answer \(no requested"):
+        read_answer(path)
+    path.write_text("{")
+    with pytest.raises(UserError, match=r"not valid JSON.*rm '"):
+        read_answer(path)

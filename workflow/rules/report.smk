@@ -15,9 +15,7 @@ TEMPLATES = sorted(
 )
 # Each section's method paragraphs (lmstudy/sections/<name>/method.j2): an edit rerenders the
 # report, as an edit of its own templates does.
-SECTION_TEMPLATES = sorted(
-    str(p) for p in (BASE / "lmstudy/sections").glob("*/*.j2")
-)
+SECTION_TEMPLATES = sorted(str(p) for p in (BASE / "lmstudy/sections").glob("*/*.j2"))
 # The full study's grids (this checkout's config.yaml under its own preset): what the report says
 # a smaller run left out (lmstudy.report.coverage). A param, so the job reads no config file.
 FULL_STUDY = study_config.full_study()

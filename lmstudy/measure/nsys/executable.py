@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -91,6 +92,30 @@ def settle_backend(backend: str, executable: str = "nsys", device: str = "cuda",
 
 def _found(executable: str) -> str:
     return shutil.which(executable) or executable
+
+
+# The keys the nsys_backend job writes (lmstudy/sections/nsys/products.py requires the same).
+ANSWER_KEYS = ("backend", "requested", "executable", "path", "nsys_version", "note")
+
+
+def read_answer(path: str | Path) -> dict:
+    """The nsys_backend job's answer, read by the profile jobs. Read here, not through
+    lmstudy.analyse.result_files, so that a profile job's code is nsys's own: an edit of another
+    section's result-file checks reruns no profile."""
+    from lmstudy.errors import UserError
+
+    redo = f"delete it (rm '{path}') and run the same snakemake command again to redo it."
+    try:
+        answer = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist: run snakemake again to make it.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        what = f"not valid JSON: {error}"
+        raise UserError(f"{path} is not the nsys_backend job's answer ({what}); {redo}") from None
+    missing = [k for k in ANSWER_KEYS if not isinstance(answer, dict) or k not in answer]
+    if missing:
+        raise UserError(f"{path} is not the nsys_backend job's answer (no {', '.join(missing)}); {redo}")
+    return answer
 
 
 def describe(answer: dict) -> str:

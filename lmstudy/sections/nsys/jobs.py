@@ -44,7 +44,7 @@ def profile(fields: dict, paths: dict):
     each pass's kernels.csv, ranges.csv and run.json under paths["out_dir"]."""
     from lmstudy.errors import UserError
     from lmstudy.measure.nsys.capture import ProfileSpec
-    from lmstudy.measure.nsys.executable import NsysMissing, describe
+    from lmstudy.measure.nsys.executable import NsysMissing, describe, read_answer
     from lmstudy.measure.nsys.job import run_job
     from lmstudy.measure.spec import from_fields
     from lmstudy.phases import PhaseClock
@@ -52,9 +52,7 @@ def profile(fields: dict, paths: dict):
     clock = PhaseClock()
     fields = dict(fields)
     if paths["backend_record"]:
-        from lmstudy.analyse.result_files import read_json
-
-        answer = read_json(paths["backend_record"])
+        answer = read_answer(paths["backend_record"])
         fields["backend"] = answer["backend"]
         fields["nsys"] = answer["executable"] or fields.get("nsys", "nsys")
         print(describe(answer), flush=True)
