@@ -20,17 +20,17 @@ from .conftest import REPO
 from .specs import spec_fields
 
 FACTORY = "tests/fixtures/models/misbehaving_lm.py:build"
-ONE_PROCESS = {"min_processes": 1, "max_processes": 1, "max_spread": 0.05, "min_gpu_busy": None}
+ONE_PROCESS = {"min_processes": 1, "max_processes": 1}
 
 
 def _timing_job(how: str, tmp_path) -> subprocess.CompletedProcess:
     spec = spec_fields(
         "timing",
-        model={"factory": FACTORY, "name": "bad", "range_depth": None, "extra": {}},
+        model={"factory": FACTORY, "name": "bad", "range_depth": None, "extra": []},
         variant="naive",
         precision="fp32",
     )
-    spec["noise"] = ONE_PROCESS
+    spec["noise"] = {**spec["noise"], **ONE_PROCESS}
     return subprocess.run(
         [
             sys.executable,

@@ -28,18 +28,18 @@ from .specs import spec_fields
 
 LLAMA = "tests/fixtures/models/llama_recording.py:build"
 RECORDER = "tests/fixtures/models/pid_recording_lm.py:build"
-TWO_PROCESSES = {"min_processes": 2, "max_processes": 2, "max_spread": 0.05, "min_gpu_busy": None}
+TWO_PROCESSES = {"min_processes": 2, "max_processes": 2}
 DIMS = {"vocab_size": 64, "d_model": 32, "d_ff": 64, "num_layers": 2, "num_heads": 4}
 
 
 def _timing_job(factory: str, tmp_path, extra_env=None):
     spec = spec_fields(
         "timing",
-        model={"factory": factory, "name": "mine", "range_depth": None, "extra": {}},
+        model={"factory": factory, "name": "mine", "range_depth": None, "extra": []},
         variant="naive",
         precision="fp32",
     )
-    spec["noise"] = TWO_PROCESSES
+    spec["noise"] = {**spec["noise"], **TWO_PROCESSES}
     record = tmp_path / "pids"
     env = {**os.environ, "LMSTUDY_TEST_PID_FILE": str(record), **(extra_env or {})}
     process = subprocess.Popen(

@@ -89,8 +89,11 @@ def planned_resources(workdir: Path, *args: str, env: dict | None = None, profil
     return planned
 
 
+# The distributed sections' jobs too: one GPU per process on a GPU run, one lease on a CPU run (the
+# smoke preset's), so that they take turns with every other measuring job.
 GPU_RULES = {"time_model", "profile_model", "nsys_backend", "attention_sweep", "compile_model",
-             "precision_experiments", "precision_norms", "ladder_rung"}
+             "precision_experiments", "precision_norms", "ladder_rung", "allreduce", "train_ddp",
+             "shard_optimizer"}
 
 
 @pytest.mark.workflow

@@ -11,7 +11,7 @@ summary where it was rendered. Reads CSVs and the report's Markdown only.
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import pandas as pd
@@ -53,9 +53,17 @@ def summary(folder: Path) -> None:
         print("   no report rendered")
 
 
-if __name__ == "__main__":
-    for argument in sys.argv[1:]:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("folders", nargs="+", type=Path, help="copies of runs, each holding results/<run>/")
+    for folder in parser.parse_args(argv).folders:
         try:
-            summary(Path(argument))
+            summary(folder)
         except (OSError, StopIteration, KeyError, ValueError) as error:
-            print(f"== {argument}: no cost records ({error!r})")
+            print(f"== {folder}: no cost records ({error!r})")
+
+
+if __name__ == "__main__":
+    main()
