@@ -80,7 +80,7 @@ def test_every_data_parallel_version_has_a_row_and_its_exposed_communication():
     from lmstudy.sections.ddp.findings import fastest
 
     (sentence,) = fastest(frame("ddp"))
-    assert "below the steps' own variation" in sentence and "-" not in sentence.split("ms")[-1]
+    assert "within the steps' own variation" in sentence and "-" not in sentence.split("ms")[-1]
 
 
 def test_sharded_state_is_about_half_on_two_ranks():
@@ -145,7 +145,7 @@ def _ddp_rows(steps: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_the_quickest_data_parallel_step_is_ranked_only_where_its_steps_are_apart():
+def test_the_quickest_data_parallel_step_is_ranked_only_where_its_interval_is_apart():
     """The GPU check's small on 2 H200s: bucketed 10 MB's median was quickest, its steps overlapping
     naive's and flat's; a finding says so instead of calling it the fastest."""
     from lmstudy.sections.ddp.findings import buckets, fastest
@@ -155,10 +155,35 @@ def test_the_quickest_data_parallel_step_is_ranked_only_where_its_steps_are_apar
                              ("bucketed", 100.0): [0.049, 0.050, 0.051]})
     said = str(fastest(overlapping)[0])
     assert "not told apart from them" in said and "naive, flat" in said, said
-    assert "their steps' ranges overlapping" in said, said
+    assert "their intervals overlapping" in said, said
     assert "not told apart" not in buckets(overlapping)[0]  # 43-45 ms against 49-51 ms: apart
     apart = _ddp_rows({("none", 0.0): [0.040, 0.041, 0.042], ("naive", 0.0): [0.060, 0.061, 0.062],
                        ("flat", 0.0): [0.050, 0.051, 0.052]})
     said = str(fastest(apart)[0])
     assert "not told apart" not in said and "overlapping" not in said, said
     assert "flat has the quickest" in said, said
+
+
+def test_step_intervals_come_from_ranks_and_steps():
+    """The interval holds the median, widens where the ranks disagree, and ranks only what it tells apart."""
+    from lmstudy.sections.training_runs import apart, step_intervals
+
+    agree = _ddp_rows({("flat", 0.0): [0.050, 0.051, 0.052, 0.050, 0.051]})
+    (row,) = step_intervals(agree, ["version"]).to_dict("records")
+    assert row["ci_low_ms"] <= row["step_ms"] <= row["ci_high_ms"] and row["ranks"] == 2
+    disagree = agree.assign(step_s=agree["step_s"] * (1 + 0.3 * agree["rank"]))
+    (wide,) = step_intervals(disagree, ["version"]).to_dict("records")
+    assert wide["ci_high_ms"] - wide["ci_low_ms"] > 5 * (row["ci_high_ms"] - row["ci_low_ms"])
+    assert not apart(pd.Series(row), pd.Series(wide)) and not apart(pd.Series(wide), pd.Series(row))
+
+
+def test_sharding_step_cost_ranks_only_where_the_intervals_are_apart():
+    from lmstudy.sections.sharding.findings import step_cost
+
+    rows = frame("sharding")
+    (said,) = step_cost(rows)
+    assert "not told apart" in said  # the fixture's CPU steps overlap
+    sharded = rows["sharded"].astype(str) == "True"
+    slower = rows.assign(step_s=rows["step_s"].where(~sharded, rows["step_s"] * 20))
+    (said,) = step_cost(slower)
+    assert "intervals apart" in said and "not told apart" not in said, said

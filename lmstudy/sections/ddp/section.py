@@ -12,7 +12,7 @@ from lmstudy.report.render import Section, Table
 from lmstudy.sections.ddp import compare as ddp_compare
 from lmstudy.sections.ddp.findings import FINDINGS
 from lmstudy.sections.ddp.tables import step_table
-from lmstudy.sections.training_runs import method_values
+from lmstudy.sections.training_runs import method_values, shown
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
@@ -20,8 +20,9 @@ def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) ->
     SECTION.opening(section, frame, method, findings=gather(*(f(frame) for f in FINDINGS)))
     section.add(
         Table(
-            "Data-parallel step time by version (median over steps, ms) and the communication it exposes",
-            step_table(frame),
+            "Data-parallel step time by version (median over ranks and steps, with its 95% interval; ms) "
+            "and the communication it exposes",
+            shown(step_table(frame)),
             name="ddp_step_time",
         )
     )

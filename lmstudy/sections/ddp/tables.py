@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.sections.training_runs import step_intervals
+
 CONFIG = ["size", "world_size", "version", "bucket_mb"]
 KEY = ("size", "world_size", "version_label")
 
@@ -14,18 +16,14 @@ def label(version: str, bucket_mb: float) -> str:
 
 
 def step_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per size, processes and version: the median step time (a step's time is its slowest rank's)
-    and the range of its timed steps (what tells two versions apart),
-    the communication timed on its own where it follows the backward (naive, flat), and the time
-    exposed beyond the step without communication (`none`), with its share of the step; for the
-    versions that overlap, how much of flat's communication time the backward hid."""
-    steps = frame.groupby([*CONFIG, "step"], sort=False)[["step_s", "comm_s"]].max().reset_index()
-    table = steps.groupby(CONFIG, sort=False).agg(
-        step_ms=("step_s", "median"), step_min_ms=("step_s", "min"), step_max_ms=("step_s", "max"),
-        comm_ms=("comm_s", "median"),
-    )
-    table = table.reset_index()
-    table[["step_ms", "step_min_ms", "step_max_ms", "comm_ms"]] *= 1e3
+    """Per size, processes and version: the step time with its 95% interval over ranks and timed steps
+    (lmstudy.sections.training_runs.step_intervals: what tells two versions apart), the communication
+    timed on its own where it follows the backward (naive, flat; its slowest rank's, median over steps),
+    and the time exposed beyond the step without communication (`none`), with its share of the step;
+    for the versions that overlap, how much of flat's communication time the backward hid."""
+    table = step_intervals(frame, CONFIG)
+    comm = frame.groupby([*CONFIG, "step"], sort=False)["comm_s"].max().groupby(CONFIG, sort=False).median()
+    table["comm_ms"] = comm.reindex(pd.MultiIndex.from_frame(table[CONFIG])).to_numpy() * 1e3
     table.insert(
         2, "version_label", [label(v, b) for v, b in zip(table["version"], table["bucket_mb"], strict=True)]
     )

@@ -12,7 +12,7 @@ from lmstudy.report.render import Section, Table
 from lmstudy.sections.sharding import compare as sharding_compare
 from lmstudy.sections.sharding.findings import FINDINGS
 from lmstudy.sections.sharding.tables import memory_table, step_table
-from lmstudy.sections.training_runs import method_values
+from lmstudy.sections.training_runs import method_values, shown
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
@@ -27,8 +27,8 @@ def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) ->
     )
     section.add(
         Table(
-            "Step time, whole and sharded AdamW state (median, ms)",
-            step_table(frame),
+            "Step time, whole and sharded AdamW state (median over ranks and steps, 95% interval; ms)",
+            shown(step_table(frame)),
             name="sharding_step_time",
         )
     )
