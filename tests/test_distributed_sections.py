@@ -187,3 +187,21 @@ def test_sharding_step_cost_ranks_only_where_the_intervals_are_apart():
     slower = rows.assign(step_s=rows["step_s"].where(~sharded, rows["step_s"] * 20))
     (said,) = step_cost(slower)
     assert "intervals apart" in said and "not told apart" not in said, said
+
+
+def test_the_share_hidden_from_the_ranges_is_pooled_over_steps_and_ranks():
+    from lmstudy.sections.ddp.findings import hidden_by_ranges
+
+    rows = _ddp_rows({("none", 0.0): [0.040] * 3, ("flat", 0.0): [0.050] * 3,
+                      ("overlapped", 0.0): [0.045] * 3})
+    rows["comm_span_s"] = rows["version"].map({"flat": 0.010, "overlapped": 0.008})
+    rows["comm_in_backward_s"] = rows["version"].map({"flat": 0.0, "overlapped": 0.006})
+    rows.loc[(rows["version"] == "overlapped") & (rows["step"] == 0), "comm_in_backward_s"] = 0.0
+    table = step_table(rows).set_index("version_label")
+    assert table.loc["flat", "hidden_share_ranges"] == 0.0
+    assert table.loc["overlapped", "hidden_share_ranges"] == pytest.approx(2 * 0.006 / (3 * 0.008))
+    assert np.isnan(table.loc["none", "hidden_share_ranges"])
+    (said,) = hidden_by_ranges(rows)
+    assert "overlapped 50% of 8.0 ms" in said and "flat 0%" in said, said
+    # A run without ranges (a GPU run) has no such finding.
+    assert hidden_by_ranges(rows.drop(columns=["comm_span_s", "comm_in_backward_s"])) == []

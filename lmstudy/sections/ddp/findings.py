@@ -95,6 +95,30 @@ def overlap(frame: pd.DataFrame) -> list[Finding]:
 
 
 @finds
+def hidden_by_ranges(frame: pd.DataFrame) -> list[Finding]:
+    """The share of each version's own communication time that lay inside the backward's range, read
+    from the ranges recorded on each rank (lmstudy.measure.comm_ranges: CPU runs only)."""
+    out = []
+    for (size, world), rows in _groups(frame):
+        ranged = rows[rows["hidden_share_ranges"].notna()]
+        if ranged.empty:
+            continue
+        shares = ", ".join(
+            f"{r['version_label']} {r['hidden_share_ranges']:.0%} of {r['comm_span_ms']:.1f} ms"
+            for _, r in ranged.iterrows()
+        )
+        out.append(
+            Finding(
+                f"{size} on {int(world)} processes, from the ranges of the backward and of each all-reduce "
+                f"(issue to completion, on each rank's clock): the share of a step's communication time "
+                f"that lay inside the backward is {shares}.",
+                rows_behind(ranged, "comm_span_ms", "hidden_share_ranges", key=KEY),
+            )
+        )
+    return out
+
+
+@finds
 def buckets(frame: pd.DataFrame) -> list[Finding]:
     """Which bucket size is fastest, and the slowest one."""
     out = []
@@ -115,4 +139,4 @@ def buckets(frame: pd.DataFrame) -> list[Finding]:
     return out
 
 
-FINDINGS = (fastest, overlap, buckets)
+FINDINGS = (fastest, overlap, hidden_by_ranges, buckets)
