@@ -205,3 +205,31 @@ def test_the_share_hidden_from_the_ranges_is_pooled_over_steps_and_ranks():
     assert "overlapped 50% of 8.0 ms" in said and "flat 0%" in said, said
     # A run without ranges (a GPU run) has no such finding.
     assert hidden_by_ranges(rows.drop(columns=["comm_span_s", "comm_in_backward_s"])) == []
+
+
+@pytest.mark.parametrize("contract", [comm.SECTION, ddp.SECTION, sharding.SECTION], ids=lambda c: c.name)
+def test_each_section_draws_its_figure_and_shows_it(tmp_path, contract):
+    product = tmp_path / contract.products[contract.name]
+    product.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / f"{contract.name}.csv", product)
+    figures = tmp_path / "figures"
+    contract.draw(tmp_path, figures)
+    (png,) = contract.figures
+    assert (figures / png).stat().st_size > 10_000
+    built = contract.build(tmp_path, figures)
+    shown = [b for b in built.blocks if type(b).__name__ == "Figure"]
+    assert [b.path.name for b in shown] == [png]
+
+
+def test_the_bandwidth_figure_draws_the_link_limit_where_known():
+    import matplotlib.pyplot as plt
+
+    from lmstudy.sections.comm import figures
+
+    rows = frame("comm").assign(link="NVLink", link_gbps=478.0)
+    fig = figures.bandwidth_figure(rows)
+    plt.close(fig)
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert "NVLink limit, 478 GB/s per direction" in labels and "2 processes" in labels
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
