@@ -238,3 +238,16 @@ def test_the_bandwidth_figure_draws_the_link_limit_where_known():
     assert "NVLink limit, 478 GB/s per direction" in labels and "2 processes" in labels
     (ax,) = fig.axes
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+
+
+def test_the_link_is_read_between_the_leased_gpus_not_gpu_0():
+    """GPUs 0 and 1 are joined by NVLink, GPU 2 only through the CPU: a job leased 1 and 2 has PCIe."""
+    assert link_limit.leased(2, {"CUDA_VISIBLE_DEVICES": "1,2"}) == [1, 2]
+    assert link_limit.leased(2, {}) == [0, 1]
+    uuids = "0, GPU-aaa\n1, GPU-bbb\n2, GPU-ccc\n"
+    assert link_limit.leased(2, {"CUDA_VISIBLE_DEVICES": "GPU-ccc,GPU-bbb"}, uuids) == [2, 1]
+    assert link_limit.leased(2, {"CUDA_VISIBLE_DEVICES": "GPU-zzz,GPU-bbb"}, uuids) == []
+    assert link_limit.topology_kind(TOPO, [1, 2]) == "PCIe"
+    assert link_limit.topology_kind(TOPO, [0, 1]) == "NVLink"
+    assert link_limit.topology_kind(TOPO, [1, 0]) == "NVLink"
+    assert link_limit.topology_kind(TOPO, [2, 3]) == ""  # no GPU3 in the matrix: unread, not guessed
