@@ -27,11 +27,27 @@ MB = 1_000_000
 
 
 class GradientSync:
-    """How one version averages gradients: `before_backward` (nothing for most), `finish` after it."""
+    """How one version averages gradients: `finish` after the backward. Where `ranges` is set
+    (lmstudy.measure.comm_ranges.CommRanges), each all-reduce's range is recorded: issued, completed."""
 
     def __init__(self, model: nn.Module, world_size: int) -> None:
         self.model, self.world_size = model, world_size
         self.params = [p for p in model.parameters() if p.requires_grad]
+        self.ranges = None
+
+    def _all_reduce(self, tensor: torch.Tensor, async_op: bool = False):
+        """dist.all_reduce, its range recorded where `ranges` is set (a callback on the work's future
+        closes an async one)."""
+        if self.ranges is None:
+            return dist.all_reduce(tensor, async_op=async_op)
+        ranges, index = self.ranges, self.ranges.issued()
+        if not async_op:
+            dist.all_reduce(tensor)
+            ranges.done(index)
+            return None
+        work = dist.all_reduce(tensor, async_op=True)
+        work.get_future().then(lambda _: ranges.done(index))
+        return work
 
     def finish(self) -> None:
         """Every gradient averaged over the ranks once this returns (the work queued on the device)."""
@@ -44,7 +60,7 @@ class NoSync(GradientSync):
 class Naive(GradientSync):
     def finish(self) -> None:
         for p in self.params:
-            dist.all_reduce(p.grad)
+            self._all_reduce(p.grad)
             p.grad.div_(self.world_size)
 
 
@@ -52,7 +68,7 @@ class Flat(GradientSync):
     def finish(self) -> None:
         grads = [p.grad for p in self.params]
         flat = _flatten_dense_tensors(grads)
-        dist.all_reduce(flat)
+        self._all_reduce(flat)
         flat.div_(self.world_size)
         for grad, reduced in zip(grads, _unflatten_dense_tensors(flat, grads), strict=True):
             grad.copy_(reduced)
@@ -66,7 +82,7 @@ class Overlapped(GradientSync):
             p.register_post_accumulate_grad_hook(self._start)
 
     def _start(self, p: torch.Tensor) -> None:
-        self.pending.append((dist.all_reduce(p.grad, async_op=True), p))
+        self.pending.append((self._all_reduce(p.grad, async_op=True), p))
 
     def finish(self) -> None:
         for handle, p in self.pending:
@@ -108,7 +124,7 @@ class Bucketed(GradientSync):
 
     def _start(self, index: int) -> None:
         flat = _flatten_dense_tensors([p.grad for p in self.buckets[index]])
-        self.started[index] = (dist.all_reduce(flat, async_op=True), flat)
+        self.started[index] = (self._all_reduce(flat, async_op=True), flat)
 
     def finish(self) -> None:
         for index in range(len(self.buckets)):
@@ -127,19 +143,43 @@ class Bucketed(GradientSync):
         self.waiting = [len(bucket) for bucket in self.buckets]
 
 
-def wrap(version: str, model: nn.Module, world_size: int, device: torch.device, bucket_mb: float = 25.0):
-    """(the module to call, its GradientSync) for `version`."""
+def _timed_allreduce_hook(ranges, bucket):
+    """DDP's own all-reduce of a bucket (torch's allreduce_hook), its range recorded in `ranges`."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    index = ranges.issued()
+
+    def completed(future):
+        ranges.done(index)
+        return future.value()
+
+    return default_hooks.allreduce_hook(None, bucket).then(completed)
+
+
+def wrap(
+    version: str, model: nn.Module, world_size: int, device: torch.device, bucket_mb: float = 25.0,
+    ranges=None,
+):
+    """(the module to call, its GradientSync) for `version`; `ranges` (a CommRanges, or None) records
+    each all-reduce's range."""
     if version == "ddp":
         ddp = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=bucket_mb
         )
-        return ddp, GradientSync(model, world_size)
+        if ranges is not None:
+            ddp.register_comm_hook(ranges, _timed_allreduce_hook)
+        sync = GradientSync(model, world_size)
+        sync.ranges = ranges
+        return ddp, sync
     sync = {"none": NoSync, "naive": Naive, "flat": Flat, "overlapped": Overlapped}.get(version)
     if version == "bucketed":
-        return model, Bucketed(model, world_size, bucket_mb)
-    if sync is None:
+        sync = Bucketed(model, world_size, bucket_mb)
+    elif sync is None:
         raise ValueError(f"unknown data-parallel version {version!r}: one of {', '.join(VERSIONS)}")
-    return model, sync(model, world_size)
+    else:
+        sync = sync(model, world_size)
+    sync.ranges = ranges
+    return model, sync
 
 
 def shard_owners(params: list, world_size: int) -> list[int]:

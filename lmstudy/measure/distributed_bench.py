@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from lmstudy.measure import data_parallel
+from lmstudy.measure.comm_ranges import CommRanges
 from lmstudy.measure.distributed import synchronize, timed_barrier
 from lmstudy.measure.model import ModelConfig, TransformerLM, cross_entropy
 
@@ -91,14 +92,27 @@ def ddp_rank(rank: int, world_size: int, device: torch.device, spec: dict) -> di
     for version, bucket_mb in _versions(spec):
         model = _model(spec, device)
         gradient_bytes = sum(p.numel() * 4 for p in model.parameters() if p.requires_grad)
-        module, sync = data_parallel.wrap(version, model, world_size, device, bucket_mb or 25.0)
+        # The communication's ranges on a CPU only: on a GPU the host's clock cannot see them
+        # (lmstudy.measure.comm_ranges).
+        ranges = CommRanges() if device.type == "cpu" else None
+        module, sync = data_parallel.wrap(version, model, world_size, device, bucket_mb or 25.0, ranges)
+        # The backward's computing ends when its last gradient lands: DDP's backward() also waits for
+        # its all-reduces, which are not the backward's own time.
+        if ranges is not None:
+            for p in model.parameters():
+                p.register_post_accumulate_grad_hook(ranges.gradient_landed)
         optimizer = _optimizer(model, sharded=False)
         for step in range(spec["warmup_steps"] + spec["timed_steps"]):
             tokens, targets = _batch(spec, rank, step, device)
+            if ranges is not None:
+                ranges.reset()
             timed_barrier(device)
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            cross_entropy(module(tokens), targets).backward()
+            loss = cross_entropy(module(tokens), targets)
+            backward_start = time.perf_counter()
+            loss.backward()
+            backward = (backward_start, ranges.last_gradient if ranges is not None else float("nan"))
             comm_s = float("nan")
             if version in ("naive", "flat"):  # all of it after the backward: timed on its own
                 synchronize(device)
@@ -119,6 +133,7 @@ def ddp_rank(rank: int, world_size: int, device: torch.device, spec: dict) -> di
                         "rank": rank,
                         "step_s": time.perf_counter() - start,
                         "comm_s": comm_s,
+                        **(ranges.summary(backward) if ranges is not None else {}),
                     }
                 )
         del module, sync, optimizer, model

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from lmstudy import hardware
@@ -188,3 +190,16 @@ def in_size_order(table: pd.DataFrame, column: str = "size") -> pd.DataFrame:
     rank = {s: i for i, s in enumerate(size_order(table[column].astype(str)))}
     order = table[column].astype(str).map(rank).to_numpy().argsort(kind="stable")
     return table.iloc[order].reset_index(drop=True)
+
+
+def interval_text(low: pd.Series, high: pd.Series) -> pd.Series:
+    """Intervals as text, every bound of the column written with one number of decimals (the column's
+    typical magnitude to three significant digits): 163.0–171.0 beside 11.0–21.0, never 163–171 beside
+    11–21.0."""
+    bounds = pd.to_numeric(pd.concat([low, high]), errors="coerce").abs()
+    bounds = bounds[bounds > 0]
+    decimals = 0 if bounds.empty else min(4, max(0, 2 - math.floor(math.log10(bounds.median()))))
+    return pd.Series([
+        f"{lo:,.{decimals}f}–{hi:,.{decimals}f}" if pd.notna(lo) and pd.notna(hi) else ""
+        for lo, hi in zip(low, high, strict=True)
+    ], index=low.index, dtype=object)

@@ -8,14 +8,21 @@ import pandas as pd
 
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.finding import gather
-from lmstudy.report.render import Section, Table
+from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.comm import compare as comm_compare
+from lmstudy.sections.comm.figures import draw_figures
 from lmstudy.sections.comm.findings import FINDINGS
 from lmstudy.sections.comm.tables import bandwidth_table
 
 
 def _listed(values) -> str:
     return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in sorted(set(values)))
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = SECTION.read(results, "comm")
+    if not frame.empty:
+        draw_figures(frame, out_dir)
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
@@ -35,6 +42,14 @@ def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) ->
             name="comm_bandwidth",
         )
     )
+    section.add(
+        Figure(
+            figures / "bandwidth.png",
+            "Bus bandwidth against tensor size per backend and number of processes (log axes; bars: the "
+            "range over repetitions), with the link's limit per direction where the machine said it.",
+            data="comm_bandwidth",
+        )
+    )
 
 
 SECTION = SectionContract(
@@ -45,6 +60,8 @@ SECTION = SectionContract(
     body=body,
     empty="No all-reduce results: the section is switched off or produced no rows.",
     tables=(bandwidth_table,),
+    make_figures=make_figures,
+    figures=("bandwidth.png",),
     findings=FINDINGS,
     compare=Comparison(reads=("comm",), build=comm_compare.section, findings=comm_compare.FINDINGS),
 )

@@ -8,11 +8,18 @@ import pandas as pd
 
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.finding import gather
-from lmstudy.report.render import Section, Table
+from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.ddp import compare as ddp_compare
+from lmstudy.sections.ddp.figures import draw_figures
 from lmstudy.sections.ddp.findings import FINDINGS
 from lmstudy.sections.ddp.tables import step_table
-from lmstudy.sections.training_runs import method_values
+from lmstudy.sections.training_runs import method_values, shown
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = SECTION.read(results, "ddp")
+    if not frame.empty:
+        draw_figures(frame, out_dir)
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
@@ -20,9 +27,18 @@ def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) ->
     SECTION.opening(section, frame, method, findings=gather(*(f(frame) for f in FINDINGS)))
     section.add(
         Table(
-            "Data-parallel step time by version (median over steps, ms) and the communication it exposes",
-            step_table(frame),
+            "Data-parallel step time by version (median over ranks and steps, with its 95% interval; ms) "
+            "and the communication it exposes",
+            shown(step_table(frame)),
             name="ddp_step_time",
+        )
+    )
+    section.add(
+        Figure(
+            figures / "step_time.png",
+            "Step time per version: the step without communication and the communication each version "
+            "exposes beyond it, with the 95% interval of its median over ranks and steps.",
+            data="ddp_step_time",
         )
     )
 
@@ -36,6 +52,8 @@ SECTION = SectionContract(
     body=body,
     empty="No data-parallel results: the section is switched off or produced no rows.",
     tables=(step_table,),
+    make_figures=make_figures,
+    figures=("step_time.png",),
     findings=FINDINGS,
     compare=Comparison(reads=("ddp",), build=ddp_compare.section, findings=ddp_compare.FINDINGS),
 )

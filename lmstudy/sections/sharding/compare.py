@@ -1,23 +1,24 @@
-"""The sharding section in the comparison of two runs: step time whole and sharded, B against A."""
+"""The sharding section in the comparison of two runs: step time whole and sharded, B against A, with a
+verdict from the variation between ranks and steps (lmstudy.sections.comm.compare)."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from lmstudy.report.contract import ComparedRuns
 from lmstudy.report.render import Section
-from lmstudy.sections.comm.compare import build, median_ratio
-from lmstudy.sections.sharding.tables import step_table
+from lmstudy.sections.comm.compare import build, verdicts
+from lmstudy.sections.sharding.tables import CONFIG
+
+
+def stepped(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per timed step and rank (its after-step row holds the step's time)."""
+    return frame[frame["phase"] == "after_step"]
 
 
 def section(runs: ComparedRuns) -> Section:
-    return build(
-        runs,
-        "sharding",
-        "Optimizer-state sharding",
-        step_table,
-        ["size", "world_size", "sharded"],
-        "step_ms",
-        "Step time with AdamW whole or sharded (ms)",
-    )
+    return build(runs, "sharding", "Optimizer-state sharding", stepped, CONFIG, "step_s",
+                 "Step time with AdamW whole or sharded (ms)")
 
 
-FINDINGS = (median_ratio,)
+FINDINGS = (verdicts,)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.report.finding import Finding, finds, rows_behind
-from lmstudy.sections.sharding.tables import KEY, memory_table, step_table
+from lmstudy.sections.sharding.tables import CONFIG, KEY, memory_table, step_table
+from lmstudy.sections.training_runs import apart
 
 
 @finds
@@ -46,14 +47,24 @@ def step_cost(frame: pd.DataFrame) -> list[Finding]:
     for (size, world), rows in table.groupby(["size", "world_size"], sort=False):
         if rows["sharded"].nunique() < 2:
             continue
-        whole = rows.loc[~rows["sharded"].astype(bool), "step_ms"].iloc[0]
-        sharded = rows.loc[rows["sharded"].astype(bool), "step_ms"].iloc[0]
+        whole = rows.loc[~rows["sharded"].astype(bool)].iloc[0]
+        sharded = rows.loc[rows["sharded"].astype(bool)].iloc[0]
+        ratio = sharded["step_ms"] / whole["step_ms"]
+        if apart(sharded, whole) or apart(whole, sharded):
+            verdict = (
+                f"({ratio:.2f}x, their 95% intervals apart): each rank updates only its share and then "
+                "broadcasts it"
+            )
+        else:
+            verdict = (
+                f"({ratio:.2f}x; their 95% intervals, {whole['ci_low_ms']:.1f}–{whole['ci_high_ms']:.1f} and "
+                f"{sharded['ci_low_ms']:.1f}–{sharded['ci_high_ms']:.1f} ms, overlap: not told apart)"
+            )
         out.append(
             Finding(
-                f"{size} on {int(world)} processes: a step takes {whole:.1f} ms with the state whole and "
-                f"{sharded:.1f} ms sharded ({sharded / whole:.2f}x): each rank updates only its share and "
-                "then broadcasts it.",
-                rows_behind(rows, "step_ms", key=("size", "world_size", "sharded")),
+                f"{size} on {int(world)} processes: a step takes {whole['step_ms']:.1f} ms with the state "
+                f"whole and {sharded['step_ms']:.1f} ms sharded {verdict}.",
+                rows_behind(rows, "step_ms", "ci_low_ms", "ci_high_ms", key=tuple(CONFIG)),
             )
         )
     return out

@@ -8,11 +8,18 @@ import pandas as pd
 
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.finding import gather
-from lmstudy.report.render import Section, Table
+from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.sharding import compare as sharding_compare
+from lmstudy.sections.sharding.figures import draw_figures
 from lmstudy.sections.sharding.findings import FINDINGS
 from lmstudy.sections.sharding.tables import memory_table, step_table
-from lmstudy.sections.training_runs import method_values
+from lmstudy.sections.training_runs import method_values, shown
+
+
+def make_figures(results: Path, out_dir: Path) -> None:
+    frame = SECTION.read(results, "sharding")
+    if not frame.empty:
+        draw_figures(frame, out_dir)
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
@@ -26,9 +33,17 @@ def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) ->
         )
     )
     section.add(
+        Figure(
+            figures / "memory.png",
+            "Memory per phase of the step, AdamW's state whole and sharded (the allocator's on a GPU, "
+            "accounted from shapes and dtypes on a CPU).",
+            data="sharding_memory",
+        )
+    )
+    section.add(
         Table(
-            "Step time, whole and sharded AdamW state (median, ms)",
-            step_table(frame),
+            "Step time, whole and sharded AdamW state (median over ranks and steps, 95% interval; ms)",
+            shown(step_table(frame)),
             name="sharding_step_time",
         )
     )
@@ -42,6 +57,8 @@ SECTION = SectionContract(
     body=body,
     empty="No sharding results: the section is switched off or produced no rows.",
     tables=(memory_table, step_table),
+    make_figures=make_figures,
+    figures=("memory.png",),
     findings=FINDINGS,
     compare=Comparison(
         reads=("sharding",), build=sharding_compare.section, findings=sharding_compare.FINDINGS

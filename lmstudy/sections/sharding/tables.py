@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.sections.training_runs import step_intervals
+
 CONFIG = ["size", "world_size", "sharded"]
 KEY = ("size", "world_size", "sharded", "phase")
 MB = 1e6
@@ -33,7 +35,6 @@ def memory_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median step time (its slowest rank's), with and without sharding."""
-    steps = frame[frame["phase"] == "after_step"].groupby([*CONFIG, "step"], sort=False)["step_s"].max()
-    table = steps.groupby(CONFIG, sort=False).median().mul(1e3).rename("step_ms").reset_index()
-    return table
+    """Step time with and without sharding, with its 95% interval over ranks and timed steps
+    (lmstudy.sections.training_runs.step_intervals)."""
+    return step_intervals(frame[frame["phase"] == "after_step"], CONFIG)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import statistics
 
 import pandas as pd
@@ -12,7 +11,7 @@ from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import gpu_ratio, marks
 from lmstudy.report.coverage import column
-from lmstudy.report.labels import PASS_LABELS, on_cpu, order_sizes, peak_words
+from lmstudy.report.labels import PASS_LABELS, interval_text, on_cpu, order_sizes, peak_words
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
 
@@ -68,19 +67,6 @@ def _ms_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
     return shown.where(frame["status"] == "ok", frame["status"])
 
 
-def _interval(low: pd.Series, high: pd.Series) -> pd.Series:
-    """Intervals as text, every bound of the column written with one number of decimals (the column's
-    typical magnitude to three significant digits): 163.0–171.0 beside 11.0–21.0, never 163–171 beside
-    11–21.0."""
-    bounds = pd.to_numeric(pd.concat([low, high]), errors="coerce").abs()
-    bounds = bounds[bounds > 0]
-    decimals = 0 if bounds.empty else min(4, max(0, 2 - math.floor(math.log10(bounds.median()))))
-    return pd.Series([
-        f"{lo:,.{decimals}f}–{hi:,.{decimals}f}" if pd.notna(lo) and pd.notna(hi) else ""
-        for lo, hi in zip(low, high, strict=True)
-    ], index=low.index, dtype=object)
-
-
 def _flags(rows: pd.DataFrame) -> pd.Series:
     return pd.Series([marks(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
 
@@ -97,7 +83,7 @@ def main_table(frame: pd.DataFrame) -> pd.DataFrame:
         "pass": rows["pass"].astype(str).map(PASS_LABELS),
         "precision": rows["precision"],
         "median ms": _ms_or_status(rows, "median_ms"),
-        "95% CI ms": _interval(column(rows, "ci_low_ms"), column(rows, "ci_high_ms")).where(ok, ""),
+        "95% CI ms": interval_text(column(rows, "ci_low_ms"), column(rows, "ci_high_ms")).where(ok, ""),
         "processes": column(rows, "processes").where(ok),
         "spread %": column(rows, "process_spread") * 100,
         "GPU busy %": column(rows, "gpu_busy_share") * 100,
@@ -151,7 +137,7 @@ def backward_table(backward: pd.DataFrame) -> pd.DataFrame:
         "precision": backward["precision"],
         "forward ms": backward["forward_ms"],
         "backward ms": backward["backward_ms"],
-        "95% CI ms": _interval(column(backward, "backward_low_ms"), column(backward, "backward_high_ms")),
+        "95% CI ms": interval_text(column(backward, "backward_low_ms"), column(backward, "backward_high_ms")),
         "backward / forward ×": backward["backward_over_forward"],
         "flags": _flags(backward),
     })
@@ -302,10 +288,10 @@ def speedup_table(speedups: pd.DataFrame) -> pd.DataFrame:
         "context": speedups["context_length"],
         "pass": speedups["pass"].astype(str).map(PASS_LABELS),
         "wall-time speed-up ×": speedups["speedup"],
-        "95% CI ×": _interval(column(speedups, "speedup_low"), column(speedups, "speedup_high")),
+        "95% CI ×": interval_text(column(speedups, "speedup_low"), column(speedups, "speedup_high")),
         # What the GPU gains, from its busy time per step: stable where the wall time is the host's.
         "GPU-time speed-up ×": column(speedups, "gpu_speedup"),
-        "GPU-time range ×": _interval(column(speedups, "gpu_speedup_low"),
+        "GPU-time range ×": interval_text(column(speedups, "gpu_speedup_low"),
                                       column(speedups, "gpu_speedup_high")),
         "flags": _flags(speedups),
     })
