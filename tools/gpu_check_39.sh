@@ -9,6 +9,13 @@
 #            quick preset alone on GPU 0 (this branch), and, where .base was carried, the
 #            baseline's quick preset on GPU 1 at the same time (same node, side by side)
 #   last:    tools/gpu_check_39.sh collect
+# Or, on one GPU (nvidia-h200, or GPU 0 of any node), the quick preset alone, one GPU job at a time,
+# without the distributed sections (they need 2 GPUs), job-seconds by rule and phase by
+# tools/gpu_summary.py (target: at most 300 measuring job-seconds):
+#   call 1:  tools/gpu_check_39.sh alone        carry .whl and .gpu-libs (and .base): this branch
+#   call 2:  tools/gpu_check_39.sh alone-base   carry nothing: the baseline (.base, e.g. `git archive
+#            20686ad`, main before issue 39's second round; BASE_COMMIT=20686ad) on the same GPU,
+#            after this branch's run (side by side in time, same card); `wait` between if needed
 # The baseline, optional: before call 1, on the machine with the checkout,
 #   rm -rf .base && mkdir .base && git archive 5c960be | tar -x -C .base   (main's "Move:" commit)
 #   echo /.base/ >> .git/info/exclude
@@ -149,6 +156,33 @@ quick)
   wait_for $W/quick.done
   collect
   ;;
+alone|alone-base)
+  # One GPU, one GPU job at a time: the quick preset's measuring job-seconds, by rule and phase.
+  mkdir -p $W
+  source tools/gpu_env.sh > /dev/null 2>&1
+  export LMSTUDY_COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo i39)}
+  export LMSTUDY_GPU_LEASE_DIR=$W/leases LMSTUDY_GPUS=${GPU:-0}
+  nvidia-smi --query-gpu=index,name,driver_version,power.limit --format=csv | tee $W/gpus.txt
+  printf 'comm: {enabled: false}\nddp: {enabled: false}\nsharding: {enabled: false}\n' > $W/one_gpu.yaml
+  part=quick; [ "$1" = alone-base ] && part=base
+  if [ -f $W/$part.alone.started ]; then  # a second call of the same part only waits for it
+    wait_for $W/$part.alone.done; python3 tools/gpu_summary.py $W/$part 2>&1 | tee $W/${part}_alone_summary.txt
+    collect; exit 0
+  fi
+  if [ "$part" = quick ]; then copy_tree quick; if [ -d .base ]; then mkdir -p $W/base && cp -r .base/. $W/base/; fi; fi
+  [ -d "$W/$part" ] || { echo "no $W/$part: run 'alone' first, with .base carried"; collect; exit 0; }
+  touch $W/$part.alone.started
+  commit=$LMSTUDY_COMMIT; [ "$part" = base ] && commit=${BASE_COMMIT:-base}
+  (cd $W/$part && setsid bash -c '
+    t0=$(date +%s)
+    LMSTUDY_COMMIT='"$commit"' '"$SMK"' --cores 8 --resources gpu=1 --configfile '$W'/one_gpu.yaml \
+      --config preset=quick run='"$part"' > '$W'/'"$part"'.log 2>&1
+    echo "'"$part"' quick preset alone on GPU ${LMSTUDY_GPUS}: exit $?, $(( $(date +%s) - t0 )) s wall" > '$W'/'"$part"'_wall.txt
+    touch '$W'/'"$part"'.alone.done' < /dev/null > /dev/null 2>&1 &)
+  wait_for $W/$part.alone.done
+  python3 tools/gpu_summary.py $W/$part 2>&1 | tee $W/${part}_alone_summary.txt
+  collect
+  ;;
 collect)
   collect
   ;;
@@ -156,6 +190,6 @@ summary)
   summary
   ;;
 *)
-  echo "usage: $0 start|wait|quick|collect|summary" >&2; exit 2
+  echo "usage: $0 start|wait|quick|alone|alone-base|collect|summary" >&2; exit 2
   ;;
 esac
