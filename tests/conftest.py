@@ -214,3 +214,11 @@ def lease_env(tmp_path: Path, gpus: str) -> dict[str, str]:
 def _machine_gpu_state(variable: str) -> bool:
     """Whether an environment variable tells which GPUs this machine or its allocation gives."""
     return variable.startswith(("LMSTUDY_GPU", "SLURM_")) or variable == "CUDA_VISIBLE_DEVICES"
+
+
+# The rules whose jobs measure and so ask for a GPU (the lease, or --gpus on SLURM); the distributed
+# sections' ask for one per process on a GPU run and one on a CPU run (the smoke preset's), so that
+# they take turns with every other measuring job.
+GPU_RULES = frozenset({"time_model", "profile_model", "nsys_backend", "attention_sweep", "compile_model",
+                       "precision_experiments", "precision_norms", "ladder_rung", "allreduce", "train_ddp",
+                       "shard_optimizer"})

@@ -12,7 +12,7 @@ import yaml
 
 from lmstudy import flops, resources
 
-from .conftest import REPO, SNAKEMAKE, new_workdir
+from .conftest import GPU_RULES, REPO, SNAKEMAKE, new_workdir
 
 
 @pytest.mark.parametrize(
@@ -87,13 +87,6 @@ def planned_resources(workdir: Path, *args: str, env: dict | None = None, profil
         planned.setdefault(rule, []).append(dict(kv.split("=", 1) for kv in res.split(", ")))
     assert planned, done.stdout[-3000:]
     return planned
-
-
-# The distributed sections' jobs too: one GPU per process on a GPU run, one lease on a CPU run (the
-# smoke preset's), so that they take turns with every other measuring job.
-GPU_RULES = {"time_model", "profile_model", "nsys_backend", "attention_sweep", "compile_model",
-             "precision_experiments", "precision_norms", "ladder_rung", "allreduce", "train_ddp",
-             "shard_optimizer"}
 
 
 @pytest.mark.workflow

@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from .conftest import REPO, SNAKEMAKE, new_workdir
+from .conftest import GPU_RULES, REPO, SNAKEMAKE, new_workdir
 
 # Every test runs jobs of the workflow on the cluster: the unit loop skips them.
 pytestmark = pytest.mark.workflow
@@ -35,11 +35,10 @@ SLURM_UP = REPO / ".ci/slurm-up.sh"
 SLURM_DOWN = REPO / ".ci/slurm-down.sh"
 CPU_PARTITION = "cpu"  # the default partition
 GPU_PARTITION = "gpu"
-GPU_RULES = {"time_model", "profile_model", "nsys_backend", "attention_sweep", "compile_model",
-             "precision_experiments", "precision_norms", "ladder_rung"}
 # Cheap joins and the report: localrules, run by Snakemake on the submit host, never sbatch jobs.
 LOCAL_RULES = {"aggregate_timing", "aggregate_nsys", "aggregate_attention", "aggregate_compile",
-               "aggregate_ladder", "memory_table", "study_cost", "figures", "report"}
+               "aggregate_ladder", "memory_table", "study_cost", "figures", "report", "aggregate_comm",
+               "aggregate_ddp", "aggregate_sharding"}
 
 
 # The smoke preset cut to the fewest jobs that still run every rule, and the
