@@ -156,7 +156,7 @@ def _measure(args: argparse.Namespace) -> None:
 
             choice = users_model(spec)
             fresh_process.MODEL_FACTORY = choice.factory if choice else None
-            if run_with_model_imported(run, spec):
+            if job.model_process and run_with_model_imported(run, spec):
                 return
         run()
     finally:

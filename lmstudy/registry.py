@@ -65,6 +65,10 @@ class Job:
     paths: tuple[tuple[str, str], ...] = (("out", "CSV of result rows"),)
     # Its measuring processes are forked from the job's process, which must leave CUDA alone.
     forks: bool = True
+    # A user's model's code is imported once, in a model's process its measuring processes are forked
+    # from (lmstudy.measure.model_process); not where they are spawned (fresh interpreters that import
+    # it themselves: the distributed sections' ranks), where it would be imported for nothing.
+    model_process: bool = True
     # It may run torch.compile, whose compile time is measured: a compile cache of its own.
     compiles: bool = False
     # The section it belongs to, filled in by the registry.

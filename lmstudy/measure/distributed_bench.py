@@ -14,13 +14,16 @@ import time
 import torch
 import torch.distributed as dist
 
+from lmstudy.errors import UserError
 from lmstudy.measure import data_parallel
 from lmstudy.measure.comm_ranges import CommRanges
 from lmstudy.measure.distributed import synchronize, timed_barrier
-from lmstudy.measure.model import ModelConfig, TransformerLM, cross_entropy
+from lmstudy.measure.factory import build_model, check_not_meta, forward_logits
+from lmstudy.measure.model import cross_entropy
+from lmstudy.model_choice import ModelChoice
 
 MB = data_parallel.MB
-DIMS = ("vocab_size", "context_length", "d_model", "d_ff", "num_layers", "num_heads")
+DIMS = ("vocab_size", "d_model", "d_ff", "num_layers", "num_heads")
 
 
 def allreduce_rank(rank: int, world_size: int, device: torch.device, spec: dict) -> dict:
@@ -53,9 +56,33 @@ def allreduce_rank(rank: int, world_size: int, device: torch.device, spec: dict)
     return {"rows": rows}
 
 
-def _model(spec: dict, device: torch.device, seed: int = 0) -> TransformerLM:
-    torch.manual_seed(seed)  # the same initial weights on every rank
-    return TransformerLM(ModelConfig(**{key: spec[key] for key in DIMS})).to(device)
+def _choice(spec: dict) -> ModelChoice:
+    """The model the spec names (config model:): the built-in one where it names none."""
+    return ModelChoice.coerce(spec["model"]) if "model" in spec else ModelChoice()
+
+
+def _model(spec: dict, device: torch.device, seed: int = 0) -> torch.nn.Module:
+    """The spec's model, built by its factory (lmstudy.measure.factory: here, in the spawned rank, the
+    only process that runs the user's code) on the host from one seed, so every rank starts from the
+    same weights (the hand-written versions do not broadcast them, as DDP does), then moved."""
+    choice = _choice(spec)
+    torch.manual_seed(seed)
+    with torch.device("cpu"):
+        model = build_model(choice, {key: spec[key] for key in DIMS}, spec["context_length"])
+    check_not_meta(model, choice.factory)
+    if not any(p.requires_grad for p in model.parameters()):
+        raise UserError(
+            f"the model of factory {choice.factory!r} has no parameter that requires grad, so there is "
+            "nothing to train data-parallel or to shard: switch the ddp and sharding sections off for it."
+        )
+    return model.to(device)
+
+
+def _loss(spec: dict, module, tokens, targets):
+    """The training loss of the (wrapped) model: its logits checked as every section checks them (a
+    tensor, a tuple's first item or .logits, of the batch's shape; lmstudy.measure.factory.logits_of)."""
+    factory = _choice(spec).factory
+    return cross_entropy(forward_logits(module, tokens, spec["vocab_size"], factory), targets)
 
 
 def _batch(spec: dict, rank: int, step: int, device: torch.device):
@@ -109,7 +136,7 @@ def ddp_rank(rank: int, world_size: int, device: torch.device, spec: dict) -> di
             timed_barrier(device)
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            loss = cross_entropy(module(tokens), targets)
+            loss = _loss(spec, module, tokens, targets)
             backward_start = time.perf_counter()
             loss.backward()
             backward = (backward_start, ranges.last_gradient if ranges is not None else float("nan"))
@@ -187,7 +214,7 @@ def sharding_rank(rank: int, world_size: int, device: torch.device, spec: dict) 
             _reset_peak(device)
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            cross_entropy(model(tokens), targets).backward()
+            _loss(spec, model, tokens, targets).backward()
             sync.finish()
             before = _memory(device)
             _reset_peak(device)
@@ -231,7 +258,7 @@ def equality_rank(rank: int, world_size: int, device: torch.device, spec: dict) 
         for step in range(spec["timed_steps"]):
             tokens, targets = _batch(spec, rank, step, device)
             optimizer.zero_grad(set_to_none=True)
-            cross_entropy(module(tokens), targets).backward()
+            _loss(spec, module, tokens, targets).backward()
             sync.finish()
             optimizer.step()
         key = f"{version}-{bucket_mb:g}" if version == "bucketed" else version
@@ -249,6 +276,6 @@ def single_process(spec: dict, world_size: int) -> list[float]:
         tokens = torch.cat([b[0] for b in batches])
         targets = torch.cat([b[1] for b in batches])
         optimizer.zero_grad(set_to_none=True)
-        cross_entropy(model(tokens), targets).backward()
+        _loss(spec, model, tokens, targets).backward()
         optimizer.step()
     return torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()

@@ -1,4 +1,4 @@
-# The data-parallel section: the built-in model trained data-parallel in each
+# The data-parallel section: the study's model (config model:) trained data-parallel in each
 # version by hand and with DistributedDataParallel, one job per size and number
 # of processes (one GPU each on a GPU run: resources gpu=N; Gloo on the CPUs).
 DDP = config["ddp"]
@@ -34,7 +34,7 @@ rule train_ddp:
     resources:
         **gpu_job_resources(gpus=lambda w: group_gpus(w.world_size)),
     params:
-        code=job_code_version("ddp"),
+        code=model_code_version("ddp"),
         spec=lambda w: job_spec("ddp", w),
     shell:
         "LMSTUDY_RUNTIME_MIN={resources.runtime} LMSTUDY_GPU_COUNT={resources.gpu}"

@@ -33,7 +33,7 @@ rule shard_optimizer:
     resources:
         **gpu_job_resources(gpus=lambda w: group_gpus(w.world_size)),
     params:
-        code=job_code_version("sharding"),
+        code=model_code_version("sharding"),
         spec=lambda w: job_spec("sharding", w),
     shell:
         "LMSTUDY_RUNTIME_MIN={resources.runtime} LMSTUDY_GPU_COUNT={resources.gpu}"

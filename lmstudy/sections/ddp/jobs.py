@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from lmstudy.model_choice import STANDARD_KEYS
+from lmstudy.job_spec import model_choice
+from lmstudy.model_choice import STANDARD_KEYS, ModelChoice
 from lmstudy.registry import Job
 
 
 def training_fields(config: dict, section: str, w: dict) -> dict:
-    """The built-in model of one size trained data-parallel in `world_size` processes on the study's
-    device: its dimensions, the batch each rank trains on, the warm-up and timed steps."""
+    """The study's model (config model:, the built-in one or the user's) of one size trained
+    data-parallel in `world_size` processes on the study's device: its factory and dimensions, the
+    batch each rank trains on, the warm-up and timed steps."""
     settings = config[section]
     dims = config["sizes"][w["size"]]
     return {
         "size": w["size"],
         **{key: dims[key] for key in STANDARD_KEYS},
+        "model": model_choice(config, w["size"]),
         "vocab_size": config["vocab_size"],
         "context_length": settings["context_length"],
         "batch_size": config["batch_size"],
@@ -22,6 +25,11 @@ def training_fields(config: dict, section: str, w: dict) -> dict:
         "warmup_steps": settings["warmup_steps"],
         "timed_steps": settings["timed_steps"],
     }
+
+
+def model_label(fields: dict) -> str:
+    """The label of the model a training spec names (its rows' `model`), read without its code."""
+    return ModelChoice.coerce(fields["model"]).label
 
 
 def _ddp(config: dict, w: dict) -> dict:
@@ -45,15 +53,17 @@ def train(fields: dict, paths: dict):
 
     clock = PhaseClock()
     world = fields["world_size"]
+    label = model_label(fields)
     with clock.timing("measure"):
         ranks = run_group(
             distributed_bench.ddp_rank,
             world,
             fields["device"],
             fields,
-            f"the data-parallel training ({fields['size']}, {world} processes)",
+            f"the data-parallel training of {label} ({fields['size']}, {world} processes)",
         )
     where = {
+        "model": label,
         "size": fields["size"],
         "context_length": fields["context_length"],
         "batch_size": fields["batch_size"],
@@ -65,4 +75,11 @@ def train(fields: dict, paths: dict):
     return clock
 
 
-JOBS = {"ddp": Job(wildcards=("size", "world_size"), spec=_ddp, runner="lmstudy.sections.ddp.jobs:train")}
+JOBS = {
+    "ddp": Job(
+        wildcards=("size", "world_size"),
+        spec=_ddp,
+        runner="lmstudy.sections.ddp.jobs:train",
+        model_process=False,
+    )
+}

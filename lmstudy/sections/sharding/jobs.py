@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lmstudy.registry import Job
-from lmstudy.sections.ddp.jobs import training_fields
+from lmstudy.sections.ddp.jobs import model_label, training_fields
 
 
 def _sharding(config: dict, w: dict) -> dict:
@@ -22,15 +22,17 @@ def measure(fields: dict, paths: dict):
 
     clock = PhaseClock()
     world = fields["world_size"]
+    label = model_label(fields)
     with clock.timing("measure"):
         ranks = run_group(
             distributed_bench.sharding_rank,
             world,
             fields["device"],
             fields,
-            f"the optimizer-state sharding ({fields['size']}, {world} processes)",
+            f"the optimizer-state sharding of {label} ({fields['size']}, {world} processes)",
         )
     where = {
+        "model": label,
         "size": fields["size"],
         "context_length": fields["context_length"],
         "batch_size": fields["batch_size"],
@@ -43,6 +45,7 @@ def measure(fields: dict, paths: dict):
 
 JOBS = {
     "sharding": Job(
-        wildcards=("size", "world_size"), spec=_sharding, runner="lmstudy.sections.sharding.jobs:measure"
+        wildcards=("size", "world_size"), spec=_sharding, runner="lmstudy.sections.sharding.jobs:measure",
+        model_process=False,
     )
 }
