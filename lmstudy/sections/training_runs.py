@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse import stats
+from lmstudy.model_choice import BUILTIN_NAME
 from lmstudy.report.labels import interval_text
 
 
@@ -14,9 +15,26 @@ def listed(values) -> str:
     return ", ".join(str(v) for v in dict.fromkeys(values))
 
 
+def models(frame: pd.DataFrame) -> list[str]:
+    """The labels of the models the rows trained (column model); rows from before the column trained
+    the built-in model, the only one these sections trained then."""
+    if "model" not in frame:
+        return [BUILTIN_NAME]
+    return list(dict.fromkeys(frame["model"].dropna().astype(str))) or [BUILTIN_NAME]
+
+
+def with_model(frame: pd.DataFrame, config: list[str]) -> list[str]:
+    """A table's configuration columns, led by the model's label where the rows name it, so the table
+    says which model ran (one a run: config model:)."""
+    return ["model", *config] if "model" in frame else list(config)
+
+
 def method_values(frame: pd.DataFrame) -> dict:
     """The values a distributed training section's method.j2 macro takes, from its rows."""
+    trained = models(frame)
     return {
+        "model": ", ".join(trained),
+        "own": any(name != BUILTIN_NAME for name in trained),
         "sizes": listed(frame["size"]),
         "world_sizes": listed(frame["world_size"]),
         "context_length": listed(frame["context_length"]),
