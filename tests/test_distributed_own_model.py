@@ -29,6 +29,7 @@ from lmstudy.measure import data_parallel  # noqa: E402
 from lmstudy.measure.distributed import run_group  # noqa: E402
 from lmstudy.measure.distributed_bench import _model, equality_rank, single_process  # noqa: E402
 from lmstudy.measure.model import cross_entropy  # noqa: E402
+from lmstudy.sections.training_runs import method_values  # noqa: E402
 
 FACTORY = "tests/fixtures/models/encoder_lm.py:build"
 NAME = "encoder-lm"
@@ -172,3 +173,22 @@ def test_a_dry_run_plans_the_distributed_jobs_with_the_users_model(tmp_path):
             spec = json.loads(shlex.split(command.split(" --spec ", 1)[1])[0])
             assert spec["model"]["factory"] == FACTORY and spec["model"]["name"] == NAME
     assert (REPO / FACTORY.split(":")[0]).is_file()
+
+
+@pytest.mark.parametrize("name", ["ddp", "sharding"])
+def test_the_sections_say_which_model_trained(tmp_path, name):
+    """Rows of the user's model (a real CPU run's, tests/fixtures/distributed/, labelled as such a run
+    labels them): the method names it as the user's, the tables lead with it."""
+    from lmstudy.sections.ddp import section as ddp
+    from lmstudy.sections.sharding import section as sharding
+
+    contract = {"ddp": ddp.SECTION, "sharding": sharding.SECTION}[name]
+    product = tmp_path / contract.products[name]
+    product.parent.mkdir(parents=True)
+    rows = pd.read_csv(REPO / "tests/fixtures/distributed" / f"{name}.csv").assign(model=NAME)
+    rows.to_csv(product, index=False)
+    built = contract.build(tmp_path, tmp_path / "figures")
+    method = contract.prose("method", **method_values(rows))
+    assert f"Your own model, {NAME} (config model:" in method and "built-in" not in method
+    tables = [b.frame for b in built.blocks if hasattr(b, "frame")]
+    assert tables and all(list(t["model"]) == [NAME] * len(t) for t in tables)
