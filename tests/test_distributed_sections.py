@@ -76,6 +76,10 @@ def test_every_data_parallel_version_has_a_row_and_its_exposed_communication():
     assert flat["exposed_comm_ms"] == pytest.approx(flat["step_ms"] - none)
     assert flat["comm_ms"] > 0 and np.isnan(flat["hidden_share"])
     assert table.set_index("version_label")["hidden_share"].drop(["none", "naive", "flat"]).notna().all()
+    # A CPU run records the ranges (lmstudy.measure.comm_ranges): every version that communicates has them.
+    assert table.set_index("version_label")["hidden_share_ranges"].drop(["none"]).between(0, 1).all()
+    # The table says which model trained (the rows' label).
+    assert table.columns[0] == "model" and set(table["model"]) == {"lmstudy built-in Transformer LM"}
     # On this loaded CPU the fastest version beat the step without communication: said as noise, not a share.
     from lmstudy.sections.ddp.findings import fastest
 
