@@ -26,8 +26,8 @@ SMOKE_JOBS = {
 }
 
 
-DISTRIBUTED_TRAINING = {"size", "d_model", "d_ff", "num_layers", "num_heads", "vocab_size", "context_length",
-                        "batch_size", "world_size", "device", "warmup_steps", "timed_steps"}
+DISTRIBUTED_TRAINING = {"size", "d_model", "d_ff", "num_layers", "num_heads", "model", "vocab_size",
+                        "context_length", "batch_size", "world_size", "device", "warmup_steps", "timed_steps"}
 
 
 def library_fields(cls, *apart: str) -> set[str]:
@@ -121,7 +121,9 @@ def test_the_timing_spec_carries_the_configs_values():
     assert spec["noise"]["max_processes"] == config["noise"]["max_processes"]
 
 
-MODEL_JOBS = {"timing", "nsys", "memory", "compile", "ladder", "precision"}
+# The jobs that measure the study's model (config model:), the distributed sections' training among them
+# (issue 42: on the built-in model and on the user's own).
+MODEL_JOBS = {"timing", "nsys", "memory", "compile", "ladder", "precision", "ddp", "sharding"}
 
 
 @pytest.mark.parametrize(("edit", "changed"), [
@@ -135,9 +137,9 @@ MODEL_JOBS = {"timing", "nsys", "memory", "compile", "ladder", "precision"}
     (lambda c: c["model"].update(name="mine"), MODEL_JOBS),
     (lambda c: c["model"].update(factory="tests/fixtures/models/encoder_lm.py:build"), MODEL_JOBS),
     (lambda c: c["model"].update(range_depth=2), MODEL_JOBS),
-    # the smallest size's dimensions: every job of that size, the precision job's model among them,
-    # and the distributed sections' training of the built-in model
-    (lambda c: c["sizes"]["tiny"].update(d_ff=128), MODEL_JOBS | {"norms", "ddp", "sharding"}),
+    # the smallest size's dimensions: every job of that size, the precision job's model and the
+    # distributed sections' training among them, and the norms' built-in RMSNorm study
+    (lambda c: c["sizes"]["tiny"].update(d_ff=128), MODEL_JOBS | {"norms"}),
     (lambda c: c["ddp"].update(bucket_mb=[5]), {"ddp"}),
     (lambda c: c["comm"].update(repeats=7), {"allreduce"}),
 ])
