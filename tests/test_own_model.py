@@ -9,7 +9,8 @@ size, one context length, the timing section (the model table: name,
 parameters, FLOPs counted by FlopCounterMode; its sdpa variant, in bf16, rows
 "not applicable": the factory takes no `attention`) and the profile section
 (the kernel table by module path, forward and backward), and the precision section (the model's dtypes
-under autocast, observed by hooks on its modules); the other sections run on any model through the
+under autocast, observed by hooks on its modules), and the data-parallel and sharding sections (their
+jobs train it in 2 Gloo processes); the other sections run on any model through the
 same build and are covered by the unit tests (tests/test_model_factory.py).
 The invalidation test reuses the finished run (a dry-run after an edit).
 """
@@ -46,6 +47,8 @@ OVERRIDES = {
     "attention": {"enabled": False},
     "compile": {"enabled": False},
     "ladder": {"enabled": False},
+    # The all-reduce does not involve the model; ddp and sharding train it (smoke: 2 Gloo processes).
+    "comm": {"enabled": False},
 }
 
 
@@ -93,10 +96,11 @@ def test_the_report_names_the_model_counts_all_its_parameters_and_shows_kernels_
 
 def assert_every_measurement_reruns(jobs, run: Path) -> None:
     """Every measurement of the model reruns, and only those: each timing job (one per precision and
-    variant), the profile, and the precision job, which observes the model's dtypes (the norms' job
-    studies the built-in RMSNorm: not the model's)."""
+    variant), the profile, the precision job, which observes the model's dtypes (the norms' job
+    studies the built-in RMSNorm: not the model's), and the distributed sections' training of it."""
     measured = [job.rule for job in jobs if job.measures]
-    assert set(measured) == {"precision_experiments", "profile_model", "time_model"}
+    assert set(measured) == {"precision_experiments", "profile_model", "time_model", "train_ddp",
+                             "shard_optimizer"}
     assert measured.count("time_model") == len(list((run / "results/default/timing/raw").glob("*.csv")))
 
 
