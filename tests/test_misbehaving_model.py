@@ -82,3 +82,23 @@ def test_processes_the_model_starts_end_with_the_job_and_the_log_names_them(tmp_
     # each measuring process (one per pass) left its sleep, ended and named
     assert len(named) == 3 and all("(sleep 313)" in line for line in named), done.stderr[-3000:]
     assert not _sleepers()
+
+
+def test_the_resource_tracker_that_spawning_starts_is_ended_unnamed():
+    """The distributed sections' ranks start with multiprocessing's spawn, which leaves its resource
+    tracker running: the job ends it without naming it as the model's leftover (a daemon is named:
+    test_processes_the_model_starts_end_with_the_job_and_the_log_names_them)."""
+    program = (
+        "import multiprocessing as mp, time\n"
+        "from lmstudy.measure.fresh_process import descendants, end_left_processes\n"
+        "if __name__ == '__main__':\n"
+        "    rank = mp.get_context('spawn').Process(target=time.sleep, args=(0,))\n"
+        "    rank.start(); rank.join()\n"
+        "    assert any('resource_tracker' in c for c in descendants(__import__('os').getpid()).values())\n"
+        "    end_left_processes('the job')\n"
+        "    assert not descendants(__import__('os').getpid())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "left" not in done.stderr, done.stderr

@@ -342,8 +342,10 @@ def end_left_processes(what: str) -> None:
     for pid in left:
         with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
-    # torch.compile's own workers (inductor's pool) are ended too, unnamed: they are no one's leak.
-    named = {pid: command for pid, command in left.items() if TORCH_WORKERS not in command}
+    # torch.compile's own workers (inductor's pool) and the resource tracker that multiprocessing's
+    # spawn starts (the distributed sections' ranks) are ended too, unnamed: they are no one's leak.
+    named = {pid: command for pid, command in left.items()
+             if not any(mark in command for mark in LIBRARY_HELPERS)}
     if named:
         listed = "; ".join(f"pid {pid} ({command})" for pid, command in named.items())
         print(f"{what} left {len(named)} process{'es' if len(named) > 1 else ''} running, ended with it: "
@@ -351,6 +353,7 @@ def end_left_processes(what: str) -> None:
 
 
 TORCH_WORKERS = f"torch{os.sep}_inductor{os.sep}"
+LIBRARY_HELPERS = (TORCH_WORKERS, "multiprocessing.resource_tracker")
 
 
 _PR_SET_CHILD_SUBREAPER = 36
