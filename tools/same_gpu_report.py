@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -35,7 +36,9 @@ COMPARE_FLAGS = ["--min-effect", "0.03", "--gpu-min-effect", "0.015", "--gpu-agr
 
 def render_runs(out: Path) -> None:
     """Each run drawn (every section's figures) and rendered into out/report/<run>/, then the
-    comparisons into out/report/compare/qb_vs_<b>/."""
+    comparisons into out/report/compare/qb_vs_<b>/. From within `out`, as the workflow renders from its
+    folder: the report names some files by path (the memory snapshots), and two renderings in two
+    folders must name them alike."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,17 +51,18 @@ def render_runs(out: Path) -> None:
     from lmstudy.sections.contracts import contracts
 
     use_size_order(SIZES)
+    os.chdir(out)
     for run in ("qb", "qe", "ql"):
-        shutil.copytree(RUNS / run, out / "results" / run)
+        shutil.copytree(RUNS / run, Path("results") / run)
     for run in ("qb", "qe", "ql"):
-        results = out / "results" / run
+        results = Path("results") / run
         for contract in contracts():
             contract.draw(results, results / "figures" / contract.name)
         tables = sorted(results.glob("*/*.csv"))
-        render.render_study(results, run, contracts(), TEMPLATES, out / "report" / run, "GPU run", tables)
+        render.render_study(results, run, contracts(), TEMPLATES, Path("report") / run, "GPU run", tables)
     for b in ("qe", "ql"):
-        compare_runs.main(["--results", str(out / "results"), "--a", "qb", "--b", b, "--templates",
-                           str(TEMPLATES), "--out", str(out / f"report/compare/qb_vs_{b}"), *COMPARE_FLAGS])
+        compare_runs.main(["--results", "results", "--a", "qb", "--b", b, "--templates", str(TEMPLATES),
+                           "--out", f"report/compare/qb_vs_{b}", *COMPARE_FLAGS])
 
 
 def summarize_snapshots(out: Path) -> None:
@@ -98,14 +102,16 @@ def main() -> int:
     p.add_argument("out", type=Path, help="an empty or absent folder to render into")
     p.add_argument("--against", type=Path, help="an earlier rendering to compare with")
     args = p.parse_args()
-    if args.out.exists():
-        shutil.rmtree(args.out)
-    render_runs(args.out)
-    summarize_snapshots(args.out)
+    out = args.out.resolve()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    summarize_snapshots(out)
+    render_runs(out)
     if args.against is None:
         return 0
-    found = differences(args.against, args.out)
-    print("\n".join(found) if found else f"same: every file of {args.out} matches {args.against}")
+    found = differences(args.against.resolve(), out)
+    print("\n".join(found) if found else f"same: every file of {out} matches {args.against}")
     return 1 if found else 0
 
 
