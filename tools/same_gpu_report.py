@@ -66,10 +66,12 @@ def render_runs(out: Path) -> None:
 
 
 def summarize_snapshots(out: Path) -> None:
-    """Each committed snapshot summarized into out/snapshots/<name>/, with its job's metadata beside it."""
+    """Each committed snapshot summarized into out/snapshots/<name>/, with its job's metadata beside it.
+    By its path in the checkout, which the summary records: two checkouts' summaries record it alike."""
     from lmstudy.analyse.memory import summary
 
-    for pickle in sorted(SNAPSHOTS.glob("snapshot_*.pickle")):
+    os.chdir(REPO)
+    for pickle in sorted(SNAPSHOTS.relative_to(REPO).glob("snapshot_*.pickle")):
         meta = summary.read_meta(summary.meta_path_for(pickle))
         summary.write(summary.summarize(pickle, meta), out / "snapshots" / pickle.stem)
 
