@@ -163,13 +163,38 @@ def _too_big(option: str) -> UserError:
 def complete_spec(job: str, given: dict, configfile: Path, preset: str | None = None) -> dict:
     """A partial spec made whole, as the workflow would build it: what `given` lacks comes from
     `configfile` (under `preset`, default its own). For `lmstudy spec`; a job never does this."""
-    import difflib
-
-    import yaml
-
     from lmstudy import config as study_config
+    from lmstudy.job_spec import check_spec, job_spec, wildcards_of
+
+    _check_names_its_configuration(job, given)
+    wildcards = wildcards_of(job, given)
+    # its values as the config's schema takes them; a model (its factory alone, or some of config
+    # model:'s keys) is completed from the config file first and checked whole below
+    check_spec(job, {k: v for k, v in given.items() if k != "model"})
+    base = _read_study_settings(configfile)
+    if preset:
+        base["preset"] = preset
+    _add_a_size_of_its_own(base, given, configfile)
+    given = dict(given)
+    model = _lay_model_over(base, given.pop("model", None))
+    schema = Path(__file__).resolve().parent.parent / "workflow/schemas/config.schema.yaml"
+    try:
+        config = study_config.load(base, schema)
+    except study_config.ConfigError as error:
+        raise UserError(f"{configfile}: {error}") from None
+    built = job_spec(config, job, wildcards)
+    _check_keys_known(job, given, built)
+    spec = {**built, **given}
+    if model is not None and "model" in spec:
+        spec["model"] = {**spec["model"], **model}
+    check_spec(job, spec)
+    return spec
+
+
+def _check_names_its_configuration(job: str, given: dict) -> None:
+    """The spec names the job's configuration (its wildcards' values), which no config file gives."""
     from lmstudy import registry
-    from lmstudy.job_spec import WILDCARD_KEYS, check_spec, job_spec, wildcards_of
+    from lmstudy.job_spec import WILDCARD_KEYS
 
     named = [WILDCARD_KEYS.get(w, w) for w in registry.job(job).wildcards]
     missing = [key for key in named if key not in given]
@@ -178,10 +203,12 @@ def complete_spec(job: str, given: dict, configfile: Path, preset: str | None = 
             f"the spec must name {', '.join(missing)} (the job's configuration): add "
             f"{' '.join(f'{key}=...' for key in missing)}."
         )
-    wildcards = wildcards_of(job, given)
-    # its values as the config's schema takes them; a model (its factory alone, or some of config
-    # model:'s keys) is completed from the config file first and checked whole below
-    check_spec(job, {k: v for k, v in given.items() if k != "model"})
+
+
+def _read_study_settings(configfile: Path) -> dict:
+    """The study's settings in `configfile`, as written (no preset applied yet)."""
+    import yaml
+
     try:
         base = yaml.safe_load(configfile.read_text())
     except (OSError, UnicodeDecodeError) as error:
@@ -192,8 +219,14 @@ def complete_spec(job: str, given: dict, configfile: Path, preset: str | None = 
         raise UserError(f"--configfile: {configfile} is not valid YAML ({said}).") from None
     if not isinstance(base, dict):
         raise UserError(f"--configfile: {configfile} must hold the study's settings, as config.yaml does.")
-    if preset:
-        base["preset"] = preset
+    return base
+
+
+def _add_a_size_of_its_own(base: dict, given: dict, configfile: Path) -> None:
+    """A size the config (under its preset) does not know is the spec's own: its dimensions, which the
+    spec must then give, are added to `base`'s sizes."""
+    from lmstudy import config as study_config
+
     dims = ("d_model", "d_ff", "num_layers", "num_heads")
     try:
         sizes = study_config.apply_preset(base).get("sizes") or {}  # the preset's sizes too
@@ -206,30 +239,27 @@ def complete_spec(job: str, given: dict, configfile: Path, preset: str | None = 
                 f"no size {given['size']} in {configfile}: the sizes are {known}; or give the size's "
                 f"{', '.join(k for k in dims if k not in given)} too."
             )
-        # a size of the spec's own: its dimensions are the spec's
         base.setdefault("sizes", {})[given["size"]] = {k: given[k] for k in dims}
-    given = dict(given)
-    model = given.pop("model", None)
+
+
+def _lay_model_over(base: dict, model) -> dict | None:
+    """The spec's model as config model:'s keys (a factory's name alone: {"factory": name}), laid over
+    `base`'s model (a size's extra keys aside); None where the spec names no model."""
     if isinstance(model, str):  # a factory alone: "path/to/file.py:build"
         model = {"factory": model}
     if isinstance(model, dict):
-        # config model:'s keys the spec gives are laid over config.yaml's (a size's extra keys aside)
         base["model"] = {**base.get("model", {}), **{k: v for k, v in model.items() if k != "extra"}}
     elif model is not None:
         raise UserError("the spec's model must be a JSON object (config model:'s keys) or a factory's name.")
-    schema = Path(__file__).resolve().parent.parent / "workflow/schemas/config.schema.yaml"
-    try:
-        config = study_config.load(base, schema)
-    except study_config.ConfigError as error:
-        raise UserError(f"{configfile}: {error}") from None
-    built = job_spec(config, job, wildcards)
+    return model
+
+
+def _check_keys_known(job: str, given: dict, built: dict) -> None:
+    """Every key the spec gives is one of the job's spec, or the error names the closest."""
+    import difflib
+
     for key in given:
         if key not in built:
             close = difflib.get_close_matches(key, built, n=1)
             hint = f"did you mean {close[0]}?" if close else f"its keys are {', '.join(sorted(built))}."
             raise UserError(f"the spec of job {job} has no key {key}; {hint}")
-    spec = {**built, **given}
-    if model is not None and "model" in spec:
-        spec["model"] = {**spec["model"], **model}
-    check_spec(job, spec)
-    return spec

@@ -14,7 +14,7 @@ from pathlib import Path
 PROG = "python -m lmstudy compare_runs"
 
 
-def main(argv=None) -> None:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -57,7 +57,11 @@ def main(argv=None) -> None:
         required=True,
         help="a side is noisy where its processes' medians spread more (config noise.max_spread)",
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> None:
+    args = _parser().parse_args(argv)
     from lmstudy.analyse.compare.verdict import Noise
 
     noise = Noise(args.min_gpu_busy, args.max_spread, args.gpu_agreement, args.gpu_min_effect)

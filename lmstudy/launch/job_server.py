@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import importlib
@@ -198,6 +199,28 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
         "started_at": started_at,
         "umask": _umask(),
     }
+    reply = _hand_over(sock, request, fds, timeout_s)
+    # From here the job runs, for as long as it takes: our death kills it (the server sees the socket
+    # close), and so do the workflow's death and the job's time limit (lmstudy.launch.watch).
+    sock.settimeout(None)
+    watch = Watch(env)
+    reason = wait_readable(sock.fileno(), watch)
+    if reason:
+        watch.stop(int(reply["pid"]), reason, log=log, group=True)
+        sock.close()
+        return STOPPED
+    try:
+        done, _ = _receive_message(sock)
+    except (OSError, ValueError):
+        done = None
+    return _job_status(done, log)
+
+
+def _hand_over(sock: socket.socket, request: dict, fds: list[int], timeout_s: float) -> dict:
+    """Send the job's request and streams to the server; its reply, which names the job's pid.
+
+    Raises ServerUnavailable when the server does not take it: nothing ran then.
+    """
     try:
         # The server greets first: the job's streams travel only to a server that answers, since
         # streams sent to a stopped one would stay open in its queue (and whoever reads them wait).
@@ -216,19 +239,11 @@ def run(command: list[str], env: dict[str, str], started_at: float, keep_fds: tu
         raise ServerUnavailable(f"the job server did not take the job ({error})") from None
     if reply is None or "pid" not in reply:
         raise ServerUnavailable("the job server closed the connection before starting the job")
-    # From here the job runs, for as long as it takes: our death kills it (the server sees the socket
-    # close), and so do the workflow's death and the job's time limit (lmstudy.launch.watch).
-    sock.settimeout(None)
-    watch = Watch(env)
-    reason = wait_readable(sock.fileno(), watch)
-    if reason:
-        watch.stop(int(reply["pid"]), reason, log=log, group=True)
-        sock.close()
-        return STOPPED
-    try:
-        done, _ = _receive_message(sock)
-    except (OSError, ValueError):
-        done = None
+    return reply
+
+
+def _job_status(done: dict | None, log) -> int:
+    """The exit status to return for the job the server reported `done` (None: the server went away)."""
     if done is None:
         print("error: the job server went away while the job ran", file=log, flush=True)
         return 70
@@ -344,74 +359,109 @@ def serve(path: str, kind: str = "torch") -> None:
         job_process.own_torch_scratch()  # the preload's torch._dynamo would leave <tmp>/torchinductor_<user>
     _preload(kind)
     idle_s = _idle_s(os.environ)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    temporary = f"{path}.{os.getpid()}"
-    listener.bind(temporary)
-    listener.listen(64)
-    os.replace(temporary, path)  # jobs connect only once it listens
+    listener = _listen(path)
     ours = os.stat(path).st_ino
     ready_s = time.perf_counter() - started
     print(f"job server {os.getpid()} ({kind}): ready in {ready_s:.1f} s on {path}", flush=True)
-
-    wakeup_read, wakeup_write = os.pipe()
-    os.set_blocking(wakeup_write, False)
-    os.set_blocking(wakeup_read, False)
-    signal.set_wakeup_fd(wakeup_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ, "accept")
-    selector.register(wakeup_read, selectors.EVENT_READ, "signal")
-    jobs: dict[int, socket.socket] = {}  # child pid -> its job's connection
-    workflows: set = set()  # (pid, start) of the Snakemake runs whose jobs it took; None: a job by hand
-    scratch: dict[int, str | None] = {}  # child pid -> its $TMPDIR
+    wakeup_read, wakeup_write = _wake_on_signals()
+    served = _Served(selectors.DefaultSelector(), [listener.fileno(), wakeup_read, wakeup_write])
+    served.selector.register(listener, selectors.EVENT_READ, "accept")
+    served.selector.register(wakeup_read, selectors.EVENT_READ, "signal")
     last_active = time.monotonic()
-    inherited = [listener.fileno(), wakeup_read, wakeup_write]
     try:
         while True:
-            for event, _ in selector.select(timeout=max(1.0, min(idle_s / 4, WORKFLOW_POLL_S))):
+            for event, _ in served.selector.select(timeout=max(1.0, min(idle_s / 4, WORKFLOW_POLL_S))):
                 if event.data == "accept":
-                    with contextlib.suppress(OSError):
-                        conn, _ = listener.accept()
-                        child, env = _take_job(conn, [*inherited, *(c.fileno() for c in jobs.values())])
-                        if child is not None:
-                            jobs[child] = conn
-                            scratch[child] = env.get("TMPDIR")
-                            workflows.add(_workflow_of(env))
-                            selector.register(conn, selectors.EVENT_READ, child)
+                    served.accept(listener)
                 elif event.data == "signal":
                     with contextlib.suppress(BlockingIOError):
                         os.read(wakeup_read, 4096)
                 else:  # a job's connection: readable means its wrapper died
-                    selector.unregister(jobs[event.data])
+                    served.selector.unregister(served.jobs[event.data])
                     _kill_job(event.data)
-            for pid, status in _reaped():
-                # A killed job ran no exit handler: its scratch folder is removed here.
-                job_process.remove_scratch_of(pid, scratch.pop(pid, None))
-                conn = jobs.pop(pid, None)
-                if conn is not None:
-                    with contextlib.suppress(KeyError, ValueError):
-                        selector.unregister(conn)
-                    with contextlib.suppress(OSError):
-                        _send_message(conn, {"status": status})
-                    conn.close()
-            if jobs:
+            served.report_ended()
+            if served.jobs:
                 last_active = time.monotonic()
-            elif time.monotonic() - last_active > idle_s:
-                print(f"job server {os.getpid()}: idle for {idle_s:.0f} s, exiting", flush=True)
-                return
-            elif None not in workflows and workflows and all(process_start(p) != t for p, t in workflows):
-                # Every job came from a Snakemake run, and each has ended: nothing more will come.
-                print(f"job server {os.getpid()}: the workflows it served have ended, exiting", flush=True)
+            elif reason := served.reason_to_exit(time.monotonic() - last_active, idle_s):
+                print(f"job server {os.getpid()}: {reason}, exiting", flush=True)
                 return
     finally:
-        for pid in jobs:  # a job outliving its server would go on unseen
+        for pid in served.jobs:  # a job outliving its server would go on unseen
             _kill_job(pid)
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ours:  # not a newer server's
                 os.unlink(path)
                 _remove_traces(Path(path))
         listener.close()
+
+
+def _listen(path: str) -> socket.socket:
+    """A socket listening at `path`, bound beside it and moved there: jobs connect only once it listens."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    temporary = f"{path}.{os.getpid()}"
+    listener.bind(temporary)
+    listener.listen(64)
+    os.replace(temporary, path)
+    return listener
+
+
+def _wake_on_signals() -> tuple[int, int]:
+    """A pipe that a signal writes to (its read and write ends), so that the server's select wakes when a
+    job ends (SIGCHLD); SIGTERM ends the server through its cleanup."""
+    wakeup_read, wakeup_write = os.pipe()
+    os.set_blocking(wakeup_write, False)
+    os.set_blocking(wakeup_read, False)
+    signal.set_wakeup_fd(wakeup_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    return wakeup_read, wakeup_write
+
+
+@dataclasses.dataclass
+class _Served:
+    """The jobs a server runs and where they came from."""
+
+    selector: selectors.BaseSelector
+    inherited: list[int]  # the server's own descriptors, which a job closes
+    jobs: dict[int, socket.socket] = dataclasses.field(default_factory=dict)  # child pid -> its connection
+    # (pid, start) of the Snakemake runs whose jobs it took; None: a job by hand
+    workflows: set = dataclasses.field(default_factory=set)
+    scratch: dict[int, str | None] = dataclasses.field(default_factory=dict)  # child pid -> its $TMPDIR
+
+    def accept(self, listener: socket.socket) -> None:
+        """Take the job a connection asks for, if it is one."""
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            child, env = _take_job(conn, [*self.inherited, *(c.fileno() for c in self.jobs.values())])
+            if child is not None:
+                self.jobs[child] = conn
+                self.scratch[child] = env.get("TMPDIR")
+                self.workflows.add(_workflow_of(env))
+                self.selector.register(conn, selectors.EVENT_READ, child)
+
+    def report_ended(self) -> None:
+        """Tell each ended job's wrapper its exit status, and forget the job."""
+        for pid, status in _reaped():
+            # A killed job ran no exit handler: its scratch folder is removed here.
+            job_process.remove_scratch_of(pid, self.scratch.pop(pid, None))
+            conn = self.jobs.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.selector.unregister(conn)
+                with contextlib.suppress(OSError):
+                    _send_message(conn, {"status": status})
+                conn.close()
+
+    def reason_to_exit(self, idle_for_s: float, idle_s: float) -> str | None:
+        """Why a server with no job running should exit now; None: it stays."""
+        if idle_for_s > idle_s:
+            return f"idle for {idle_s:.0f} s"
+        if None not in self.workflows and self.workflows and all(
+            process_start(p) != t for p, t in self.workflows
+        ):
+            # Every job came from a Snakemake run, and each has ended: nothing more will come.
+            return "the workflows it served have ended"
+        return None
 
 
 def _remove_traces(path: Path) -> None:
@@ -503,61 +553,14 @@ def _peer_gone(conn: socket.socket) -> bool:
 
 
 def _become_job(request: dict, received: list[int], server_fds: list[int]) -> None:
+    """In the forked child: leave the server behind, take the job's streams and settings, run its
+    command and exit with its status."""
     status = 1
     try:
-        os.setsid()  # its own process group: killing the job kills what it started
-        job_process.die_with_parent(os.getppid())
-        signal.set_wakeup_fd(-1)
-        for number in (signal.SIGCHLD, signal.SIGTERM):
-            signal.signal(number, signal.SIG_DFL)
-        for fd in server_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        targets = [int(fd) for fd in request["fds"]]
-        # Out of the way first, so no descriptor lands on one still to be moved.
-        moved = [os.dup(fd) for fd in received]
-        for fd in received:
-            os.close(fd)
-        for source, target in zip(moved, targets, strict=True):
-            os.dup2(source, target, inheritable=True)
-        for source in moved:
-            if source not in targets:
-                os.close(source)
-        os.umask(int(request["umask"]))
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        tempfile.tempdir = None  # the job's $TMPDIR, not the one the server cached
-        cpus = request["cpus"]
-        os.sched_setaffinity(0, cpus)
-        if "torch" in sys.modules and "OMP_NUM_THREADS" not in os.environ:
-            # What a new process with these CPUs would use.
-            sys.modules["torch"].set_num_threads(len(cpus))
-        job_process.PROCESS_STARTED_AT = float(request["started_at"])
-        argv = [str(a) for a in request["argv"]]
-        module = _module_run(argv)
-        import runpy
-
-        # sys.argv as the interpreter sets it (for -m: the module's file first, for good, so that
-        # exit handlers see it too). sys.path stays the server's: its first entry, "" (the working
-        # directory), is what `-m` gives; the workflow's scripts import no sibling of theirs.
-        if module:
-            main = importlib.util.find_spec(f"{module}.__main__") or importlib.util.find_spec(module)
-            sys.argv = [main.origin, *argv[2:]]
-        else:
-            sys.argv = argv
-        try:
-            if module:
-                runpy.run_module(module, run_name="__main__", alter_sys=False)
-            else:
-                runpy.run_path(argv[0], run_name="__main__")
-            status = 0
-        except SystemExit as done:
-            status = _exit_status(done.code)
-        except BaseException:  # noqa: BLE001 - as Python itself reports an uncaught exception
-            traceback.print_exc()
-            status = 1
-        _run_exit_handlers()
+        _leave_server(server_fds)
+        _take_streams(received, [int(fd) for fd in request["fds"]])
+        _take_settings(request)
+        status = _run_command([str(a) for a in request["argv"]])
     except BaseException:  # noqa: BLE001 - the job's own setup failed: say so on its stderr
         with contextlib.suppress(BaseException):
             traceback.print_exc()
@@ -566,6 +569,75 @@ def _become_job(request: dict, received: list[int], server_fds: list[int]) -> No
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(status)
+
+
+def _leave_server(server_fds: list[int]) -> None:
+    """The job as a process of its own: its own group, the default signal handlers, and none of the
+    server's descriptors."""
+    os.setsid()  # its own process group: killing the job kills what it started
+    job_process.die_with_parent(os.getppid())
+    signal.set_wakeup_fd(-1)
+    for number in (signal.SIGCHLD, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
+    for fd in server_fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _take_streams(received: list[int], targets: list[int]) -> None:
+    """The descriptors the job sent, at the numbers it had them (0, 1, 2 and those it keeps)."""
+    # Out of the way first, so no descriptor lands on one still to be moved.
+    moved = [os.dup(fd) for fd in received]
+    for fd in received:
+        os.close(fd)
+    for source, target in zip(moved, targets, strict=True):
+        os.dup2(source, target, inheritable=True)
+    for source in moved:
+        if source not in targets:
+            os.close(source)
+
+
+def _take_settings(request: dict) -> None:
+    """The job's umask, working directory, environment, CPUs and start time, as its own process had."""
+    os.umask(int(request["umask"]))
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None  # the job's $TMPDIR, not the one the server cached
+    cpus = request["cpus"]
+    os.sched_setaffinity(0, cpus)
+    if "torch" in sys.modules and "OMP_NUM_THREADS" not in os.environ:
+        # What a new process with these CPUs would use.
+        sys.modules["torch"].set_num_threads(len(cpus))
+    job_process.PROCESS_STARTED_AT = float(request["started_at"])
+
+
+def _run_command(argv: list[str]) -> int:
+    """Run the job's script or module (`python -m ...`) as __main__ in this process; its exit status."""
+    module = _module_run(argv)
+    import runpy
+
+    # sys.argv as the interpreter sets it (for -m: the module's file first, for good, so that
+    # exit handlers see it too). sys.path stays the server's: its first entry, "" (the working
+    # directory), is what `-m` gives; the workflow's scripts import no sibling of theirs.
+    if module:
+        main = importlib.util.find_spec(f"{module}.__main__") or importlib.util.find_spec(module)
+        sys.argv = [main.origin, *argv[2:]]
+    else:
+        sys.argv = argv
+    try:
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=False)
+        else:
+            runpy.run_path(argv[0], run_name="__main__")
+        status = 0
+    except SystemExit as done:
+        status = _exit_status(done.code)
+    except BaseException:  # noqa: BLE001 - as Python itself reports an uncaught exception
+        traceback.print_exc()
+        status = 1
+    _run_exit_handlers()
+    return status
 
 
 def _exit_status(code) -> int:

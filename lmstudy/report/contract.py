@@ -64,12 +64,22 @@ class Comparison:
 
 @functools.cache
 def _prose() -> jinja2.Environment:
-    """The sections' method templates (lmstudy/sections/<name>/method.j2), as plain text: the
-    report escapes a Text block for HTML and Markdown itself."""
-    return jinja2.Environment(
+    """The sections' wording (lmstudy/sections/<name>/*.j2), as plain text: the report escapes a Text
+    block for HTML and Markdown itself. `fmt` formats a number as Python's format() does
+    ({{ x|fmt(".3g") }}), so that a sentence moved into a template reads the same."""
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent.parent / "sections"),
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["fmt"] = format
+    return env
+
+
+def words(section: str, template: str, macro: str, **values) -> str:
+    """One passage of a section's wording: the macro `macro` of lmstudy/sections/<section>/<template>
+    called with `values`, its lines joined by single spaces (a template wraps freely)."""
+    called = getattr(_prose().get_template(f"{section}/{template}").module, macro)
+    return " ".join(str(called(**values)).split())
 
 
 def _frame_is_empty(data) -> bool:
@@ -156,8 +166,7 @@ class SectionContract:
     def prose(self, paragraph: str, **values) -> str:
         """One paragraph of its method template, lmstudy/sections/<name>/method.j2: the macro
         `paragraph` called with `values`, its lines joined by single spaces (a template wraps freely)."""
-        macro = getattr(_prose().get_template(f"{self.name}/method.j2").module, paragraph)
-        return " ".join(str(macro(**values)).split())
+        return words(self.name, "method.j2", paragraph, **values)
 
     def read(self, results: Path, product: str) -> pd.DataFrame:
         """One of its CSV products of run `results`; empty where the run has none."""

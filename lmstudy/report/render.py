@@ -522,6 +522,21 @@ def render(
     from lmstudy.report import answers
 
     name_finding_data(sections, name_tables(sections))
+    _write_tables(sections, out_dir)
+    _copy_figures(sections, out_dir)
+    # Answers link to the tables and figures just named and copied; the summary gathers them.
+    link_answers(sections)
+    context.setdefault("summary", answers.summary(sections))
+    for fmt, name in (("html", "index.html"), ("md", "report.md")):
+        text = _page_templates(templates, fmt).get_template(f"{template}.{fmt}.j2").render(
+            title=title, run=run, environment=environment, sections=sections,
+            escape=escape, **context,
+        )
+        write_text(out_dir / name, text)
+
+
+def _write_tables(sections: list[Section], out_dir: Path) -> None:
+    """Each table's CSV and each finding's rows behind it, at the paths their names gave them."""
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:
@@ -532,6 +547,11 @@ def render(
                 for item in block.items:
                     if isinstance(item, Finding):
                         write_csv(out_dir / item.csv, display_frame(item.data))
+
+
+def _copy_figures(sections: list[Section], out_dir: Path) -> None:
+    """Each figure that was drawn, copied into out_dir/figures/ under its section's name (its src says
+    where)."""
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
     for section in sections:
@@ -540,33 +560,32 @@ def render(
                 block.src = f"figures/{section.key}_{block.path.name}"
                 # Written beside, then renamed: a link left where the figure goes is replaced, never followed.
                 write_bytes(out_dir / block.src, block.path.read_bytes())
-    # Answers link to the tables and figures just named and copied; the summary gathers them.
-    link_answers(sections)
-    context.setdefault("summary", answers.summary(sections))
-    for fmt, name in (("html", "index.html"), ("md", "report.md")):
-        env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(templates),
-            autoescape=(fmt == "html"),
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            finalize=None if fmt == "html" else _markdown_output,
-        )
-        env.filters["table"] = table_html if fmt == "html" else table_markdown
-        env.tests["table"] = lambda b: isinstance(b, Table)
-        env.tests["figure"] = lambda b: isinstance(b, Figure)
-        # What the contents list: each table, and each figure that was drawn.
-        env.tests["listed"] = lambda b: isinstance(b, Table) or (isinstance(b, Figure) and bool(b.src))
-        env.tests["text"] = lambda b: isinstance(b, Text)
-        env.tests["findings"] = lambda b: isinstance(b, Findings)
-        env.tests["finding"] = lambda b: isinstance(b, Finding)
-        env.tests["answers"] = lambda b: isinstance(b, answers.Answers)
-        env.filters["anchor"] = _anchor
-        text = env.get_template(f"{template}.{fmt}.j2").render(
-            title=title, run=run, environment=environment, sections=sections,
-            escape=escape, **context,
-        )
-        write_text(out_dir / name, text)
+
+
+def _page_templates(templates: Path, fmt: str) -> jinja2.Environment:
+    """The page's templates for `fmt` ("html": escaped; "md": Markdown-escaped), with the tests and
+    filters they use to tell blocks apart and write tables."""
+    from lmstudy.report import answers
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates),
+        autoescape=(fmt == "html"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=None if fmt == "html" else _markdown_output,
+    )
+    env.filters["table"] = table_html if fmt == "html" else table_markdown
+    env.tests["table"] = lambda b: isinstance(b, Table)
+    env.tests["figure"] = lambda b: isinstance(b, Figure)
+    # What the contents list: each table, and each figure that was drawn.
+    env.tests["listed"] = lambda b: isinstance(b, Table) or (isinstance(b, Figure) and bool(b.src))
+    env.tests["text"] = lambda b: isinstance(b, Text)
+    env.tests["findings"] = lambda b: isinstance(b, Findings)
+    env.tests["finding"] = lambda b: isinstance(b, Finding)
+    env.tests["answers"] = lambda b: isinstance(b, answers.Answers)
+    env.filters["anchor"] = _anchor
+    return env
 
 
 def render_study(

@@ -177,17 +177,43 @@ def judge(rows: pd.DataFrame, min_effect: float, noise: V.Noise | None = None,
     if rows.empty:
         return rows
     noise = noise or V.noise_of_study()
-    nan = math.nan
     medians = {side: [[float(np.median(p)) for p in steps] for steps in rows[f"steps_{side}"]]
                for side in ("a", "b")}
     gpu = {side: list(rows[f"gpu_processes_{side}"]) for side in ("a", "b")}
     for side in ("a", "b"):
-        flags = [_flags(m, g, x if pd.notna(x) else nan, noise)
-                 for m, g, x in zip(medians[side], gpu[side], rows[f"median_ms_{side}"], strict=True)]
-        rows[f"host_bound_{side}"] = [f[0] for f in flags]
-        rows[f"noisy_{side}"] = [f[1] for f in flags]
-        rows[f"gpu_ms_{side}"] = [float(np.median(g)) if g else nan for g in gpu[side]]
+        _add_side_flags(rows, side, medians[side], gpu[side], noise)
     matched = rows["presence"].fillna("") == ""
+    wall, gpu_interval = _intervals(rows, matched, medians, gpu, noise)
+    out = []
+    for i, row in rows.iterrows():
+        result = dict(EMPTY_RESULT, verdict=row["presence"], pooled=False, gpu_ratio=math.nan,
+                      gpu_ci_low=math.nan, gpu_ci_high=math.nan, gpu_verdict=V.TOO_FEW,
+                      kernels_verdict=V.TOO_FEW)
+        if matched[i]:
+            result.update(_wall(row, wall[i], min_effect, confidence))
+            result.update(_gpu(row, gpu_interval[i], noise))
+            result["kernels_verdict"] = V.kernels_verdict(row.get("kernels_a"), row.get("kernels_b"))
+        result["reading"] = V.reading(
+            result["verdict"], result["gpu_verdict"], result["kernels_verdict"],
+            bool(row["host_bound_a"] or row["host_bound_b"]), bool(row["noisy_a"] or row["noisy_b"]))
+        out.append(result)
+    return pd.concat([rows, pd.DataFrame(out, index=rows.index)], axis=1)
+
+
+def _add_side_flags(rows: pd.DataFrame, side: str, medians: list, gpu: list, noise: V.Noise) -> None:
+    """Columns host_bound_<side>, noisy_<side> and gpu_ms_<side> (the median of its processes' GPU times)."""
+    nan = math.nan
+    flags = [_flags(m, g, x if pd.notna(x) else nan, noise)
+             for m, g, x in zip(medians, gpu, rows[f"median_ms_{side}"], strict=True)]
+    rows[f"host_bound_{side}"] = [f[0] for f in flags]
+    rows[f"noisy_{side}"] = [f[1] for f in flags]
+    rows[f"gpu_ms_{side}"] = [float(np.median(g)) if g else nan for g in gpu]
+
+
+def _intervals(rows: pd.DataFrame, matched: pd.Series, medians: dict, gpu: dict, noise: V.Noise
+               ) -> tuple[dict, dict]:
+    """Each matched row's log-ratio interval (centre, half width) of wall time and of GPU time, pooled
+    over the rows of its regime (host-bound or not); None where it has none."""
     regime = rows["host_bound_a"] | rows["host_bound_b"]
     wall = {i: None for i in rows.index}
     gpu_interval = {i: None for i in rows.index}
@@ -209,23 +235,17 @@ def judge(rows: pd.DataFrame, min_effect: float, noise: V.Noise | None = None,
                 centre = float(np.mean(np.log(gpu["b"][i])) - np.mean(np.log(gpu["a"][i])))
                 gpu_interval[i] = (centre, V.agreement_half_width(noise.gpu_agreement, len(gpu["a"][i]),
                                                                   len(gpu["b"][i])))
-    out = []
-    for i, row in rows.iterrows():
-        result = dict(EMPTY_RESULT, verdict=row["presence"], pooled=False, gpu_ratio=nan, gpu_ci_low=nan,
-                      gpu_ci_high=nan, gpu_verdict=V.TOO_FEW, kernels_verdict=V.TOO_FEW)
-        if matched[i]:
-            result.update(_wall(row, wall[i], min_effect, confidence))
-            if gpu_interval[i] is not None:
-                centre, half = gpu_interval[i]
-                low, high = math.exp(centre - half), math.exp(centre + half)
-                result.update(gpu_ratio=row["gpu_ms_b"] / row["gpu_ms_a"], gpu_ci_low=low, gpu_ci_high=high,
-                              gpu_verdict=V.decide(low, high, noise.gpu_min_effect))
-            result["kernels_verdict"] = V.kernels_verdict(row.get("kernels_a"), row.get("kernels_b"))
-        result["reading"] = V.reading(
-            result["verdict"], result["gpu_verdict"], result["kernels_verdict"],
-            bool(row["host_bound_a"] or row["host_bound_b"]), bool(row["noisy_a"] or row["noisy_b"]))
-        out.append(result)
-    return pd.concat([rows, pd.DataFrame(out, index=rows.index)], axis=1)
+    return wall, gpu_interval
+
+
+def _gpu(row, interval: tuple[float, float] | None, noise: V.Noise) -> dict:
+    """GPU time's ratio, interval and verdict of one matched row; nothing where it has no interval."""
+    if interval is None:
+        return {}
+    centre, half = interval
+    low, high = math.exp(centre - half), math.exp(centre + half)
+    return dict(gpu_ratio=row["gpu_ms_b"] / row["gpu_ms_a"], gpu_ci_low=low, gpu_ci_high=high,
+                gpu_verdict=V.decide(low, high, noise.gpu_min_effect))
 
 
 def _wall(row, pooled, min_effect: float, confidence: float) -> dict:

@@ -249,8 +249,18 @@ def _replay_block_sizes(data: dict, device: int, trace: list[dict], allocations:
     mapped = any(e["action"] in ("segment_map", "segment_unmap") for e in trace)
     if settings.get("expandable_segments") or mapped:
         return
-    max_split = _max_split_size(data)
-    segments: dict[int, int] = {}  # start -> size, at the start of the trace
+    layout = _Layout(
+        _segments_at_start(data, device, trace), _blocks_in_use_at_start(data, device, trace, allocations)
+    )
+    unknown = [a for a in allocations if a.before_recording and not a.size_known]
+    _widen_blocks_from_before_recording(layout, unknown)
+    _replay_trace(layout, trace, allocations, _max_split_size(data))
+
+
+def _segments_at_start(data: dict, device: int, trace: list[dict]) -> dict[int, int]:
+    """The device's segments when recording began (start -> size): those at dump time, less the ones
+    the trace allocated, plus the ones it freed."""
+    segments: dict[int, int] = {}
     for segment in data["segments"]:
         if segment.get("device", device) == device:
             segments[segment["address"]] = segment["total_size"]
@@ -259,16 +269,15 @@ def _replay_block_sizes(data: dict, device: int, trace: list[dict], allocations:
             segments.pop(event["addr"], None)
         elif event["action"] == SEGMENT_FREE:
             segments[event["addr"]] = event["size"]
+    return segments
 
-    # Blocks in use at the start: live allocations, plus blocks whose
-    # stream-ordered free was pending (completed in the trace or at dump time).
-    in_use: dict[int, int] = {}  # start -> end
-    unknown: list[Allocation] = []
-    for a in allocations:
-        if a.before_recording:
-            in_use[a.addr] = a.addr + a.size
-            if not a.size_known:
-                unknown.append(a)
+
+def _blocks_in_use_at_start(
+    data: dict, device: int, trace: list[dict], allocations: list[Allocation]
+) -> dict[int, int]:
+    """The blocks in use when recording began (start -> end): live allocations, plus blocks whose
+    stream-ordered free was pending (completed in the trace or at dump time)."""
+    in_use = {a.addr: a.addr + a.size for a in allocations if a.before_recording}
     seen: set[int] = set()
     for event in trace:
         action, addr = event["action"], event.get("addr")
@@ -284,53 +293,85 @@ def _replay_block_sizes(data: dict, device: int, trace: list[dict], allocations:
         for block in segment["blocks"]:
             if block["state"] == "active_pending_free" and block["address"] not in allocated_in_trace:
                 in_use.setdefault(block["address"], block["address"] + block["size"])
+    return in_use
 
-    seg_starts = sorted(segments)
 
-    def segment_end(addr: int) -> int | None:
-        i = bisect.bisect_right(seg_starts, addr) - 1
-        if i < 0 or addr >= seg_starts[i] + segments[seg_starts[i]]:
+class _Layout:
+    """The segments and the blocks in use at one moment of the replay, sorted by address so that the
+    free block at an address is found by bisection."""
+
+    def __init__(self, segments: dict[int, int], in_use: dict[int, int]):
+        self.segments = segments  # start -> size
+        self.seg_starts = sorted(segments)
+        self.in_use = in_use  # start -> end
+        self.starts = sorted(in_use)
+
+    def segment_end(self, addr: int) -> int | None:
+        i = bisect.bisect_right(self.seg_starts, addr) - 1
+        if i < 0 or addr >= self.seg_starts[i] + self.segments[self.seg_starts[i]]:
             return None
-        return seg_starts[i] + segments[seg_starts[i]]
+        return self.seg_starts[i] + self.segments[self.seg_starts[i]]
 
-    starts = sorted(in_use)
-
-    def free_end(addr: int) -> int | None:
-        end = segment_end(addr)
+    def free_end(self, addr: int) -> int | None:
+        """Where the free block at `addr` ends: at the next block in use or its segment's end."""
+        end = self.segment_end(addr)
         if end is None:
             return None
-        i = bisect.bisect_right(starts, addr)
-        return min(end, starts[i]) if i < len(starts) else end
+        i = bisect.bisect_right(self.starts, addr)
+        return min(end, self.starts[i]) if i < len(self.starts) else end
 
+    def add_segment(self, addr: int, size: int) -> None:
+        self.segments[addr] = size
+        bisect.insort(self.seg_starts, addr)
+
+    def remove_segment(self, addr: int) -> None:
+        if addr in self.segments:
+            del self.segments[addr]
+            self.seg_starts.remove(addr)
+
+    def use(self, addr: int, end: int) -> None:
+        if addr not in self.in_use:
+            bisect.insort(self.starts, addr)
+        self.in_use[addr] = end
+
+    def release(self, addr: int) -> None:
+        if addr in self.in_use:
+            del self.in_use[addr]
+            self.starts.pop(bisect.bisect_left(self.starts, addr))
+
+
+def _widen_blocks_from_before_recording(layout: _Layout, unknown: list[Allocation]) -> None:
+    """A block allocated before recording whose request leaves a rest too small to be a free block of
+    the large pool up to the next block in use took that rest too."""
     for a in unknown:
-        end = free_end(a.addr)
+        end = layout.free_end(a.addr)
         if end is not None and a.size > SMALL_SIZE and 0 < end - (a.addr + a.size) <= SMALL_SIZE:
             a.size = end - a.addr
-            in_use[a.addr] = end
+            layout.in_use[a.addr] = end
 
+
+def _replay_trace(
+    layout: _Layout, trace: list[dict], allocations: list[Allocation], max_split: int | None
+) -> None:
+    """Each allocation of the trace whose size is unknown takes the free block it starts, unless the
+    allocator would split it."""
     by_alloc = {a.alloc_index: a for a in allocations if a.alloc_index is not None}
     for index, event in enumerate(trace):
         action, addr = event["action"], event.get("addr")
         if action == SEGMENT_ALLOC:
-            segments[addr] = event["size"]
-            bisect.insort(seg_starts, addr)
+            layout.add_segment(addr, event["size"])
         elif action == SEGMENT_FREE:
-            if addr in segments:
-                del segments[addr]
-                seg_starts.remove(addr)
+            layout.remove_segment(addr)
         elif action == ALLOC and index in by_alloc:
             a = by_alloc[index]
             if not a.size_known:
-                end = free_end(addr)
+                end = layout.free_end(addr)
                 free = None if end is None else end - addr
                 if free is not None and free >= a.size and not should_split(free, a.size, max_split):
                     a.size = free
-            if addr not in in_use:
-                bisect.insort(starts, addr)
-            in_use[addr] = addr + a.size
-        elif action == FREE_COMPLETED and addr in in_use:
-            del in_use[addr]
-            starts.pop(bisect.bisect_left(starts, addr))
+            layout.use(addr, addr + a.size)
+        elif action == FREE_COMPLETED and addr in layout.in_use:
+            layout.release(addr)
 
 
 def load(path: str | Path, device: int | None = None) -> Snapshot:

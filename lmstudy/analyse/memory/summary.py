@@ -84,8 +84,34 @@ def summarize(snapshot_path: str | Path, meta: dict | None = None, top: int = 10
     snap = snapshot_mod.load(snapshot_path, meta.get("device_index"))
     labels = phases_mod.label_events(snap.trace, snap.annotations)
     kinds = kinds_mod.classify(snap, labels, meta.get("tensors"), str(meta.get("precision", "")))
+    rows = _timeline_rows(snap, labels)
+    _, peak_index = snap.peak()
+    at_peak = kinds_mod.bytes_by_kind(snap.live_at(peak_index), kinds)
+    largest = sources.largest(snap.allocations, labels, kinds, top=top)
+    summary = {
+        "snapshot": str(snapshot_path),
+        **_peak_facts(snap, labels),
+        "kinds_at_peak": at_peak,
+        "phase_peaks": _phase_peaks(rows),
+        "kinds_source": "tensor addresses" if meta.get("tensors") else "lifetimes and phases",
+        "phases": phases_mod.spans(labels),
+        "largest_allocations": largest,
+        **_allocator_agreement(snap, meta),
+    }
+    kinds_table = pd.DataFrame(
+        [{"kind": k, "bytes": v} for k, v in at_peak.items()], columns=["kind", "bytes"]
+    )
+    return {
+        "summary": summary,
+        "timeline": pd.DataFrame(rows),
+        "largest": pd.DataFrame(largest),
+        "kinds": kinds_table,
+    }
+
+
+def _timeline_rows(snap: snapshot_mod.Snapshot, labels: list[str]) -> list[dict]:
+    """timeline.csv's rows: what was allocated at the start, then after every alloc and free."""
     timeline = snap.timeline()
-    peak, peak_index = snap.peak()
     t0 = snap.trace[0]["time_us"] if snap.trace else 0
     rows = [
         {
@@ -109,16 +135,24 @@ def summarize(snapshot_path: str | Path, meta: dict | None = None, top: int = 10
                     "phase": labels[index],
                 }
             )
-    at_peak = kinds_mod.bytes_by_kind(snap.live_at(peak_index), kinds)
-    # The highest allocated memory within each phase: a training step's peak is often its optimizer
-    # phase's (parameter-sized foreach temporaries on top of the state), flat in context, while the
-    # forward's grows with it.
+    return rows
+
+
+def _phase_peaks(rows: list[dict]) -> dict[str, int]:
+    """The highest allocated memory within each phase: a training step's peak is often its optimizer
+    phase's (parameter-sized foreach temporaries on top of the state), flat in context, while the
+    forward's grows with it."""
     events = pd.DataFrame(rows[1:])
     phase_peaks = events.groupby("phase")["allocated_bytes"].max() if len(events) else {}
-    largest = sources.largest(snap.allocations, labels, kinds, top=top)
-    allocator_peak = meta.get("max_memory_allocated")
-    summary = {
-        "snapshot": str(snapshot_path),
+    return {phase: int(v) for phase, v in dict(phase_peaks).items()}
+
+
+def _peak_facts(snap: snapshot_mod.Snapshot, labels: list[str]) -> dict:
+    """The snapshot's device and size, its peak (when and in which phase) and what was allocated at
+    its start and end, in summary.json's order."""
+    peak, peak_index = snap.peak()
+    t0 = snap.trace[0]["time_us"] if snap.trace else 0
+    return {
         "device_index": snap.device,
         "events": len(snap.trace),
         "peak_bytes": peak,
@@ -127,24 +161,19 @@ def summarize(snapshot_path: str | Path, meta: dict | None = None, top: int = 10
         "peak_phase": labels[peak_index] if labels and peak_index >= 0 else "before recording",
         "allocated_at_start_bytes": snap.allocated_at_start,
         "allocated_at_end_bytes": snap.allocated_at_end,
-        "kinds_at_peak": at_peak,
-        "phase_peaks": {phase: int(v) for phase, v in dict(phase_peaks).items()},
-        "kinds_source": "tensor addresses" if meta.get("tensors") else "lifetimes and phases",
-        "phases": phases_mod.spans(labels),
-        "largest_allocations": largest,
+    }
+
+
+def _allocator_agreement(snap: snapshot_mod.Snapshot, meta: dict) -> dict:
+    """The allocator's own peak over the same step beside the snapshot's, whether the trace holds an
+    out-of-memory, and the snapshot job's metadata (less the tensors' addresses)."""
+    peak, _ = snap.peak()
+    allocator_peak = meta.get("max_memory_allocated")
+    return {
         "max_memory_allocated": allocator_peak,
         "peak_vs_allocator": (peak / allocator_peak - 1) if allocator_peak else None,
         "oom_in_trace": any(e["action"] == "oom" for e in snap.trace),
         "meta": {k: v for k, v in meta.items() if k != "tensors"},
-    }
-    kinds_table = pd.DataFrame(
-        [{"kind": k, "bytes": v} for k, v in at_peak.items()], columns=["kind", "bytes"]
-    )
-    return {
-        "summary": summary,
-        "timeline": pd.DataFrame(rows),
-        "largest": pd.DataFrame(largest),
-        "kinds": kinds_table,
     }
 
 

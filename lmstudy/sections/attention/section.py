@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.contract import Comparison, SectionContract, words
 from lmstudy.report.coverage import with_columns
 from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.sections.attention import answers as attention_answers
@@ -82,105 +82,64 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
+def _say(macro: str, **values) -> str:
+    return words("attention", "section.j2", macro, **values)
+
+
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     first = frame.iloc[0]
     method = SECTION.prose("method", batch=int(first["batch_size"]), steps=int(first["steps"]),
                            warmup=int(first["warmup"]))
     SECTION.opening(section, frame, method, answers=attention_answers.answers(frame),
                     findings=findings(frame))
-    section.add(
-        Table(
-            "Forward and backward time and memory before the backward",
-            main_table(frame),
-            name="attention_time_memory",
-        )
-    )
-    section.add(
-        Figure(
-            figures / "time.png",
-            "Forward+backward time vs sequence length, per head size.",
-            data="attention_time_memory",
-        )
-    )
+    _time_and_memory(section, frame, figures)
+    _memory_accounting(section, frame)
+    _compiled(section, frame, figures)
+
+
+def _time_and_memory(section: Section, frame: pd.DataFrame, figures: Path) -> None:
+    """The main table and its figures, the memory fits and the SDPA backends."""
+    section.add(Table(_say("time_title"), main_table(frame), name="attention_time_memory"))
+    section.add(Figure(figures / "time.png", _say("time_caption"), data="attention_time_memory"))
     if (figures / "memory.png").exists():
-        section.add(
-            Figure(
-                figures / "memory.png",
-                "Memory in use before the backward vs sequence length; the dotted lines are slopes "
-                "∝ seq² and ∝ seq. Where naive compiled keeps the same memory as naive eager, the two "
-                "are drawn a little apart (the legend says so).",
-                data="attention_time_memory",
-            )
-        )
+        section.add(Figure(figures / "memory.png", _say("memory_caption"), data="attention_time_memory"))
     fits = memory_fit_table(frame)
     if not fits.empty:
-        section.add(
-            Table(
-                "Memory in use before the backward fitted as a constant plus a power of the sequence length",
-                fits,
-                name="attention_memory_fit",
-                note="constant + a × seq^k, least squares in relative terms, the constant fitted with k: "
-                "a constant left in bends a single log-log slope towards 0.",
-            )
-        )
+        section.add(Table(_say("fit_title"), fits, name="attention_memory_fit", note=_say("fit_note")))
     backends = backend_table(frame)
     if not backends.empty:
-        section.add(Table("The backend SDPA dispatched to", backends, name="attention_sdpa_backend"))
+        section.add(Table(_say("backend_title"), backends, name="attention_sdpa_backend"))
+
+
+def _memory_accounting(section: Section, frame: pd.DataFrame) -> None:
+    """The accounting of the smallest configuration out of memory (or, where none was, of the largest
+    that ran), then predicted against measured memory of the largest that fit."""
     oom = _smallest_oom(frame)
     if oom is not None:
-        section.add(
-            Table(
-                "Memory accounting of the smallest configuration that ran out of memory: "
-                f"{LABELS[oom['implementation']]} {oom['precision']}, "
-                f"batch {int(oom['batch_size'])}, {_config(oom)} "
-                f"(in use before backward {oom['predicted_before_backward_bytes'] / GIB:.2f} GiB, "
-                f"peak {oom['predicted_peak_bytes'] / GIB:.2f} GiB predicted)",
-                accounting_table(oom),
-                note="From shapes and dtypes of eager naive attention.",
-            )
-        )
+        title = _say("oom_accounting_title", implementation=LABELS[oom["implementation"]],
+                     precision=oom["precision"], batch=int(oom["batch_size"]), config=_config(oom),
+                     before_gib=oom["predicted_before_backward_bytes"] / GIB,
+                     peak_gib=oom["predicted_peak_bytes"] / GIB)
+        section.add(Table(title, accounting_table(oom), note=_say("oom_accounting_note")))
         fit = _largest_fit(frame, oom["precision"])
     else:
-        section.add(
-            Text(
-                "No naive configuration ran out of memory; the accounting below is of the "
-                "largest one that ran."
-            )
-        )
+        section.add(Text(_say("no_oom")))
         fit = _largest_fit(frame, frame["precision"].iloc[0])
         if fit is not None:
-            section.add(
-                Table(
-                    f"Memory accounting of naive attention, {fit['precision']}, {_config(fit)}",
-                    accounting_table(fit),
-                )
-            )
+            title = _say("largest_accounting_title", precision=fit["precision"], config=_config(fit))
+            section.add(Table(title, accounting_table(fit)))
     if fit is not None:
-        section.add(
-            Table(
-                f"Predicted vs measured memory of the largest naive {fit['precision']} configuration that "
-                f"fit ({_config(fit)})",
-                _measured_vs_predicted(fit, cublas_workspace_bytes(frame)),
-            )
-        )
+        section.add(Table(_say("predicted_title", precision=fit["precision"], config=_config(fit)),
+                          _measured_vs_predicted(fit, cublas_workspace_bytes(frame))))
+
+
+def _compiled(section: Section, frame: pd.DataFrame, figures: Path) -> None:
+    """torch.compile of naive attention: its table and figure, where it ran."""
     compiled = compile_table(frame)
-    if not compiled.empty:
-        section.add(
-            Table(
-                "torch.compile of naive attention: speed-up over eager and compile time",
-                compiled,
-                name="attention_compile",
-            )
-        )
-        section.add(
-            Figure(
-                figures / "compile_speedup.png",
-                "Speed-up of compiled over eager naive attention (forward+backward), log axis fitted to the "
-                "speed-ups; an interval past it is cut at the edge with its value written, hollow where it "
-                "holds 1.",
-                data="attention_compile",
-            )
-        )
+    if compiled.empty:
+        return
+    section.add(Table(_say("compile_title"), compiled, name="attention_compile"))
+    section.add(Figure(figures / "compile_speedup.png", _say("compile_caption"), data="attention_compile"))
 
 
 SECTION = SectionContract(

@@ -8,6 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse import result_files
 from lmstudy.report.answers import Answer
+from lmstudy.report.contract import words
 from lmstudy.report.coverage import own_models
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.sections.memory.tables import GIB, phase_peak_table, residual_rows
@@ -25,117 +26,89 @@ def _gib(value: float) -> str:
     return f"{value / GIB:.3g} GiB" if value >= 2**26 else f"{value / 2**20:.3g} MiB"
 
 
-def _list(values) -> str:
-    return " / ".join(values)
+def _say(macro: str, **values) -> str:
+    return words("memory", "answers.j2", macro, **values)
+
+
+def _not_answered(question: str, why: str) -> Answer:
+    return Answer(Q[question], _say("not_answered", why=why))
 
 
 def timeline_answer(phases: pd.DataFrame) -> Answer:
     if phases.empty:
-        return Answer(Q["a"], "Not answered: no timeline was recorded.")
+        return _not_answered("a", "no timeline was recorded.")
     train = phases[phases["pass"] == PASS_LABELS["train_step"]]
     fwd = phases[phases["pass"] == PASS_LABELS["forward"]]
     if train.empty and fwd.empty:
-        return Answer(Q["a"], "Not answered: no timeline was recorded.")
-    text = []
+        return _not_answered("a", "no timeline was recorded.")
+    forward = step = None
     if len(fwd):
         r = fwd.iloc[-1]
-        text.append(
-            f"The forward pass of {r['size']} ctx {r['context']} {r['precision']} starts at "
-            f"{r['at start GiB']:.3g} GiB "
-            f"(the model in memory) and rises to {r['step peak GiB']:.3g} GiB while it runs."
-        )
+        forward = {"size": r["size"], "context": r["context"], "precision": r["precision"],
+                   "start": r["at start GiB"], "peak": r["step peak GiB"]}
     if len(train):
         r = train.iloc[-1]
-        parts = [
-            f"{p} {r[f'{p} peak GiB']:.3g}"
-            for p in ("forward", "backward", "optimizer")
-            if pd.notna(r.get(f"{p} peak GiB"))
-        ]
-        text.append(
-            f"A training step ({r['size']} ctx {r['context']} {r['precision']}) starts at "
-            f"{r['at start GiB']:.3g} GiB "
-            "(parameters, optimizer state, last step's gradients), peaks per phase at "
-            f"{', '.join(parts)} GiB; "
-            f"its peak is in the {r['peak in phase']} phase."
-        )
-    return Answer(Q["a"], " ".join(text), "memory_phase_peaks")
+        step = {"size": r["size"], "context": r["context"], "precision": r["precision"],
+                "start": r["at start GiB"], "peak_phase": r["peak in phase"],
+                "phases": [(p, r[f"{p} peak GiB"]) for p in ("forward", "backward", "optimizer")
+                           if pd.notna(r.get(f"{p} peak GiB"))]}
+    return Answer(Q["a"], _say("timeline", forward=forward, train=step), "memory_phase_peaks")
 
 
 def peak_answer(phases: pd.DataFrame) -> Answer:
     if phases.empty:
-        return Answer(Q["b"], "Not answered: no snapshot was analysed.")
-    text = []
-    for (size, pass_label, precision), part in phases.groupby(
-        ["size", "pass", "precision"], sort=False, observed=True
-    ):
-        part = part.sort_values("context")
-        contexts = _list(str(c) for c in part["context"])
-        peaks = _list(f"{v:.3g}" for v in part["step peak GiB"])
-        sentence = f"{size} {pass_label} {precision} at context {contexts}: peak {peaks} GiB"
-        where = part["peak in phase"].value_counts()
-        if pass_label == PASS_LABELS["train_step"] and "forward peak GiB" in part and len(where):
-            # "in 1 of 1" says nothing (review W8): one context, or all of them, is just "in the phase".
-            share = "" if where.iloc[0] == len(part) else f" in {where.iloc[0]} of {len(part)} contexts"
-            sentence += (
-                f", in the {where.index[0]} phase{share}; its forward phase alone "
-                f"{_list(f'{v:.3g}' for v in part['forward peak GiB'])} GiB"
-            )
-        text.append(sentence)
-    answer = "; ".join(text) + "."
+        return _not_answered("b", "no snapshot was analysed.")
     train = phases[phases["pass"] == PASS_LABELS["train_step"]]
-    if len(train) and (train["peak in phase"] == "optimizer").any():
-        answer += (
-            " A training step's peak comes in the optimizer phase, where parameters, gradients, AdamW's two "
-            "states and the update's parameter-sized temporaries are alive at once."
-        )
-        for (size, precision), part in train.groupby(["size", "precision"], sort=False, observed=True):
-            part = part.sort_values("context")
-            if len(part) > 1 and "forward peak GiB" in part:
-                step = part["step peak GiB"].iloc[-1] / part["step peak GiB"].iloc[0]
-                forward = part["forward peak GiB"].iloc[-1] / part["forward peak GiB"].iloc[0]
-                answer += (
-                    f" From context {part['context'].iloc[0]} to {part['context'].iloc[-1]} ({size} "
-                    f"{precision}) "
-                    f"the step's peak changes {step:.2f}× and its forward phase's {forward:.2f}×."
-                )
-                break
-    if len(train) and (train["peak in phase"] == "backward").any():
-        answer += (
-            " A training step's peak comes early in the backward phase, while the activations forward saved "
-            "are still alive and the backward's first temporaries (the logits' gradient among them) are "
-            "allocated beside them."
-        )
     contexts = sorted(phases["context"].unique())
-    if len(contexts) == 1:
-        answer += (
-            f" Only context {contexts[0]} was measured in this run (memory.context_lengths in config.yaml), "
-            "so how the peak changes with context is not shown here."
-        )
+    answer = _say(
+        "peaks",
+        groups=_peak_groups(phases),
+        in_optimizer=bool(len(train) and (train["peak in phase"] == "optimizer").any()),
+        growth=_step_growth(train),
+        in_backward=bool(len(train) and (train["peak in phase"] == "backward").any()),
+        only_context=contexts[0] if len(contexts) == 1 else None,
+    )
     headline = ""
     if len(train) and "forward peak GiB" in train:
         one = "fp32" if (train["precision"] == "fp32").any() else train["precision"].iloc[0]
         r = train[train["precision"] == one].sort_values("context")
-        first, last = r.iloc[0], r.iloc[-1]
-        headline = (
-            f"{last['size']}'s training step ({last['precision']}) peaks at "
-            f"{last['step peak GiB']:.3g} GiB in the "
-            f"{last['peak in phase']} phase at context {last['context']}"
-            + (
-                f"; its forward phase grows from {first['forward peak GiB']:.3g} GiB at context "
-                f"{first['context']} "
-                f"to {last['forward peak GiB']:.3g} GiB"
-                if len(r) > 1
-                else ""
-            )
-            + "."
-        )
-    return Answer(
-        Q["b"],
-        answer,
-        "memory_phase_peaks",
-        headline=headline,
-        trust="one snapshot each; the allocator's own peak agrees, see below" if headline else "",
-    )
+        headline = _say("peak_headline", first=r.iloc[0].to_dict(), last=r.iloc[-1].to_dict(),
+                        grows=len(r) > 1)
+    trust = _say("peak_trust") if headline else ""
+    return Answer(Q["b"], answer, "memory_phase_peaks", headline=headline, trust=trust)
+
+
+def _peak_groups(phases: pd.DataFrame) -> list[dict]:
+    """Per size, pass and precision: its contexts and peaks; for a training step also the phase its peak
+    is in (and in how many contexts, where not all) and its forward phase's peaks."""
+    groups = []
+    for (size, pass_label, precision), part in phases.groupby(
+        ["size", "pass", "precision"], sort=False, observed=True
+    ):
+        part = part.sort_values("context")
+        group = {"size": size, "pass_label": pass_label, "precision": precision,
+                 "contexts": [str(c) for c in part["context"]], "peaks": list(part["step peak GiB"]),
+                 "phase": None}
+        where = part["peak in phase"].value_counts()
+        if pass_label == PASS_LABELS["train_step"] and "forward peak GiB" in part and len(where):
+            # "in 1 of 1" says nothing (review W8): one context, or all of them, is just "in the phase".
+            group.update(phase=where.index[0], share=None if where.iloc[0] == len(part) else where.iloc[0],
+                         forward=list(part["forward peak GiB"]))
+        groups.append(group)
+    return groups
+
+
+def _step_growth(train: pd.DataFrame) -> dict | None:
+    """How much the first size and precision with several contexts changes its step's peak and its
+    forward phase's from the shortest context to the longest; None where none has several."""
+    for (size, precision), part in train.groupby(["size", "precision"], sort=False, observed=True):
+        part = part.sort_values("context")
+        if len(part) > 1 and "forward peak GiB" in part:
+            return {"size": size, "precision": precision, "first": part["context"].iloc[0],
+                    "last": part["context"].iloc[-1],
+                    "step": part["step peak GiB"].iloc[-1] / part["step peak GiB"].iloc[0],
+                    "forward": part["forward peak GiB"].iloc[-1] / part["forward peak GiB"].iloc[0]}
+    return None
 
 
 def precision_answer(frame: pd.DataFrame) -> Answer:
@@ -147,21 +120,14 @@ def precision_answer(frame: pd.DataFrame) -> Answer:
         observed=True,
     )
     if not {"fp32", "bf16"} <= set(wide.columns) or wide[["fp32", "bf16"]].dropna().empty:
-        return Answer(Q["c"], "Not answered: the run has no fp32 and bf16 snapshot of one configuration.")
+        return _not_answered("c", "the run has no fp32 and bf16 snapshot of one configuration.")
     wide = wide.dropna(subset=["fp32", "bf16"])
-    parts = []
-    for pass_name, part in wide.groupby(level="pass", observed=True):
-        ratio = part["bf16"] / part["fp32"]
-        parts.append(
-            f"{PASS_LABELS[pass_name]} {_list(f'{r:.2f}' for r in ratio)}× "
-            f"(context {_list(str(c) for c in part.index.get_level_values('context_length'))})"
-        )
-    return Answer(
-        Q["c"],
-        "bf16 autocast's peak over fp32's: " + "; ".join(parts) + ". Memory by kind below says "
-        "which kinds of memory change.",
-        "memory_peaks",
-    )
+    by_pass = [
+        (PASS_LABELS[pass_name], list(part["bf16"] / part["fp32"]),
+         [str(c) for c in part.index.get_level_values("context_length")])
+        for pass_name, part in wide.groupby(level="pass", observed=True)
+    ]
+    return Answer(Q["c"], _say("precision", by_pass=by_pass), "memory_peaks")
 
 
 def residual_answer(frame: pd.DataFrame) -> Answer:
@@ -169,59 +135,46 @@ def residual_answer(frame: pd.DataFrame) -> Answer:
     if rows.empty:
         own = own_models(frame)
         if own:
-            return Answer(Q["d"], f"Not answered: {own} is a model of your own, and the snapshot job does "
-                          "not know which of its modules carries the residual stream, so it recorded no "
-                          "residual-stream size.")
-        return Answer(Q["d"], "Not answered: the snapshots do not record the model's width.")
+            return Answer(Q["d"], _say("no_residual_of_own_model", own=own))
+        return _not_answered("d", "the snapshots do not record the model's width.")
     rows = rows.drop_duplicates(["size", "context_length", "residual_dtype"])
     first = rows.iloc[0]
-    items = _list(
-        f"{r['residual_stream_bytes'] / 2**20:.3g} MiB (ctx {int(r['context_length'])}, "
-        f"{r['residual_dtype']})"
-        for _, r in rows.iterrows()
-    )
-    return Answer(
-        Q["d"],
-        f"batch × context × d_model × bytes per element for {first['size']} (batch "
-        f"{int(first['batch_size'])}, "
-        f"d_model {int(first['d_model'])}): {items}." + _study_residual(rows),
-        "memory_residual_stream",
-    )
+    items = [(r["residual_stream_bytes"] / 2**20, int(r["context_length"]), r["residual_dtype"])
+             for _, r in rows.iterrows()]
+    text = _say("residual", size=first["size"], batch=int(first["batch_size"]), d_model=int(first["d_model"]),
+                items=items, study=_study_residual(rows), dtype=first["residual_dtype"])
+    return Answer(Q["d"], text, "memory_residual_stream")
 
 
-def _study_residual(rows: pd.DataFrame) -> str:
+def _study_residual(rows: pd.DataFrame) -> list[tuple]:
     """The same product for the sizes the full study profiles (config.yaml, preset full: the course
-    asks about its 2.7B model) and this run did not: it needs no measurement, only the width."""
+    asks about its 2.7B model) and this run did not: it needs no measurement, only the width. Each
+    size as (name, d_model, [(MiB, context)])."""
     from lmstudy.report.coverage import study_section
 
     study, sizes = study_section("memory"), study_section("sizes")
     missing = [s for s in study.get("sizes", []) if s not in set(rows["size"].astype(str)) and s in sizes]
-    if not missing:
-        return ""
     first = rows.iloc[0]
     per_element = first["residual_stream_bytes"] / (
         first["batch_size"] * first["context_length"] * first["d_model"])
     contexts = study.get("context_lengths", [int(first["context_length"])])
-    parts = [
-        f"{size} (d_model {sizes[size]['d_model']}): " + _list(
-            f"{first['batch_size'] * c * sizes[size]['d_model'] * per_element / 2**20:.3g} MiB (ctx {c})"
-            for c in contexts)
+    return [
+        (size, sizes[size]["d_model"],
+         [(first["batch_size"] * c * sizes[size]["d_model"] * per_element / 2**20, c) for c in contexts])
         for size in missing
     ]
-    return (f" For the full study's {', '.join(missing)}, which this run did not profile, the same product "
-            f"(batch {int(first['batch_size'])}, {first['residual_dtype']}) gives " + "; ".join(parts) + ".")
 
 
 def largest_answer(results: Path, frame: pd.DataFrame) -> Answer:
     forward = frame[frame["pass"] == "forward"]
     if forward.empty:
-        return Answer(Q["e"], "Not answered: no forward pass was recorded.")
+        return _not_answered("e", "no forward pass was recorded.")
     row = forward.sort_values("context_length").iloc[-1]
     if pd.isna(row.get("summary_dir")):
-        return Answer(Q["e"], "Not answered: this run recorded no summary of the forward snapshot.")
+        return _not_answered("e", "this run recorded no summary of the forward snapshot.")
     top = result_files.read_csv(results / row["summary_dir"] / "largest_allocations.csv", missing_ok=True)
     if top.empty:
-        return Answer(Q["e"], "Not answered: the forward snapshot lists no allocation.")
+        return _not_answered("e", "the forward snapshot lists no allocation.")
     items = []
     for _, a in top.head(3).iterrows():
         code = a.get("code")
@@ -229,18 +182,13 @@ def largest_answer(results: Path, frame: pd.DataFrame) -> Answer:
         source = source if isinstance(source, str) else "an unrecorded source"
         made = f"{code} ({source})" if isinstance(code, str) and code else source
         requested = a.get("requested_bytes")
-        asked = (f" (in a {_gib(a['size_bytes'])} allocator block)"
-                 if pd.notna(requested) and requested != a["size_bytes"] else "")
-        items.append(f"{_gib(requested if pd.notna(requested) else a['size_bytes'])}{asked} × "
-                     f"{int(a['count'])} by {made}")
-    return Answer(
-        Q["e"],
-        f"In the forward pass of {row['size']} ctx {int(row['context_length'])} {row['precision']}: "
-        + "; ".join(items)
-        + ". Sizes are what each tensor requested; the caching allocator's blocks round them up, as the "
-        "table beside shows.",
-        f"memory_largest_{row['size']}_{int(row['context_length'])}_forward_{row['precision']}",
-    )
+        block = _gib(a["size_bytes"]) if pd.notna(requested) and requested != a["size_bytes"] else ""
+        asked = _gib(requested if pd.notna(requested) else a["size_bytes"])
+        items.append((asked, block, int(a["count"]), made))
+    text = _say("largest", size=row["size"], context=int(row["context_length"]), precision=row["precision"],
+                items=items)
+    return Answer(Q["e"], text,
+                  f"memory_largest_{row['size']}_{int(row['context_length'])}_forward_{row['precision']}")
 
 
 def answers(results: Path, frame: pd.DataFrame, rows: pd.DataFrame) -> list[Answer]:

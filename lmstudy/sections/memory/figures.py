@@ -22,6 +22,7 @@ PHASE_COLORS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "t
 
 
 def _timeline_figure(results: Path, rows: pd.DataFrame, out: Path) -> bool:
+    """One pass of one size: a panel per precision (rows) and context (columns); whether any was drawn."""
     precisions = list(dict.fromkeys(rows["precision"]))
     contexts = sorted(rows["context_length"].unique())
     fig, axes = plt.subplots(
@@ -37,55 +38,16 @@ def _timeline_figure(results: Path, rows: pd.DataFrame, out: Path) -> bool:
     drew = False
     for r, precision in enumerate(precisions):
         for c, ctx in enumerate(contexts):
-            ax = axes[r][c]
             match = rows[(rows["precision"] == precision) & (rows["context_length"] == ctx)]
-            ax.set_title(f"{precision}, context {ctx}", fontsize="small")
-            if match.empty:
-                ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
-                continue
-            row = match.iloc[0]
-            if pd.isna(row.get("summary_dir")):
-                continue  # no summary of this snapshot was recorded
-            timeline_path = results / row["summary_dir"] / "timeline.csv"
-            if not timeline_path.exists():
-                continue
-            line = result_files.read_csv(timeline_path)
-            summary = result_files.read_json(results / row["summary_dir"] / "summary.json")
-            # Time, not the allocator's event count: the trace records when each event happened.
-            timed = "time_ms" in line and line["time_ms"].notna().all()
-            x = line["time_ms"] if timed else line["index"]
-            at = pd.Series(x.to_numpy(), index=line["index"].to_numpy())
-            for span in summary["phases"]:
-                if span["phase"] in PHASE_COLORS:
-                    start = at.asof(span["start_index"]) if timed else span["start_index"]
-                    end = at.asof(span["end_index"]) if timed else span["end_index"] + 1
-                    ax.axvspan(
-                        start,
-                        end,
-                        alpha=0.15,
-                        lw=0,
-                        color=PHASE_COLORS[span["phase"]],
-                        label=span["phase"],
-                    )
-            ax.step(x, line["allocated_bytes"] / GIB, where="post", color="black", lw=1)
-            ax.axhline(row["peak_bytes"] / GIB, color="red", lw=0.8, ls=":")
-            if row["status"] != "ok":
-                ax.set_title(f"{precision}, context {ctx}: {row['status']}", fontsize="small", color="red")
-            ax.set_xlabel("time in the step (ms)" if timed else "allocator event")
-            drew = True
+            drew |= _timeline_panel(axes[r][c], results, match, precision, ctx)
         axes[r][0].set_ylabel("allocated GiB")
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
     first = rows.iloc[0]
     fig.suptitle(
         f"Allocated memory during one {PASS_LABELS[first['pass']]} of {first['size']}",
         fontsize="medium",
     )
     fig.tight_layout(rect=(0, 0, 0.8, 1))
+    handles, labels = _phase_legend(axes)
     # A lone phase (a forward pass) needs no legend: the title names it.
     if len(handles) > 1:
         fig.legend(handles, labels, loc="center right", fontsize="small", title="phase")
@@ -93,6 +55,52 @@ def _timeline_figure(results: Path, rows: pd.DataFrame, out: Path) -> bool:
         fig.savefig(out)
     plt.close(fig)
     return drew
+
+
+def _timeline_panel(ax, results: Path, match: pd.DataFrame, precision: str, ctx) -> bool:
+    """One snapshot's allocated memory over its step, phases shaded, its peak dotted; whether drawn."""
+    ax.set_title(f"{precision}, context {ctx}", fontsize="small")
+    if match.empty:
+        ax.text(0.5, 0.5, "not run", ha="center", transform=ax.transAxes)
+        return False
+    row = match.iloc[0]
+    if pd.isna(row.get("summary_dir")):
+        return False  # no summary of this snapshot was recorded
+    timeline_path = results / row["summary_dir"] / "timeline.csv"
+    if not timeline_path.exists():
+        return False
+    line = result_files.read_csv(timeline_path)
+    summary = result_files.read_json(results / row["summary_dir"] / "summary.json")
+    # Time, not the allocator's event count: the trace records when each event happened.
+    timed = "time_ms" in line and line["time_ms"].notna().all()
+    x = line["time_ms"] if timed else line["index"]
+    _shade_phases(ax, summary["phases"], pd.Series(x.to_numpy(), index=line["index"].to_numpy()), timed)
+    ax.step(x, line["allocated_bytes"] / GIB, where="post", color="black", lw=1)
+    ax.axhline(row["peak_bytes"] / GIB, color="red", lw=0.8, ls=":")
+    if row["status"] != "ok":
+        ax.set_title(f"{precision}, context {ctx}: {row['status']}", fontsize="small", color="red")
+    ax.set_xlabel("time in the step (ms)" if timed else "allocator event")
+    return True
+
+
+def _shade_phases(ax, phases: list[dict], at: pd.Series, timed: bool) -> None:
+    """Each phase's span shaded in its colour; `at`: the x of each event index (its time where timed)."""
+    for span in phases:
+        if span["phase"] in PHASE_COLORS:
+            start = at.asof(span["start_index"]) if timed else span["start_index"]
+            end = at.asof(span["end_index"]) if timed else span["end_index"] + 1
+            ax.axvspan(start, end, alpha=0.15, lw=0, color=PHASE_COLORS[span["phase"]], label=span["phase"])
+
+
+def _phase_legend(axes) -> tuple[list, list[str]]:
+    """The phases shaded in any panel, each once, in the order first drawn."""
+    handles, labels = [], []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    return handles, labels
 
 
 def _timeline_name(size, pass_name) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.report.answers import Answer, Answers
-from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.contract import Comparison, SectionContract, words
 from lmstudy.report.coverage import with_columns
 from lmstudy.report.labels import PASS_LABELS, order_sizes
 from lmstudy.report.render import Figure, Section, Table, Text
@@ -73,96 +73,81 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(results, frame, out_dir)
 
 
+def _say(macro: str, **values) -> str:
+    return words("memory", "section.j2", macro, **values)
+
+
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     rows = measured(frame)
     if rows.empty:
-        reasons = sorted(set(frame["error"].dropna().astype(str))) if "error" in frame else []
-        configs = ", ".join(_label(r) for _, r in frame.iterrows())
-        why = f"No memory snapshot was taken: {'; '.join(reasons) or 'no snapshot job ran'}."
-        questions = list(memory_answers.Q.values())
-        unanswered = [Answer(questions[0], f"Not answered: {why[0].lower()}{why[1:]}")]
-        unanswered += [Answer(q, "Not answered: no snapshot, as (a) says.") for q in questions[1:]]
-        section.add(Answers(unanswered))
-        section.add(Text(f"{why} Configured: {configs}."))
+        _no_snapshot(section, frame)
         return
     warmup = rows["warmup_steps"].dropna() if "warmup_steps" in rows else pd.Series(dtype=float)
     after = f"{int(warmup.iloc[0])} warm-up steps" if len(warmup) else "warm-up"
     method = SECTION.prose("method", after=after)
     SECTION.opening(section, frame, method, answers=memory_answers.answers(results, frame, rows),
                     findings=findings(frame))
-    section.add(
-        Table(
-            "Peak allocated memory: snapshot analysis vs the allocator",
-            peak_table(frame),
-            name="memory_peaks",
-        )
-    )
-    section.add(
-        Figure(
-            figures / "peaks.png",
-            "Peak allocated memory by context length, pass and precision, with the training step's "
-            "forward phase beside its peak; each series is moved a little sideways so that equal values "
-            "(fp32's and bf16's training step) both show. With one context, one labelled point each.",
-            data="memory_peaks",
-        )
-    )
+    _peaks_and_kinds(section, frame, rows, results, figures)
+    _timelines(section, rows, figures)
+    _largest_allocations(section, rows, results)
+    _raw_snapshots(section, rows, results)
+
+
+def _no_snapshot(section: Section, frame: pd.DataFrame) -> None:
+    """Where no snapshot was taken: each question unanswered, and why, with the configurations asked for."""
+    reasons = sorted(set(frame["error"].dropna().astype(str))) if "error" in frame else []
+    why = _say("no_snapshot", reasons=reasons)
+    questions = list(memory_answers.Q.values())
+    unanswered = [Answer(questions[0], _say("unanswered_for", why=why))]
+    unanswered += [Answer(q, _say("unanswered_for_lack_of_snapshot")) for q in questions[1:]]
+    section.add(Answers(unanswered))
+    section.add(Text(_say("configured", why=why, configs=[_label(r) for _, r in frame.iterrows()])))
+
+
+def _peaks_and_kinds(section: Section, frame: pd.DataFrame, rows: pd.DataFrame, results: Path,
+                     figures: Path) -> None:
+    """The peaks (table and figure), each phase's peak, memory by kind and the residual stream's size."""
+    section.add(Table(_say("peaks_title"), peak_table(frame), name="memory_peaks"))
+    section.add(Figure(figures / "peaks.png", _say("peaks_caption"), data="memory_peaks"))
     phases = phase_peak_table(results, rows)
     if not phases.empty:
-        section.add(
-            Table(
-                "Peak of each phase, from the timelines (GiB): the forward phase's beside the step's",
-                phases,
-                name="memory_phase_peaks",
-                note="A training step starts with the parameters, AdamW's state and the last step's "
-                     "gradients "
-                "in memory; its peak is in the phase named.",
-            )
-        )
-    section.add(Table("Memory by kind at the peak (GiB)", kinds_table(rows), name="memory_by_kind"))
+        section.add(Table(_say("phase_peaks_title"), phases, name="memory_phase_peaks",
+                          note=_say("phase_peaks_note")))
+    section.add(Table(_say("kinds_title"), kinds_table(rows), name="memory_by_kind"))
     residual = residual_table(rows)
     if not residual.empty:
-        section.add(
-            Table(
-                "The size of one residual-stream activation (batch × context × d_model × bytes)",
-                residual,
-                name="memory_residual_stream",
-            )
-        )
+        section.add(Table(_say("residual_title"), residual, name="memory_residual_stream"))
+
+
+def _timelines(section: Section, rows: pd.DataFrame, figures: Path) -> None:
     for (size, pass_name), _ in rows.groupby(["size", "pass"], observed=True):
-        section.add(
-            Figure(
-                figures / _timeline_name(size, pass_name),
-                f"Allocated memory over one {PASS_LABELS[pass_name]} of {size}, phases shaded; "
-                "the dotted line is the peak.",
-            )
-        )
+        caption = _say("timeline_caption", pass_label=PASS_LABELS[pass_name], size=size)
+        section.add(Figure(figures / _timeline_name(size, pass_name), caption))
+
+
+def _largest_allocations(section: Section, rows: pd.DataFrame, results: Path) -> None:
+    """The largest allocations at the longest context of each pass, size and precision."""
     # The forward pass's first: the course asks where its largest allocations come from.
     for _, part in rows.groupby(["pass", "size", "precision"], observed=True):
         row = part.sort_values("context_length").iloc[-1]
         largest = largest_table(results, row)
         if not largest.empty:
-            section.add(
-                Table(
-                    f"Largest allocations during {_label(row)}",
-                    largest,
-                    note="Grouped by size and source line; count is per step.",
-                    name=f"memory_largest_{row['size']}_{int(row['context_length'])}_{row['pass']}_"
-                    f"{row['precision']}",
-                )
-            )
+            name = (f"memory_largest_{row['size']}_{int(row['context_length'])}_{row['pass']}_"
+                    f"{row['precision']}")
+            section.add(Table(_say("largest_title", label=_label(row)), largest, note=_say("largest_note"),
+                              name=name))
+
+
+def _raw_snapshots(section: Section, rows: pd.DataFrame, results: Path) -> None:
+    """Where the raw snapshots are, and which of them the run's folder lacks."""
     # Point only at files that are there: a copied run folder may lack the large ones.
     paths = [results / s for s in rows["snapshot"].dropna()]
-    kept = ", ".join(f"{p}" for p in paths if p.exists())
-    absent = ", ".join(f"{p}" for p in paths if not p.exists())
+    kept = [f"{p}" for p in paths if p.exists()]
+    absent = [f"{p}" for p in paths if not p.exists()]
     if kept:
-        section.add(
-            Text(
-                f"The raw snapshots are kept: open one at {MEMORY_VIZ} (drag the .pickle onto the page) "
-                f"for the interactive timeline and every allocation's stack. Files: {kept}."
-            )
-        )
+        section.add(Text(_say("snapshots_kept", viewer=MEMORY_VIZ, files=kept)))
     if absent:
-        section.add(Text(f"Absent from this run's folder (copied without them?): {absent}."))
+        section.add(Text(_say("snapshots_absent", files=absent)))
 
 
 SECTION = SectionContract(
