@@ -102,3 +102,34 @@ def test_the_resource_tracker_that_spawning_starts_is_ended_unnamed():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert "left" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("how", "said"), [("segv", "crashed with SIGSEGV"), ("exit", "with status 3")])
+def test_a_model_that_crashes_the_profile_job_gets_one_sentence(how, said, tmp_path):
+    """The nsys section's torch.profiler capture runs in a forked process too, so a model that crashes
+    or exits there is named with its factory, no traceback (issue 37, item 4)."""
+    spec = spec_fields("nsys", model={"factory": FACTORY, "name": "bad", "range_depth": None, "extra": []},
+                       precision="fp32")
+    spec["backend"] = "torch"
+    done = subprocess.run(
+        [sys.executable, "-m", "lmstudy", "measure", "nsys", "--spec", json.dumps(spec),
+         "--out-dir", str(tmp_path / "nsys")],
+        cwd=REPO, env={**os.environ, "LMSTUDY_TEST_MISBEHAVE": how}, capture_output=True, text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert FACTORY in errors[0] and said in errors[0] and "the profiled process" in errors[0], errors[0]
+    assert not list((tmp_path / "nsys").rglob("*.csv"))
+
+
+def test_a_program_nsys_profiled_that_ends_without_its_record_names_the_users_model(monkeypatch):
+    from lmstudy.errors import UserError
+    from lmstudy.measure import fresh_process
+    from lmstudy.measure.nsys.job import _program_failed
+
+    assert isinstance(_program_failed(139), RuntimeError)  # the study's own program: its log says why
+    monkeypatch.setattr(fresh_process, "MODEL_FACTORY", FACTORY)
+    error = _program_failed(139)
+    assert isinstance(error, UserError) and FACTORY in str(error) and "nsys exit 139" in str(error)

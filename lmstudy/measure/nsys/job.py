@@ -113,11 +113,13 @@ def write_passes(
 
 def run_torch(spec: ProfileSpec, out_dir: Path, clock: PhaseClock) -> dict[str, dict]:
     from lmstudy.analyse.nsys import torch_trace
-    from lmstudy.measure.nsys.capture import run_profile
+    from lmstudy.measure.repeat import forked_with_phases
 
     trace = out_dir / PROFILE_DIR / "trace.json.gz"
     trace.unlink(missing_ok=True)
-    records = run_profile(spec, trace=trace, clock=clock)
+    # In a fresh process, as nsys's profiled program is: a model that crashes or exits there is named
+    # in one sentence (lmstudy.measure.fresh_process), and this process stays off the device.
+    records = forked_with_phases(_profile, spec, str(trace), clock=clock, what="the profiled process")
     for record in records.values():
         record["nsys_version"] = ""
     with clock.timing("profile"):
@@ -125,6 +127,28 @@ def run_torch(spec: ProfileSpec, out_dir: Path, clock: PhaseClock) -> dict[str, 
         events = torch_trace.read_events(trace) if captured else None
         write_passes(out_dir, records, events, [trace] if captured else [])
     return records
+
+
+def _program_failed(returncode: int) -> Exception:
+    """The profiled program ended without its record: a user's model is named in one sentence (as a
+    forked measuring process names it), the study's own failure keeps its log."""
+    from lmstudy.errors import UserError
+    from lmstudy.measure import fresh_process
+
+    if fresh_process.MODEL_FACTORY is None:
+        return RuntimeError(f"the profiled program failed (nsys exit {returncode}); see the log above")
+    return UserError(
+        f"the model of factory {fresh_process.MODEL_FACTORY!r} ended the program nsys profiled without "
+        f"its record (nsys exit {returncode}; the program's own output is above): a model must return "
+        "its logits and leave the process to the study (nothing of this job was written; fix the model, "
+        "or measure it without the part that does this)."
+    )
+
+
+def _profile(spec: ProfileSpec, trace: str, phases) -> dict[str, dict]:
+    from lmstudy.measure.nsys.capture import run_profile
+
+    return run_profile(spec, trace=Path(trace), clock=phases)
 
 
 def check_nsys(spec: ProfileSpec, nsys: str) -> str:
@@ -161,7 +185,7 @@ def run_nsys(spec: ProfileSpec, out_dir: Path, nsys: str, clock: PhaseClock) -> 
     # nsys and the profiled program hold the job's GPU lease too (lmstudy.launch.gpu_lease).
     done = subprocess.run(command, pass_fds=job_process.inherited_fds())
     if not record_path.exists():
-        raise RuntimeError(f"the profiled program failed (nsys exit {done.returncode}); see the log above")
+        raise _program_failed(done.returncode)
     ran = json.loads(record_path.read_text())
     record_path.unlink()
     spec_file.unlink()

@@ -88,6 +88,8 @@ JOBS = {
             ("backend_record?", "JSON of the nsys_backend job: the profiler and the nsys program; "
                                 "without it the spec names its backend (nsys or torch) and may name nsys"),
         ),
-        forks=False,
+        # torch.profiler's capture runs in a forked process; nsys's in a program of its own, which
+        # imports the user's model itself: no model's process to import it once for both.
+        model_process=False,
     ),
 }
