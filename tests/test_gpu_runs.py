@@ -145,24 +145,6 @@ def _files() -> dict[str, list[str]]:
 
 
 FILES = _files()
-# The products whose optional columns some section still fails without (issue 37, deliverable 1, not
-# finished): found by this test, each named with its columns when it runs. Take one out once it passes.
-UNFINISHED = {
-    "timing/timing.csv": "fixed up to ci_high_ms (intervals elsewhere: timing.answers, precision.answers, "
-    "compile, ladder read ci_low_ms/ci_high_ms unguarded); the columns after it not yet run",
-    "nsys/kernels.csv": "not yet run",
-    "nsys/ranges.csv": "not yet run",
-    "nsys/runs.csv": "not yet run",
-    "nsys/backend.json": "not yet run",
-    "precision/accumulation.csv": "not yet run",
-    "precision/toy_dtypes.csv": "not yet run",
-    "precision/model_dtypes.csv": "not yet run",
-    "precision/norm_errors_*.csv": "not yet run",
-    "compile/compile.csv": "not yet run",
-    "ladder/ladder.csv": "not yet run",
-    "ladder/matmul.csv": "not yet run",
-    "cost/jobs.csv": "not yet run",
-}
 
 
 def _columns(path: Path) -> list[str]:
@@ -188,22 +170,14 @@ def _drop(path: Path, column: str, original: bytes) -> None:
     if path.suffix == ".json":
         data = json.loads(original)
         data.pop(column, None)
-        path.write_text(json.dumps(data))
+        path.write_text(json.dumps(data, indent=2) + "\n")  # as every writer ends its file: with a newline
         return
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     if column in frame:
         frame.drop(columns=column).to_csv(path, index=False)
 
 
-@pytest.mark.parametrize(
-    "pattern",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(reason=f"unfinished: {UNFINISHED[p]}", strict=False))
-        if p in UNFINISHED
-        else p
-        for p in sorted(FILES)
-    ],
-)
+@pytest.mark.parametrize("pattern", sorted(FILES))
 def test_the_report_renders_without_each_optional_column(pattern, tmp_path):
     """Every column of the product not in its `required`, dropped in turn from every file of it: each
     section that reads the product builds and renders (in-process, as the report command does)."""

@@ -228,8 +228,9 @@ def test_a_carriage_return_in_a_name_keeps_its_row_whole(tmp_path: Path):
     assert pd.read_csv(tmp_path / "tables/k_top.csv")["kernel"].tolist() == [kernel, "b"]
     # The project's own writer and reader agree on such a name.
     table = tmp_path / "results/nsys/kernels.csv"
-    frame = pd.DataFrame({"kernel": [kernel], "kind": ["kernel"], "instances": [1], "total_ns": [5],
-                          "size": ["tiny"], "pass": ["forward"], "status": ["ok"]})
+    frame = pd.DataFrame({"kernel": [kernel], "kind": ["kernel"], "category": ["GEMM"], "instances": [1],
+                          "total_ns": [5], "size": ["tiny"], "context_length": [128], "pass": ["forward"],
+                          "status": ["ok"], "profiled_steps": [2]})
     write_csv(table, frame)
     assert result_files.read_csv(table)["kernel"].tolist() == [kernel]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 
 
 @dataclasses.dataclass
@@ -80,8 +81,12 @@ def between(low: float, high: float, fmt: str = ".2f", unit: str = "") -> str:
 
 
 def processes_text(processes) -> str:
-    """How many fresh processes measured each row: '2 fresh processes', '2 to 4 fresh processes'."""
-    low, high = int(min(processes)), int(max(processes))
+    """How many fresh processes measured each row: '2 fresh processes', '2 to 4 fresh processes'; a run
+    that recorded no count (an older run, a column it lacks) says so rather than guess one."""
+    known = [p for p in processes if isinstance(p, numbers.Real) and not math.isnan(p)]
+    if not known:
+        return "fresh processes (their number not recorded in this run)"
+    low, high = int(min(known)), int(max(known))
     return f"{between(low, high, 'd')} fresh process{'' if low == high == 1 else 'es'}"
 
 

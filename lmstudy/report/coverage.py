@@ -113,8 +113,30 @@ def with_columns(rows: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
     absent = [name for name in names if name not in rows]
     if not absent:
         return rows
-    rows = rows.assign(**{name: float("nan") for name in absent})
-    rows.attrs["not_recorded"] = [*rows.attrs.get("not_recorded", []), *absent]
+    return name_absent(rows.assign(**{name: float("nan") for name in absent}), absent)
+
+
+def name_absent(rows: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
+    """`rows` with each column of `names` it lacks (or holds no value in) kept in rows.attrs["not_recorded"]
+    (not_recorded names them), not added: for the columns a section reads through column() or
+    first_count(), which show n/a themselves, where an added empty column would mislead a check for it."""
+    absent = [name for name in names if name not in rows or rows[name].isna().all()]
+    if absent:
+        rows.attrs["not_recorded"] = [*rows.attrs.get("not_recorded", []), *absent]
+    return rows
+
+
+def lacks(rows: pd.DataFrame, name: str) -> bool:
+    """Whether `rows` (read through with_columns) lack column `name`: the words that need it say so."""
+    return name in rows.attrs.get("not_recorded", [])
+
+
+def also_not_recorded(rows: pd.DataFrame, *others: pd.DataFrame) -> pd.DataFrame:
+    """`rows` naming too what each of `others` (read through with_columns) lacks: a section's opening
+    reads one frame, while its tables may come from several products."""
+    absent = [name for frame in (rows, *others) for name in frame.attrs.get("not_recorded", [])]
+    if absent:
+        rows.attrs["not_recorded"] = list(dict.fromkeys(absent))
     return rows
 
 

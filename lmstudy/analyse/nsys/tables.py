@@ -223,8 +223,10 @@ def attention_table(kernels: pd.DataFrame) -> pd.DataFrame:
         if softmax == 0 and matmul == 0:
             continue
         first = part.iloc[0]
+        # A run that recorded no shape (a model of your own may name no heads) has no FLOP ratio.
         batch, ctx, heads, d_model = (
-            int(first[c]) for c in ("batch_size", "context_length", "num_heads", "d_model")
+            int(first[c]) if pd.notna(first.get(c)) else float("nan")
+            for c in ("batch_size", "context_length", "num_heads", "d_model")
         )
         matmul_flops = 2 * (2 * batch * ctx * ctx * d_model)
         softmax_flops = SOFTMAX_FLOPS_PER_ELEMENT * batch * heads * ctx * ctx
@@ -254,7 +256,7 @@ def attention_table(kernels: pd.DataFrame) -> pd.DataFrame:
 def adopted_share(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per training configuration: GPU time launched by autograd's thread (adopted by backward)."""
     train = kernels[kernels["pass"] == "train_step"]
-    if train.empty:
+    if train.empty or "adopted_ns" not in train:  # a run without it: nothing to say
         return pd.DataFrame()
     sums = train.groupby(CONFIG)[["adopted_ns", "total_ns"]].sum()
     backward = train[train["phase"] == "backward"].groupby(CONFIG)["total_ns"].sum()

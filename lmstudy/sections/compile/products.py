@@ -12,6 +12,8 @@ _COMPILE = dict(
     numeric=("context_length", "batch_size", "d_model", *MS_COLUMNS, "first_step_ms", "first_step_excess_s"),
     job=("size", "context_length", "precision", "attention"),
     grid=("mode", "pass"),
+    # The step times of every ok row (lmstudy.measure.compile_bench, summarize_ms): what it measured.
+    measured=("mean_ms", "median_ms", "min_ms", "max_ms"),
     samples=("step_times_ms",),
 )
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.coverage import first_count, name_absent
 from lmstudy.report.labels import order_sizes
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.compile import across
@@ -29,11 +30,15 @@ __all__ = [
 ]
 
 
+# The settings the method paragraph states that a run may lack: shown as n/a, named as not recorded.
+RECORDED = ("batch_size", "warmup_steps", "timed_steps")
+
+
 def load(results: Path) -> pd.DataFrame:
     frame = SECTION.read(results, "compile")
     if frame.empty:
         return frame
-    return order_sizes(frame)
+    return name_absent(order_sizes(frame), RECORDED)
 
 
 def one_story(results: Path, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -57,8 +62,9 @@ def make_figures(results: Path, out_dir: Path) -> None:
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     first = frame.iloc[0]
-    method = SECTION.prose("method", context=int(first["context_length"]), batch=int(first["batch_size"]),
-                           warmup=int(first["warmup_steps"]), timed=int(first["timed_steps"]))
+    method = SECTION.prose("method", context=int(first["context_length"]),
+                           batch=first_count(frame, "batch_size"), warmup=first_count(frame, "warmup_steps"),
+                           timed=first_count(frame, "timed_steps"))
     measurements, story = one_story(results, frame)
     SECTION.opening(section, frame, method,
                     answers=compile_answers.answers(comparison(frame), story, measurements),

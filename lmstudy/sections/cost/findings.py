@@ -9,9 +9,10 @@ import time
 
 import pandas as pd
 
-from lmstudy.analyse.study_cost import PHASE_COLUMNS, gpu_identity, most_at_once
+from lmstudy.analyse.study_cost import PHASE_COLUMNS, REPETITION_COLUMNS, gpu_identity, most_at_once
+from lmstudy.report.coverage import column, recorded
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
-from lmstudy.sections.cost.tables import _leased, _shares, _text, by_section, phase_names
+from lmstudy.sections.cost.tables import _leased, _shares, _text, by_section, phase_names, waited_column
 
 # A job: the key of the rows behind a finding.
 KEY = ("section", "rule", "job")
@@ -104,10 +105,11 @@ def findings(frame: pd.DataFrame) -> list[Finding]:
 
 
 def _repeating(frame: pd.DataFrame) -> pd.DataFrame:
-    """The jobs that measured in more than one round (none in records from before the repetition)."""
-    if "rounds" not in frame:
-        return frame.iloc[0:0]
-    return frame[pd.to_numeric(frame["rounds"], errors="coerce") > 0]
+    """The jobs that measured in more than one round, with every one of their repetition's columns
+    recorded (none in records from before the repetition)."""
+    for name in REPETITION_COLUMNS:
+        frame = recorded(frame, name)
+    return frame[pd.to_numeric(column(frame, "rounds"), errors="coerce") > 0]
 
 
 @finds
@@ -216,7 +218,7 @@ def _waits(frame: pd.DataFrame) -> list[Finding]:
     jobs = _leased_jobs(frame)
     if jobs.empty:
         return []
-    column = "waited_s" if "waited_s" in jobs else "wait_s"
+    column = waited_column(jobs)
     waited = jobs[column].sum()
     # Under half a second in all is the lease's own bookkeeping, not a wait worth a sentence.
     if waited < 0.5:

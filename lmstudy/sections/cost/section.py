@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.analyse.study_cost import PHASE_COLUMNS
+from lmstudy.analyse.study_cost import LEASE_COLUMNS, PHASE_COLUMNS, REPETITION_COLUMNS
 from lmstudy.phases import PHASES
 from lmstudy.report.contract import SectionContract
+from lmstudy.report.coverage import lacks, with_columns
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.cost.figures import draw_figures
 from lmstudy.sections.cost.findings import (
@@ -51,13 +52,27 @@ PHASE_LABELS = {f"{phase}_s": label for phase, label in PHASES.items()}
 PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing results, the processes' exit"
 
 
+LEASE_TEXT = [c for c in LEASE_COLUMNS if c not in ("waited_s", "started_at", "ended_at")]
+
+
 def load(results: Path) -> pd.DataFrame:
     """The run's job records; a phase its records predate (a run made before the phase was booked
-    apart, e.g. the model's imports and the count of issue 37) is 0 s: its time is in another phase."""
+    apart, e.g. the model's imports and the count of issue 37) is 0 s: its time is in another phase.
+    The repetition's and the lease's columns, which older records lack, are read where present and
+    named as not recorded where absent (coverage.with_columns)."""
     frame = SECTION.read(results, "jobs")
+    if frame.empty:
+        return frame
     for column in PHASE_COLUMNS:
-        if not frame.empty and column not in frame:
+        if column not in frame:
             frame[column] = 0.0
+    if "other_s" not in frame:  # the rest of each job's wall time, as job_table computes it
+        frame["other_s"] = (frame["wall_s"] - frame[PHASE_COLUMNS].sum(axis=1)).clip(lower=0.0)
+    frame = with_columns(frame, [*REPETITION_COLUMNS, *LEASE_COLUMNS])
+    # An absent column of the lease's text (host, GPU, who chose it) is read as text, as written ones are.
+    for name in LEASE_TEXT:
+        if lacks(frame, name):
+            frame[name] = frame[name].astype(object)
     return frame
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.study_cost import PHASE_COLUMNS, gpu_identity
 from lmstudy.registry import NAMES
+from lmstudy.report import coverage
 
 SHORT = {
     "wait_s": "GPU lease",
@@ -105,13 +106,19 @@ def _leased(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["measuring"]].dropna(subset=["started_at", "ended_at"])
 
 
+def waited_column(jobs: pd.DataFrame) -> str:
+    """The seconds a job waited for a GPU another job held: waited_s, or the whole wait phase (wait_s,
+    which also counts asking nvidia-smi) in records from before waited_s."""
+    return "waited_s" if coverage.column(jobs, "waited_s").notna().any() else "wait_s"
+
+
 def by_gpu(frame: pd.DataFrame) -> pd.DataFrame:
     """Per GPU the measuring jobs ran on: jobs, their seconds and the seconds they waited for it."""
     jobs = _leased(frame)
     if jobs.empty:
         return pd.DataFrame()
     jobs = jobs.assign(gpu=_text(jobs["gpu_index"]).replace("", "(none)"), identity=gpu_identity(jobs))
-    waited = "waited_s" if "waited_s" in jobs else "wait_s"
+    waited = waited_column(jobs)
     keys = ["gpu", "identity"]
     if "host" in jobs and jobs["host"].nunique() > 1:
         keys = ["host", *keys]

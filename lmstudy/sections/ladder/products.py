@@ -8,7 +8,9 @@ from lmstudy.products import Product
 from lmstudy.sections.timing.products import MS_COLUMNS
 
 _RUNG = dict(
-    required=("size", "rung_key", "rung", "context_length", "batch_size", "status"),
+    # Every row, whatever became of it (lmstudy.measure.ladder_bench.measure_rung): the rung, with the
+    # precision it runs in, whose peak its MFU divides by.
+    required=("size", "rung_key", "rung", "context_length", "batch_size", "precision", "status"),
     numeric=(
         "context_length",
         "batch_size",

@@ -18,6 +18,7 @@ import pandas as pd
 
 from lmstudy.analyse.ladder_table import SETTLED_WITHIN, ceilings
 from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.coverage import first_count, name_absent
 from lmstudy.report.labels import mfu_note
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.ladder import compare as ladder_compare
@@ -96,13 +97,17 @@ def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
         }
     return SECTION.prose(
         "method", context=int(first["context_length"]), batch=int(first["batch_size"]),
-        warmup=int(first["warmup_steps"]), timed=int(first["timed_steps"]),
+        warmup=first_count(ladder, "warmup_steps"), timed=first_count(ladder, "timed_steps"),
         profiled=int(first.get("profile_steps", 0) or 0), time_words=time_words(ladder),
         on_cpu=on_cpu(ladder), ceiling=ceiling)
 
 
+# The settings the method paragraph states that a run may lack: shown as n/a, named as not recorded.
+RECORDED = ("warmup_steps", "timed_steps")
+
+
 def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures: Path) -> None:
-    ladder = ladder_frame(data["rungs"])
+    ladder = name_absent(ladder_frame(data["rungs"]), RECORDED)
     SECTION.opening(section, ladder, _how(ladder, data["matmul"]), findings=findings(ladder, data["matmul"]))
     section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs", note=mfu_note(ladder)))
     if (figures / SHARE_FIGURE).exists():

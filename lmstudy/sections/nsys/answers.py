@@ -7,7 +7,8 @@ import pandas as pd
 from lmstudy.analyse.nsys import tables as T
 from lmstudy.analyse.nsys.names import kernel_alias
 from lmstudy.report.answers import Answer, count, span
-from lmstudy.report.labels import in_size_order, on_cpu
+from lmstudy.report.coverage import lacks
+from lmstudy.report.labels import column_label, in_size_order, on_cpu
 from lmstudy.sections.nsys.tables import words
 
 Q = {
@@ -176,22 +177,32 @@ def gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
 
 def attention_answer(kernels: pd.DataFrame) -> Answer:
     e = T.attention_table(kernels)
+    if lacks(kernels, "range"):
+        return Answer(Q["e"], "Not answered: this run recorded no range of its kernels, so attention's are "
+                      "not told apart.")
     if e.empty or e["time softmax/matmul"].isna().all():
         return Answer(Q["e"], "Not answered: no attention ranges were profiled.")
     row = _largest(e.dropna(subset=["time softmax/matmul"]))
     text = (
         f"For {_config(row)}, softmax takes {row['softmax ms']:.3g} ms per step against "
         f"{row['matmul ms']:.3g} ms "
-        f"for the two attention matmuls ({row['time softmax/matmul']:.2f}×) while doing "
-        f"{row['FLOPs softmax/matmul']:.3f}× their FLOPs: per FLOP it is "
-        f"{row['time ratio / FLOP ratio']:.0f}× "
-        "slower"
-        + (
-            ": it reads and writes the whole score matrix for few operations (memory-bound)."
-            if row["time ratio / FLOP ratio"] > 2 and not on_cpu(kernels)
-            else "."  # on a CPU, so small an operator's time is mostly the operator's own overhead
-        )
+        f"for the two attention matmuls ({row['time softmax/matmul']:.2f}×)"
     )
+    if pd.isna(row["FLOPs softmax/matmul"]):
+        shape = [column_label(c) for c in ("batch_size", "d_model", "num_heads") if lacks(kernels, c)]
+        text += (f"; their FLOPs are not known, as this run recorded no {', '.join(shape)}."
+                 if shape else "; their FLOPs are not known.")
+    else:
+        text += (
+            f" while doing {row['FLOPs softmax/matmul']:.3f}× their FLOPs: per FLOP it is "
+            f"{row['time ratio / FLOP ratio']:.0f}× "
+            "slower"
+            + (
+                ": it reads and writes the whole score matrix for few operations (memory-bound)."
+                if row["time ratio / FLOP ratio"] > 2 and not on_cpu(kernels)
+                else "."  # on a CPU, so small an operator's time is mostly the operator's own overhead
+            )
+        )
     if pd.notna(row.get("non-matmul/matmul time")):
         copies = row.get("copies in the matmul ranges ms")
         copied = (f" and the memory copies in the two matmuls' ranges ({copies:.3g} ms: {row['copies']})"

@@ -6,17 +6,23 @@ from __future__ import annotations
 
 from lmstudy.products import Product
 
+# Required: what every profile job writes in every row (lmstudy.analyse.nsys.events' tables, the
+# spec's configuration), without which a row says nothing: its configuration, its measured time and the
+# steps that time is over. A kernel's range, path and phase are blank outside every range, so they are
+# read where present (lmstudy.sections.nsys.section.load), not required.
 _KERNELS = dict(
-    required=("kernel", "kind", "instances", "total_ns", "size", "pass", "status"),
+    required=("kernel", "kind", "category", "instances", "total_ns", "size", "context_length", "pass",
+              "status", "profiled_steps"),
     numeric=("instances", "total_ns", "adopted_ns", "min_ns", "max_ns", "context_length"),
     may_be_empty=True,  # an OOM profile has no kernels
 )
 _RANGES = dict(
-    required=("range", "instances", "cpu_ns", "size", "pass", "status"),
+    required=("range", "path", "instances", "cpu_ns", "gpu_ns", "gpu_span_ns", "size", "context_length",
+              "pass", "status"),
     numeric=("instances", "cpu_ns", "gpu_ns", "gpu_span_ns", "kernels", "context_length"),
     may_be_empty=True,
 )
-_RUN_RECORD = ("size", "context_length", "pass", "precision", "status", "backend")
+_RUN_RECORD = ("size", "context_length", "pass", "precision", "status", "backend", "profiled_steps")
 
 PRODUCTS = (
     Product("nsys/raw/*/*/kernels.csv", "profile_model", **_KERNELS),

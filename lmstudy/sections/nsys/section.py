@@ -8,8 +8,10 @@ import pandas as pd
 
 from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
+from lmstudy.analyse.nsys.events import phase_of
 from lmstudy.analyse.nsys.names import kernel_alias
 from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.coverage import also_not_recorded, first_count, lacks, with_columns
 from lmstudy.report.labels import in_size_order, sentence_start
 from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.sections.nsys import answers as nsys_answers
@@ -32,15 +34,26 @@ __all__ = [
 ]
 
 
+# The columns the section reads that a run may lack (with_columns: shown as n/a and named as not
+# recorded). A kernel's range, path and phase are blank outside every range, so not required; its shape
+# (batch, d_model, heads) gives attention's FLOPs, which a model of your own may not name.
+KERNELS_RECORDED = ("range", "path", "phase", "adopted_ns", "batch_size", "d_model", "num_heads")
+RUNS_RECORDED = ("warmup_steps", "batch_size")
+
+
 def load(results: Path) -> dict[str, pd.DataFrame]:
     data = {name: SECTION.read(results, product) for name, product in
             (("kernels", "kernels"), ("ranges", "ranges"), ("runs", "profiles"), ("timing", "timing"))}
-    for frame in (data["kernels"], data["ranges"]):
-        if not frame.empty:
-            frame["range"] = frame["range"].fillna("")
-            frame["path"] = frame["path"].fillna("")
-            if "phase" in frame:
-                frame["phase"] = frame["phase"].fillna("")
+    kernels = data["kernels"]
+    if not kernels.empty:
+        if "phase" not in kernels and "path" in kernels:
+            kernels["phase"] = kernels["path"].fillna("").map(phase_of)  # what the profile job writes
+        kernels = data["kernels"] = with_columns(kernels, KERNELS_RECORDED)
+        kernels[["range", "path", "phase"]] = kernels[["range", "path", "phase"]].astype(object).fillna("")
+    if not data["ranges"].empty:
+        data["ranges"]["path"] = data["ranges"]["path"].fillna("")
+    if not data["runs"].empty:
+        data["runs"] = also_not_recorded(with_columns(data["runs"], RUNS_RECORDED), kernels)
     return data
 
 
@@ -99,8 +112,9 @@ def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures
     versions = ", ".join(sorted({str(v) for v in runs.get("nsys_version", pd.Series()).dropna() if str(v)}))
     method = SECTION.prose(
         "method", backends=", ".join(sorted(set(runs["backend"]))), versions=versions,
-        warmup=int(first["warmup_steps"]), profiled=int(first["profiled_steps"]),
-        batch=int(first["batch_size"]), precision=first["precision"], kernels=said["kernel"] == "kernel")
+        warmup=first_count(runs, "warmup_steps"), profiled=int(first["profiled_steps"]),
+        batch=first_count(runs, "batch_size"), precision=first["precision"],
+        kernels=said["kernel"] == "kernel")
     note = backend_record(results).get("note")
     SECTION.opening(section, runs, method, notes=[note] if note else [], answers=nsys_answers.answers(data),
                     findings=findings(data))
@@ -153,6 +167,9 @@ def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures
                 name="nsys_attention",
             )
         )
+    elif lacks(kernels, "range"):
+        section.add(Text("(e) Attention: this run recorded no range of its kernels, so attention's kernels "
+                         "are not told apart from the rest."))
     else:
         section.add(Text("(e) Attention: no kernel ran in the built-in model's attention sub-ranges "
                          "(scores, softmax, final matmul); a model of your own has none, so its attention "

@@ -8,6 +8,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows
 from lmstudy.report.answers import Answer, count, percent, span
+from lmstudy.report.coverage import column
 from lmstudy.report.labels import PASS_LABELS, on_cpu
 from lmstudy.sections.timing import answers as timing_answers
 
@@ -161,9 +162,10 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
     rounding = per_precision({p: max(rows[(n, p)]["input"] for n in norms) for p in precisions})
     singles = base[~base["low_precision_op"].isin([ALL, AS_MODEL, "input"])]
     worst = singles.loc[singles.groupby("precision")["error_mean"].idxmax()].set_index("precision")
+    rms = first.get("input_rms")
     sentences = [
         f"On the residual stream entering the built-in model's final norm (size {first['size']}, RMS "
-        f"{first['input_rms']:.2g}), computed "
+        + (f"{rms:.2g}" if pd.notna(rms) else "not recorded in this run") + "), computed "
         f"wholly in {' / '.join(precisions)} the norm is off from fp32 by {wholly} (mean relative error); "
         f"rounding the input alone gives {rounding}, and the worst single operation adds "
         + " / ".join(
@@ -195,8 +197,12 @@ def norm_answer(frame: pd.DataFrame) -> Answer:
                     ops = part[~part["low_precision_op"].isin([ALL, AS_MODEL]) & _lost(part)]
                     causes.append(f"{norm} {precision} (from '{', '.join(ops['low_precision_op'])}')")
             kept = whole[~_lost(whole)]
+            largest = column(big, "input_abs_max").max()
             sentences.append(
-                f"At {scale:g}× the activations (|x| up to {big['input_abs_max'].max():.3g}) the "
+                f"At {scale:g}× the activations "
+                + (f"(|x| up to {largest:.3g}) " if pd.notna(largest)
+                   else "(their largest |x| not recorded in this run) ")
+                + "the "
                 f"output is lost in {'; '.join(causes)}: the squares overflow fp16's largest value, 65504"
                 + (
                     f", while {', '.join(f'{r.norm} {r.precision}' for r in kept.itertuples())} stay within "

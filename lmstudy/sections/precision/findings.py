@@ -11,6 +11,7 @@ import re
 import pandas as pd
 
 from lmstudy.analyse.trust import trusted
+from lmstudy.report.coverage import first_count
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.labels import PASS_LABELS, on_cpu
 from lmstudy.sections.precision.tables import PRECISIONS, collapsed_dtypes
@@ -261,7 +262,8 @@ def model_dtype_findings(frame: pd.DataFrame) -> list[Finding]:
         body = "under fp16 and bf16 autocast alike, " + parts["bf16"].replace("LOW", "float16 / bfloat16")
     else:
         body = "; ".join(f"under {p} autocast, {parts[p].replace('LOW', _LOW_NAMES[p])}" for p in ran)
-    said = f"size {frame['size'].iloc[0]}, context {frame['context_length'].iloc[0]}"
+    context = first_count(frame, "context_length")
+    said = f"size {frame['size'].iloc[0]}, context {context if context != 'n/a' else 'not recorded'}"
     behind = collapsed[collapsed["precision"].isin(ran)]
     behind = pd.concat([behind, not_run], ignore_index=True) if len(not_run) else behind
     behind = behind.assign(**where)[[*where, *behind.columns]]

@@ -10,7 +10,10 @@ PRODUCTS = (
     Product(
         "precision/accumulation.csv",
         "precision_experiments",
-        required=("method", "steps", "result", "exact"),
+        # The one experiment (lmstudy.measure.precision.accumulation) writes every column in every row,
+        # whatever the model, device or preset: each is part of what it found.
+        required=("method", "increment", "steps", "accumulator_dtype", "increment_dtype",
+                  "increment_as_stored", "result", "exact", "abs_error", "rel_error"),
         numeric=("increment", "steps", "result", "exact", "abs_error", "rel_error"),
     ),
     Product("precision/toy_dtypes.csv", "precision_experiments", required=("precision", "tensor", "dtype")),
@@ -23,7 +26,10 @@ PRODUCTS = (
     Product(
         "precision/norm_errors_*.csv",
         "precision_norms",
-        required=("size", "norm", "precision", "scale", "low_precision_op", "error_mean"),
+        # The error and the tokens it is over (how many of them lost): the measurement, in every row
+        # (lmstudy.measure.norm_precision); the input's RMS and largest value describe it, read where present.
+        required=("size", "norm", "precision", "scale", "low_precision_op", "error_mean", "nonfinite_tokens",
+                  "tokens"),
         numeric=("scale", "error_mean", "error_max", "nonfinite_tokens", "tokens", "input_rms"),
     ),
 )

@@ -162,9 +162,10 @@ def model_dtypes_part(frame: pd.DataFrame) -> list:
         return []
     first = frame.iloc[0]
     model = first.get("model", "the study's model")
-    depth = first.get("depth")
+    depth, context = first.get("depth"), first.get("context_length")
     return [
-        Text(SECTION.prose("study_model", model=model, size=first["size"], context=first["context_length"],
+        Text(SECTION.prose("study_model", model=model, size=first["size"],
+                           context=context if pd.notna(context) else "(not recorded in this run)",
                            depth=int(depth) if pd.notna(depth) else None)),
         Findings(model_dtype_findings(frame)),
         Table(f"Dtypes under autocast in {model}", model_dtype_table(frame), name="precision_model_dtypes"),

@@ -9,7 +9,7 @@ import pandas as pd
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.report.answers import processes_text
 from lmstudy.report.contract import Comparison, SectionContract
-from lmstudy.report.coverage import first_count
+from lmstudy.report.coverage import column, first_count, name_absent
 from lmstudy.report.labels import PASS_LABELS, mfu_note, on_cpu, order_sizes
 from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.sections import plots
@@ -48,13 +48,18 @@ __all__ = [
 ]
 
 
+# The settings the method paragraph states that a run may lack (an older run's): shown as n/a, named as
+# not recorded.
+RECORDED = ("timed_steps", "batch_size", "processes")
+
+
 def load(results: Path) -> pd.DataFrame:
     frame = SECTION.read(results, "timing")
     if frame.empty:
         return frame
     order_sizes(frame)
     frame["pass"] = pd.Categorical(frame["pass"], categories=list(PASS_LABELS), ordered=True)
-    return frame
+    return name_absent(frame, RECORDED)
 
 
 def marks_text(frame: pd.DataFrame) -> str:
@@ -100,7 +105,8 @@ def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: 
     top = steady_warmup(frame)
     # Rows that were measured: an OOM or not-applicable row's processes are those that tried.
     measured = frame[frame["status"] == "ok"] if "status" in frame else frame
-    processes = measured["processes"] if "processes" in measured and not measured.empty else pd.Series([1])
+    # A run without the column recorded no count: processes_text says so.
+    processes = column(measured, "processes") if not measured.empty else pd.Series([1])
     timed = first_count(frame, "timed_steps")
     method = SECTION.prose("method", processes=processes_text(processes),
                            steps=top + timed if timed != "n/a" else timed, timed=timed,

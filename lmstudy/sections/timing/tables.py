@@ -10,7 +10,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import gpu_ratio, marks
-from lmstudy.report.coverage import column
+from lmstudy.report.coverage import column, first_count
 from lmstudy.report.labels import PASS_LABELS, interval_text, on_cpu, order_sizes, peak_words
 
 KEY = ["size", "context_length", "pass", "precision", "variant"]
@@ -184,13 +184,15 @@ def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
     stable = steady_rows(frame)
     stable = stable[stable["status"] == "ok"]
     top = steady_warmup(frame)
-    timed = int(frame["timed_steps"].iloc[0])
+    timed = first_count(frame, "timed_steps")
+    # A run that recorded no timed_steps: its steady window is every step after the warm-ups.
+    end = top + timed if timed != "n/a" else None
     have = "trajectory_ms" in stable and any(
-        len(p) >= top + timed for c in stable["trajectory_ms"] for p in processes_steps(c))
+        len(p) >= (end or top + 1) for c in stable["trajectory_ms"] for p in processes_steps(c))
     if top < 2 or not have:
         return _overlapping_warmup_table(frame)
-    windows = {"step 1 ms": (0, 1), "step 2 ms": (1, 2), f"steps 3–{top} ms": (2, top),
-               f"steps {top + 1}–{top + timed} (steady) ms": (top, top + timed)}
+    window = f"steps {top + 1}–{end} (steady) ms" if end else f"steps {top + 1} on (steady) ms"
+    windows = {"step 1 ms": (0, 1), "step 2 ms": (1, 2), f"steps 3–{top} ms": (2, top), window: (top, end)}
     if top == 2:
         windows.pop(f"steps 3–{top} ms")
     records = []
@@ -199,7 +201,7 @@ def warmup_table(frame: pd.DataFrame) -> pd.DataFrame:
         record = {"size": str(row["size"]), "context": row["context_length"],
                   "pass": PASS_LABELS.get(str(row["pass"]), row["pass"]), "precision": row["precision"]}
         for name, (a, b) in windows.items():
-            values = [statistics.median(p[a:b]) for p in processes if len(p) >= b]
+            values = [statistics.median(p[a:b]) for p in processes if len(p) >= (b or a + 1)]
             record[name] = statistics.median(values) if values else float("nan")
         steady = record[list(windows)[-1]]
         record["step 2 / steady ×"] = record["step 2 ms"] / steady
