@@ -266,7 +266,7 @@ def test_the_backend_answer_is_read_back_whole_or_named_as_damaged(tmp_path):
     path.write_text(json.dumps(settle_backend("torch")))
     assert read_answer(path)["backend"] == "torch"
     path.write_text(json.dumps({"backend": "nsys"}))
-    with pytest.raises(UserError, match=r"backend.json is not the nsys_backend job's answer \(no requested"):
+    with pytest.raises(UserError, match=r"backend.json is damaged or not a result file \(no requested"):
         read_answer(path)
     path.write_text("{")
     with pytest.raises(UserError, match=r"not valid JSON.*rm '"):

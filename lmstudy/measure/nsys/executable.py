@@ -101,20 +101,26 @@ ANSWER_KEYS = ("backend", "requested", "executable", "path", "nsys_version", "no
 def read_answer(path: str | Path) -> dict:
     """The nsys_backend job's answer, read by the profile jobs. Read here, not through
     lmstudy.analyse.result_files, so that a profile job's code is nsys's own: an edit of another
-    section's result-file checks reruns no profile."""
+    section's result-file checks reruns no profile. A damaged answer is said as result_files says it."""
     from lmstudy.errors import UserError
 
-    redo = f"delete it (rm '{path}') and run the same snakemake command again to redo it."
+    def damaged(what: str) -> UserError:
+        return UserError(
+            f"{path} is damaged or not a result file ({what}); the nsys_backend job writes it: delete it "
+            f"(rm '{path}') and run the same snakemake command again to redo it and what depends on it."
+        )
+
     try:
         answer = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise UserError(f"{path} does not exist: run snakemake again to make it.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        what = f"not valid JSON: {error}"
-        raise UserError(f"{path} is not the nsys_backend job's answer ({what}); {redo}") from None
-    missing = [k for k in ANSWER_KEYS if not isinstance(answer, dict) or k not in answer]
+        raise damaged(f"not valid JSON: {error}") from None
+    if not isinstance(answer, dict):
+        raise damaged(f"it holds a JSON {type(answer).__name__}, not an object")
+    missing = [k for k in ANSWER_KEYS if k not in answer]
     if missing:
-        raise UserError(f"{path} is not the nsys_backend job's answer (no {', '.join(missing)}); {redo}")
+        raise damaged(f"no {', '.join(missing)}")
     return answer
 
 
