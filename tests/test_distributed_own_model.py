@@ -25,28 +25,18 @@ from .specs import spec_fields
 
 torch = pytest.importorskip("torch")
 
-from lmstudy.measure import data_parallel  # noqa: E402
 from lmstudy.measure.distributed import run_group  # noqa: E402
 from lmstudy.measure.distributed_bench import _model, equality_rank, single_process  # noqa: E402
 from lmstudy.measure.model import cross_entropy  # noqa: E402
 from lmstudy.sections.training_runs import method_values  # noqa: E402
 
+from .test_data_parallel import SPEC as BUILT_IN_SPEC  # noqa: E402
+
 FACTORY = "tests/fixtures/models/encoder_lm.py:build"
 NAME = "encoder-lm"
 MODEL = {"factory": FACTORY, "name": NAME, "range_depth": None, "extra": []}
-SPEC = {
-    "model": MODEL,
-    "vocab_size": 32,
-    "context_length": 8,
-    "d_model": 16,
-    "d_ff": 32,
-    "num_layers": 2,
-    "num_heads": 2,
-    "batch_size": 2,
-    "timed_steps": 3,
-    "versions": list(data_parallel.VERSIONS),
-    "bucket_mb": [0.001, 1],
-}
+# The equality check's tiny training (tests/test_data_parallel.py), on the user's model.
+SPEC = {**BUILT_IN_SPEC, "model": MODEL}
 
 
 @pytest.fixture(scope="module")
