@@ -16,6 +16,12 @@ class IncompleteSpec(UserError):
         )
 
 
+def damaged_sentence(path, what: str, made_by: str) -> str:
+    """How a bad result file is said, wherever it is read: what is wrong, who writes it, how to redo it."""
+    return (f"{path} is damaged or not a result file ({what}); {made_by}: delete it (rm '{path}') "
+            "and run the same snakemake command again to redo it and what depends on it.")
+
+
 def failed_jobs_sentences(log, limit: int = 5) -> list[str]:
     """Each failed job's own sentence (the last "error: ..." line of its log), as "<rule>: <sentence>",
     from the run's Snakemake log (`log`, the path onerror gives): Snakemake prints them amid tens of

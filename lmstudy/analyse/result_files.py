@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
-from lmstudy.errors import UserError
+from lmstudy.errors import UserError, damaged_sentence
 from lmstudy.products import Product, registered
 from lmstudy.products import first_row as _row
 from lmstudy.spreadsheet import restored_frame
@@ -52,10 +52,7 @@ def damaged(path: str | Path, what: str) -> DamagedResult:
     """The error for a bad file: what is wrong, and how to redo it (delete it, run Snakemake again)."""
     product = product_of(path)
     made_by = f"the {product.rule} job writes it" if product else "it was written by a program of this study"
-    error = DamagedResult(
-        f"{path} is damaged or not a result file ({what}); {made_by}: delete it (rm '{path}') "
-        "and run the same snakemake command again to redo it and what depends on it."
-    )
+    error = DamagedResult(damaged_sentence(path, what, made_by))
     error.path, error.what = path, what
     return error
 

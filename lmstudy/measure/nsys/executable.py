@@ -102,13 +102,10 @@ def read_answer(path: str | Path) -> dict:
     """The nsys_backend job's answer, read by the profile jobs. Read here, not through
     lmstudy.analyse.result_files, so that a profile job's code is nsys's own: an edit of another
     section's result-file checks reruns no profile. A damaged answer is said as result_files says it."""
-    from lmstudy.errors import UserError
+    from lmstudy.errors import UserError, damaged_sentence
 
     def damaged(what: str) -> UserError:
-        return UserError(
-            f"{path} is damaged or not a result file ({what}); the nsys_backend job writes it: delete it "
-            f"(rm '{path}') and run the same snakemake command again to redo it and what depends on it."
-        )
+        return UserError(damaged_sentence(path, what, "the nsys_backend job writes it"))
 
     try:
         answer = json.loads(Path(path).read_text())
