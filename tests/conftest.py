@@ -30,6 +30,17 @@ _TORCH_SCRATCH = {"TORCHINDUCTOR_CACHE_DIR": own_torch_scratch()}
 _TORCH_SCRATCH["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
 
 
+def pytest_configure(config):
+    """This process runs models (unit tests) and also forks measuring processes from itself (jobs run
+    in-process, as nsys's torch backend's capture). A child forked after OpenMP started its thread
+    pool here hangs in its first parallel operator (libgomp's pool does not survive a fork; CI lost
+    its 90 minutes to one). With one thread this process never starts the pool, so the order of the
+    tests cannot decide whether a fork is safe. `lmstudy measure` never computes before it forks."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(items):
     """Every test that reads the session's smoke run, directly or through a fixture built on it, is
     marked `workflow` (pyproject.toml): the unit loop, `pytest -m "not workflow"`, never starts it.
