@@ -133,3 +133,43 @@ def test_a_program_nsys_profiled_that_ends_without_its_record_names_the_users_mo
     monkeypatch.setattr(fresh_process, "MODEL_FACTORY", FACTORY)
     error = _program_failed(139)
     assert isinstance(error, UserError) and FACTORY in str(error) and "nsys exit 139" in str(error)
+
+
+# The memory job's runner with its capture, which needs CUDA, replaced by one that does on the CPU what
+# it does first on a GPU: build the user's model and run its pass.
+_MEMORY_ON_THE_CPU = """
+import sys
+import torch
+from lmstudy.entry import run
+from lmstudy.measure.memory import capture as memory_capture
+from lmstudy.measure.steps import make_step
+
+def build_and_step(spec, snapshot_path, clock):
+    work = spec.build_workload(torch.device("cpu"), with_optimizer=spec.pass_name == "train_step")
+    make_step(work, spec.pass_name)()
+    return {"status": "ok", "stage": "done", "max_memory_allocated": 0}
+
+memory_capture.capture = build_and_step
+sys.argv = ["lmstudy", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.parametrize(("how", "said"), [("segv", "crashed with SIGSEGV"), ("exit", "with status 3")])
+def test_a_model_that_crashes_the_memory_job_gets_one_sentence(how, said, tmp_path):
+    """The memory snapshot is captured in a forked process too, so a model that crashes or exits there
+    is named with its factory, no traceback, and no snapshot is left (issue 37, item 4)."""
+    spec = spec_fields("memory", model={"factory": FACTORY, "name": "bad", "range_depth": None, "extra": []},
+                       precision="fp32", device="cpu")
+    out = tmp_path / "snapshot.pickle"
+    done = subprocess.run(
+        [sys.executable, "-c", _MEMORY_ON_THE_CPU, "measure", "memory", "--spec", json.dumps(spec),
+         "--out", str(out)],
+        cwd=REPO, env={**os.environ, "LMSTUDY_TEST_MISBEHAVE": how}, capture_output=True, text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert FACTORY in errors[0] and said in errors[0] and "the snapshot's process" in errors[0], errors[0]
+    assert not list(tmp_path.iterdir())

@@ -23,6 +23,7 @@ def measure(fields: dict, paths: dict):
     from lmstudy.atomic import write_json
     from lmstudy.errors import UserError
     from lmstudy.measure.memory.capture import SnapshotSpec, capture
+    from lmstudy.measure.repeat import forked_with_phases
     from lmstudy.measure.spec import from_fields
     from lmstudy.measure.steps import import_lazy_modules
     from lmstudy.phases import PhaseClock
@@ -32,7 +33,9 @@ def measure(fields: dict, paths: dict):
     spec = from_fields(SnapshotSpec, fields)
     if spec.warmup_steps < 1:
         raise UserError("the spec's warmup_steps must be at least 1: recording starts after warm-up.")
-    meta = capture(spec, paths["out"], clock)
+    # In a fresh process, as every other measurement: a model that crashes or exits there is named in
+    # one sentence with its factory (lmstudy.measure.fresh_process), and this process stays off the GPU.
+    meta = forked_with_phases(capture, spec, str(paths["out"]), clock=clock, what="the snapshot's process")
     write_json(paths["meta"] or paths["out"].with_suffix(".json"), meta)
     print(
         f"{spec.size} ctx {spec.context_length} {spec.pass_name} {spec.precision}: "
@@ -51,6 +54,7 @@ JOBS = {
             ("out", "the snapshot pickle to write"),
             ("meta?", "its metadata JSON (default: --out with .json)"),
         ),
-        forks=False,
+        # The capture runs in a forked process; the model's code is imported there, once.
+        model_process=False,
     ),
 }
