@@ -46,6 +46,8 @@ def test_eager_and_compiled_rows_with_compile_time_apart(compile_rows):
     # Tracing and compiling make the compiled first step far slower than its steady state.
     assert (compiled["first_step_excess_s"] > 0.1).all()
     assert (tiny["achieved_tflops"] > 0).all()
+    # What the eager model ran, as its measuring process saw it: the built-in naive attention.
+    assert tiny.loc[tiny["mode"] == "eager", "attention_ran"].eq("naive: matrix products and a softmax").all()
 
 
 def test_out_of_memory_is_a_row(compile_rows):
@@ -250,3 +252,28 @@ def test_a_run_where_every_compiled_configuration_ran_out_of_memory_has_a_table_
     (results / "compile").mkdir(parents=True)
     frame.to_csv(results / "compile/compile.csv", index=False)
     section.SECTION.draw(results, tmp_path / "figures")
+
+
+def test_a_users_model_is_labelled_with_the_attention_it_ran_not_the_setting(monkeypatch):
+    """A user's model is measured as its factory builds it: the attention setting (naive) does not say
+    what ran. The eager rows record what its measuring process saw (an nn.TransformerEncoder with a
+    causal mask dispatches to SDPA), and the table says it beside the setting (issue 37, labels). Eager
+    only: compiling is not what this reads, and costs a minute of the CPU."""
+    from lmstudy.measure import compile_bench
+    from lmstudy.model_choice import ModelChoice
+    from lmstudy.sections.compile.tables import comparison, comparison_table
+
+    spec = spec_for("compile", size="tiny", **NARROW, vocab_size=64, context_length=8, batch_size=2,
+                    precision="fp32", device="cpu", attention="naive", passes=("forward",), warmup_steps=1,
+                    timed_steps=2, model=ModelChoice(factory="tests/fixtures/models/encoder_lm.py:build",
+                                                     name="enc"))
+    monkeypatch.setattr(compile_bench, "MODES", ("eager",))
+    rows = pd.DataFrame(compile_bench.run_job(spec))
+    assert (rows["status"] == "ok").all()
+    eager = rows[rows["mode"] == "eager"]
+    assert eager["attention_ran"].str.startswith("SDPA").all(), eager["attention_ran"].tolist()
+    table = comparison_table(comparison(rows))
+    assert table[["attention", "attention as run (eager)"]].values.tolist() == [
+        ["naive", eager["attention_ran"].iloc[0]]]
+    # A run that did not record it (older results) has no such column, rather than an empty one.
+    assert "attention as run (eager)" not in comparison_table(comparison(rows.drop(columns="attention_ran")))

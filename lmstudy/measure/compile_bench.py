@@ -28,7 +28,7 @@ from lmstudy.measure.model_facts import counted_here, model_facts
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
 from lmstudy.measure.steps import make_step
-from lmstudy.measure.timing import time_steps
+from lmstudy.measure.timing import attention_ran, time_steps
 from lmstudy.phases import PhaseClock
 
 MODES = ("eager", "compiled")
@@ -125,6 +125,11 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                 clock.add("measure", spent - min(compiling, spent))
             row.update(env)
             rows.append(row)
+        if mode == "eager" and not build_oom:  # what a user's model runs is its factory's choice
+            with phase(clock, "count", device):
+                ran = attention_ran(work, device)
+            for row in rows[-len(spec.passes):]:
+                row["attention_ran"] = ran
         if facts.on_device and not build_oom:  # the meta device could not count: the measured model can
             with phase(clock, "count", device):
                 facts = facts.with_counts(spec.count_on_device(work.model))

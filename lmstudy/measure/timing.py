@@ -157,7 +157,7 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, co
             result["count_s"] = now(device) - counting
         if look:
             looking = now(device)
-            result["attention_ran"] = _attention_run(work, device)
+            result["attention_ran"] = attention_ran(work, device)
             result["count_s"] += now(device) - looking
     if oom:
         if not result["build_s"]:
@@ -177,7 +177,7 @@ def measure_pass(spec: TimingSpec, pass_name: str, facts: dict | None = None, co
     return result
 
 
-def _attention_run(work, device: torch.device) -> str | None:
+def attention_ran(work, device: torch.device) -> str | None:
     """attention_run of the measured model, after its measurement; None where that forward does not fit."""
     from lmstudy.measure.devices import free_memory, is_out_of_memory
     from lmstudy.measure.factory import attention_run
