@@ -136,8 +136,9 @@ def _timed(fn: Callable[[], object], device: torch.device) -> float:
     return now(device) - start
 
 
-def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
-    """Time one (seq, d) configuration; raises on OOM (the caller records it)."""
+def _random_inputs(spec: SweepSpec, seq: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """q, k, v (which need their gradients) and the backward's output gradient of one configuration:
+    random, in the spec's dtype, from the spec's seed, in that order."""
     dtype = DTYPES[spec.precision]
     shape = (spec.batch_size, 1, seq, spec.head_dim)
     generator = torch.Generator(device=device).manual_seed(spec.seed)
@@ -146,6 +147,49 @@ def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
     )
     for t in (q, k, v):
         t.requires_grad_(True)
+    return q, k, v, grad_out
+
+
+def _time_backwards_and_memory(fn: Callable, qkv: tuple[torch.Tensor, ...], grad_out: torch.Tensor,
+                               clear_grads: Callable[[], None], steps: int, device: torch.device,
+                               row: dict) -> list[float]:
+    """The times of `steps` backwards, each after an untimed forward; the memory into `row`.
+
+    The peak is reset first, so the first step's forward shows the inputs'
+    memory, the memory in use before the backward and the forward's peak;
+    after the last step, the peak of them all. Each output is freed before
+    the next forward, as the caller's gradients are cleared.
+    """
+    backward_times = []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    before_forward = _memory(device, "memory_allocated")
+    for i in range(steps):
+        out = fn(*qkv)
+        synchronize(device)  # not a timer: the forward's memory is all allocated before it is read
+        if i == 0:
+            row["memory_before_backward_bytes"] = _memory(device, "memory_allocated")
+            row["peak_forward_bytes"] = _memory(device, "max_memory_allocated")
+            row["inputs_bytes"] = before_forward
+        backward_times.append(_timed(lambda out=out: out.backward(grad_out), device))
+        del out
+        clear_grads()
+    row["peak_bytes"] = _memory(device, "max_memory_allocated")
+    return backward_times
+
+
+def _add_step_time_columns(row: dict, forward_times: list[float], backward_times: list[float]) -> None:
+    """Each pass's step statistics (forward_median_ms, ...) and its every step time, in milliseconds."""
+    for name, times in (("forward", forward_times), ("backward", backward_times)):
+        for key, value in summarize_ms(times).items():
+            row[f"{name}_{key}"] = value
+        # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
+        row[f"{name}_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
+
+
+def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
+    """Time one (seq, d) configuration; raises on OOM (the caller records it)."""
+    q, k, v, grad_out = _random_inputs(spec, seq, device)
     fn = attention_function(spec.implementation)
     row: dict = {}
 
@@ -166,26 +210,8 @@ def measure_config(spec: SweepSpec, seq: int, device: torch.device) -> dict:
     for _ in range(spec.steps):
         forward_times.append(_timed(lambda: fn(q, k, v), device))
 
-    backward_times = []
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    before_forward = _memory(device, "memory_allocated")
-    for i in range(spec.steps):
-        out = fn(q, k, v)
-        synchronize(device)  # not a timer: the forward's memory is all allocated before it is read
-        if i == 0:
-            row["memory_before_backward_bytes"] = _memory(device, "memory_allocated")
-            row["peak_forward_bytes"] = _memory(device, "max_memory_allocated")
-            row["inputs_bytes"] = before_forward
-        backward_times.append(_timed(lambda out=out: out.backward(grad_out), device))
-        del out
-        clear_grads()
-    row["peak_bytes"] = _memory(device, "max_memory_allocated")
-    for name, times in (("forward", forward_times), ("backward", backward_times)):
-        for key, value in summarize_ms(times).items():
-            row[f"{name}_{key}"] = value
-        # Every step, so that rows of several processes combine (lmstudy.measure.repeat).
-        row[f"{name}_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
+    backward_times = _time_backwards_and_memory(fn, (q, k, v), grad_out, clear_grads, spec.steps, device, row)
+    _add_step_time_columns(row, forward_times, backward_times)
     # One more forward, profiled: its GPU time and kernels (the host's wait is not in them).
     forward = gpu_measures(lambda: fn(q, k, v), device)
     both = gpu_measures(forward_backward, device)

@@ -24,10 +24,10 @@ from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a
 from lmstudy.measure.factory import import_model_code
 from lmstudy.measure.fresh_process import mark_forking_parent
 from lmstudy.measure.gpu_time import gpu_measures
-from lmstudy.measure.model_facts import counted_here, model_facts
+from lmstudy.measure.model_facts import ModelFacts, counted_here, model_facts
 from lmstudy.measure.repeat import NoisePolicy, combine_processes, forked_with_phases, measure_until_stable
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import make_step
+from lmstudy.measure.steps import Workload, make_step
 from lmstudy.measure.timing import attention_ran, time_steps
 from lmstudy.phases import PhaseClock
 
@@ -94,35 +94,11 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
                 work.model = torch.compile(work.model)
         clock.add("build", now(device) - started)
         for pass_name in spec.passes:
-            row = {
-                "size": spec.size,
-                **spec.dims,
-                "context_length": spec.context_length,
-                "batch_size": spec.batch_size,
-                "precision": spec.precision,
-                "attention": spec.attention,
-                "mode": mode,
-                "pass": pass_name,
-                "warmup_steps": spec.warmup_steps,
-                "timed_steps": spec.timed_steps,
-                "flops_per_step": facts.flops_per_step.get(pass_name),
-                "peak_tflops": peak,
-                "mfu_peak": hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
-            }
+            row = _row_description(spec, mode, pass_name, facts, peak)
             if build_oom:
                 row.update(build_oom.fields())
             else:
-                started = now(device)
-                with out_of_memory_is_a_result() as oom:
-                    row.update(_measure_pass(spec, work, pass_name, device))
-                if oom:
-                    row.update(oom.fields())
-                    work.drop_training_state()
-                    free_memory(device)
-                spent = now(device) - started
-                compiling = max(0.0, row.get("first_step_excess_s") or 0.0) if mode == "compiled" else 0.0
-                clock.add("compile", min(compiling, spent))
-                clock.add("measure", spent - min(compiling, spent))
+                _measure_pass_into(row, spec, work, mode, pass_name, device, clock)
             row.update(env)
             rows.append(row)
         if mode == "eager" and not build_oom:  # what a user's model runs is its factory's choice
@@ -136,13 +112,61 @@ def run_job(spec: CompileSpec, clock: PhaseClock | None = None) -> list[dict]:
         del work
         free_memory(device)
     facts = facts.with_counts(None)  # where no build fitted to count on
+    _add_flops_and_rates(rows, facts, peak)
+    return rows
+
+
+def _row_description(spec: CompileSpec, mode: str, pass_name: str, facts: ModelFacts,
+                    peak: float | None) -> dict:
+    """The fields of a row that say what was measured (configuration, mode, pass, steps, the FLOPs
+    counted so far and the peak its MFU divides by): every row has them, whatever its status."""
+    return {
+        "size": spec.size,
+        **spec.dims,
+        "context_length": spec.context_length,
+        "batch_size": spec.batch_size,
+        "precision": spec.precision,
+        "attention": spec.attention,
+        "mode": mode,
+        "pass": pass_name,
+        "warmup_steps": spec.warmup_steps,
+        "timed_steps": spec.timed_steps,
+        "flops_per_step": facts.flops_per_step.get(pass_name),
+        "peak_tflops": peak,
+        "mfu_peak": hardware.peak_unit(spec.precision, spec.tf32),  # what mfu divides by
+    }
+
+
+def _measure_pass_into(row: dict, spec: CompileSpec, work: Workload, mode: str, pass_name: str,
+                       device: torch.device, clock: PhaseClock) -> None:
+    """Measure one pass of a built model into `row`; out of memory is the row's result, and frees the
+    training state so that the next pass can run.
+
+    Its time goes to the clock: the compiled model's first step's excess
+    over its steady median (at most the time spent) as "compile", the rest as "measure".
+    """
+    started = now(device)
+    with out_of_memory_is_a_result() as oom:
+        row.update(_measure_pass(spec, work, pass_name, device))
+    if oom:
+        row.update(oom.fields())
+        work.drop_training_state()
+        free_memory(device)
+    spent = now(device) - started
+    compiling = max(0.0, row.get("first_step_excess_s") or 0.0) if mode == "compiled" else 0.0
+    clock.add("compile", min(compiling, spent))
+    clock.add("measure", spent - min(compiling, spent))
+
+
+def _add_flops_and_rates(rows: list[dict], facts: ModelFacts, peak: float | None) -> None:
+    """Fill in the FLOPs a row lacked where they were counted on the device after it was measured,
+    then each measured row's achieved TFLOP/s and its share of the peak (MFU)."""
     for row in rows:
         if row["flops_per_step"] is None and facts.flops_per_step:
             row["flops_per_step"] = facts.flops_per_step.get(row["pass"])
         if row["status"] == "ok":
             row["achieved_tflops"] = rates.achieved_tflops(row["flops_per_step"], ms=row["median_ms"])
             row["mfu"] = rates.share_of_peak(row["achieved_tflops"], peak)
-    return rows
 
 
 def run_job_in_processes(

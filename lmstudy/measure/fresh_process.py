@@ -32,6 +32,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from typing import NoReturn
 
 from lmstudy.errors import UserError
 from lmstudy.job_process import die_with_parent
@@ -252,38 +253,68 @@ def run_forked(
         pid = os.fork()
     finally:
         _FORKING_NOW[0] = False
-    if pid == 0:  # the child: never returns
+    if pid == 0:  # the child: never returns (_run_child ends it with os._exit)
         started = time.perf_counter()
-        status = 1
-        become_measuring_process()
-        _MODEL_FORKS.clear()
-        try:
-            os.close(read_end)
-            die_with_parent(parent)
-            become_subreaper()  # what the model starts and orphans stays below: ended at the end
-            try:
-                result = {"ok": True, "value": function(*args), "fork_s": started - forked_at}
-                status = 0
-            except UserError as error:
-                # The user's to fix (no CUDA for a GPU run, ...): one sentence, no traceback.
-                result = {"ok": False, "user_error": str(error)}
-            except SystemExit as error:
-                result = ({"ok": False, "error": traceback.format_exc()} if MODEL_FACTORY is None else
-                          {"ok": False, "user_error": _model_ended(what, f"called sys.exit({error.code!r})")})
-            except BaseException:  # noqa: BLE001 - reported to the parent, whatever it was
-                result = {"ok": False, "error": traceback.format_exc()}
-            if _MODEL_FORKS:
-                result = {"ok": False, "user_error": _model_forked(what)}
-                status = 1
-            end_left_processes(what)
-            with os.fdopen(write_end, "w") as pipe:
-                json.dump(result, pipe, default=str)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            # No atexit handlers, no parent's buffers flushed twice.
-            os._exit(status)
+        _run_child(function, args, what, read_end, write_end, parent, fork_s=started - forked_at)
     os.close(write_end)
+    result = _child_result(pid, read_end, what)
+    value = result["value"]
+    if with_fork_time:
+        value["fork_s"] = result["fork_s"]
+    return value
+
+
+def _run_child(function: Callable[..., dict], args: tuple, what: str, read_end: int, write_end: int,
+               parent: int, fork_s: float) -> NoReturn:
+    """The forked child's whole life: run `function(*args)`, send its result to the parent as JSON
+    through the pipe, and exit with os._exit, whatever happened.
+
+    It never returns: a child that returned would run on in its caller's
+    code, a second copy of the parent. os._exit runs no atexit handlers and
+    flushes none of the buffers inherited from the parent (which would be
+    written twice). A model that forked here (_MODEL_FORKS, caught by the
+    fork hooks) turns any result into one sentence naming it; whatever the
+    model started and orphaned is ended before the result is sent.
+    """
+    status = 1
+    become_measuring_process()
+    _MODEL_FORKS.clear()
+    try:
+        os.close(read_end)
+        die_with_parent(parent)
+        become_subreaper()  # what the model starts and orphans stays below: ended at the end
+        try:
+            result = {"ok": True, "value": function(*args), "fork_s": fork_s}
+            status = 0
+        except UserError as error:
+            # The user's to fix (no CUDA for a GPU run, ...): one sentence, no traceback.
+            result = {"ok": False, "user_error": str(error)}
+        except SystemExit as error:
+            result = ({"ok": False, "error": traceback.format_exc()} if MODEL_FACTORY is None else
+                      {"ok": False, "user_error": _model_ended(what, f"called sys.exit({error.code!r})")})
+        except BaseException:  # noqa: BLE001 - reported to the parent, whatever it was
+            result = {"ok": False, "error": traceback.format_exc()}
+        if _MODEL_FORKS:
+            result = {"ok": False, "user_error": _model_forked(what)}
+            status = 1
+        end_left_processes(what)
+        with os.fdopen(write_end, "w") as pipe:
+            json.dump(result, pipe, default=str)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        # No atexit handlers, no parent's buffers flushed twice.
+        os._exit(status)
+
+
+def _child_result(pid: int, read_end: int, what: str) -> dict:
+    """The parent's side: read the child's JSON result to the end of the pipe, reap the child (even
+    when reading fails), and return a successful result; raise for any other.
+
+    A UserError sent by the child is raised again as the same sentence; a
+    child that failed or died without a whole result is a ChildFailed naming
+    `what` (a UserError naming the model where the user's model ran there).
+    """
     try:
         with os.fdopen(read_end) as pipe:
             payload = pipe.read()
@@ -300,10 +331,7 @@ def run_forked(
         raise UserError(result["user_error"])
     if not result["ok"]:
         raise ChildFailed(f"{what} failed:\n{result['error']}")
-    value = result["value"]
-    if with_fork_time:
-        value["fork_s"] = result["fork_s"]
-    return value
+    return result
 
 
 def _model_ended(what: str, how: str) -> str:

@@ -29,7 +29,7 @@ import torch
 from lmstudy import environment, rates
 from lmstudy.analyse import ladder_table
 from lmstudy.analyse.stats import summarize_ms
-from lmstudy.ladder_rungs import RUNGS
+from lmstudy.ladder_rungs import RUNGS, Rung
 from lmstudy.measure.device_clock import now, phase
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result, resolve_device
 from lmstudy.measure.factory import NotApplicable, build_model, import_model_code
@@ -163,21 +163,10 @@ def compiles(rung, device: torch.device) -> bool:
     return bool(rung.compile_mode or rung.compile_optimizer or masters_compiled)
 
 
-def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
-    """One rung's training step, in this process: one row, status ok, OOM or unsupported.
-
-    `clock` gets the phases: start (the device), build, compile (the first
-    step's excess over the steady median), measure and profile.
-    """
-    clock = clock or PhaseClock()
-    rung = RUNGS[spec.rung]
-    with clock.timing("start"):
-        device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
-    with phase(clock, "model_imports", device):
-        import_model_code(spec.model, spec.dims, spec.context_length)
-    with phase(clock, "count", device):
-        flops = spec.flops_per_step()
-    row = {
+def _rung_description(spec: BenchSpec, rung: Rung, flops: float | None, env: dict) -> dict:
+    """The row's fields that say what was measured (the rung, the model's size, the steps) and where
+    (`env`, the device's): every row has them, whatever its status."""
+    return {
         "size": spec.size,
         "rung_key": spec.rung,
         "rung": rung.name,
@@ -197,6 +186,68 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
         "flops_per_step": flops,
         **env,
     }
+
+
+def _time_rung_steps(step, spec: BenchSpec, rung: Rung, device: torch.device, clock: PhaseClock,
+                     row: dict) -> list[float]:
+    """The timed steps of a built rung, after its first step (timed alone, into `row["first_step_s"]`).
+
+    A rung that compiles traces and compiles in its first step, so that
+    step's excess over the steady median goes to the clock's "compile"
+    phase; the rest of the first step and the timed steps go to "measure".
+    """
+    start = now(device)
+    step()
+    row["first_step_s"] = now(device) - start
+    started = now(device)
+    times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
+    measured = now(device) - started
+    median_s = summarize_ms(times)["median_ms"] / 1e3
+    # A rung that compiles traces and compiles in its first step: that step's excess is compile time.
+    first_excess = max(0.0, row["first_step_s"] - median_s) if compiles(rung, device) else 0.0
+    clock.add("compile", first_excess)
+    clock.add("measure", measured + row["first_step_s"] - first_excess)
+    return times
+
+
+def _count_flops_on_device(spec: BenchSpec, work: Workload, device: torch.device, clock: PhaseClock,
+                           row: dict) -> None:
+    """Fill `row["flops_per_step"]` by counting the built model on the device: for a user's model the
+    meta device could not count (it reads a value in its forward)."""
+    # Under the rung's own autocast: a rung whose weights are bf16 (with fp32 masters) runs its
+    # forward so, and a forward outside it mixes dtypes; the count of FLOPs is the same.
+    with phase(clock, "count", device), autocast_context(work.precision, device):
+        counted = spec.count_on_device(work.model)
+    train_step = (counted or {}).get("train_step")
+    row["flops_per_step"] = float(train_step) if train_step else None
+
+
+def _record_measured_rung(row: dict, times: list[float], breakdown: dict, device: torch.device) -> None:
+    """Fill in a rung that ran: status ok, its step times' summary and samples, its kernel breakdown,
+    its achieved TFLOP/s and (on CUDA) its peak allocated memory."""
+    row.update(status="ok", **summarize_ms(times), **breakdown)
+    # Every timed step, as the timing rows keep them: a comparison of two runs tests the samples.
+    row["step_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
+    row["achieved_tflops"] = rates.achieved_tflops(row["flops_per_step"], ms=row["median_ms"])
+    if device.type == "cuda":
+        row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+
+
+def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
+    """One rung's training step, in this process: one row, status ok, OOM or unsupported.
+
+    `clock` gets the phases: start (the device), build, compile (the first
+    step's excess over the steady median), measure and profile.
+    """
+    clock = clock or PhaseClock()
+    rung = RUNGS[spec.rung]
+    with clock.timing("start"):
+        device, env = open_device(spec.device, spec.tf32, spec.memory_cap_gb)
+    with phase(clock, "model_imports", device):
+        import_model_code(spec.model, spec.dims, spec.context_length)
+    with phase(clock, "count", device):
+        flops = spec.flops_per_step()
+    row = _rung_description(spec, rung, flops, env)
     reason = unsupported_here(rung, device.type)
     if reason:
         row.update(status="unsupported", reason=reason)
@@ -208,43 +259,25 @@ def measure_rung(spec: BenchSpec, clock: PhaseClock | None = None) -> dict:
         row.update(status="not applicable", reason=f"{spec.model.label}: {why}")
         return row
     with out_of_memory_is_a_result(device) as oom, unsupported_is_a_result() as unsupported:
+        # Built here, not in a helper: the workload and its step stay referenced until this function
+        # returns (an out-of-memory rung's too, until after free_memory below).
         with phase(clock, "build", device):
             work = rung_workload(spec, device)
             step = make_step(work, "train_step")
-        start = now(device)
-        step()
-        row["first_step_s"] = now(device) - start
-        started = now(device)
-        times = time_steps(step, device, spec.warmup_steps, spec.timed_steps)
-        measured = now(device) - started
-        median_s = summarize_ms(times)["median_ms"] / 1e3
-        # A rung that compiles traces and compiles in its first step: that step's excess is compile time.
-        first_excess = max(0.0, row["first_step_s"] - median_s) if compiles(rung, device) else 0.0
-        clock.add("compile", first_excess)
-        clock.add("measure", measured + row["first_step_s"] - first_excess)
+        times = _time_rung_steps(step, spec, rung, device, clock, row)
         with phase(clock, "profile", device):
             # Every process records the GPU's busy time and kernels of a step; the first, by category.
             breakdown = (kernel_breakdown(step, device, spec.profile_steps) if spec.profile_steps
                          else gpu_measures(step, device))
         if row["flops_per_step"] is None and not spec.model.builtin:  # the meta device could not count
-            # Under the rung's own autocast: a rung whose weights are bf16 (with fp32 masters) runs its
-            # forward so, and a forward outside it mixes dtypes; the count of FLOPs is the same.
-            with phase(clock, "count", device), autocast_context(work.precision, device):
-                counted = spec.count_on_device(work.model)
-            train_step = (counted or {}).get("train_step")
-            row["flops_per_step"] = float(train_step) if train_step else None
+            _count_flops_on_device(spec, work, device, clock, row)
     for stopped in (oom, unsupported):
         if stopped:
             row.pop("first_step_s", None)
             row.update(stopped.fields())
             free_memory(device)
             return row
-    row.update(status="ok", **summarize_ms(times), **breakdown)
-    # Every timed step, as the timing rows keep them: a comparison of two runs tests the samples.
-    row["step_times_ms"] = json.dumps([round(t * 1e3, 6) for t in times])
-    row["achieved_tflops"] = rates.achieved_tflops(row["flops_per_step"], ms=row["median_ms"])
-    if device.type == "cuda":
-        row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+    _record_measured_rung(row, times, breakdown, device)
     return row
 
 

@@ -253,32 +253,40 @@ def rows_from_processes(spec: TimingSpec, results: list[dict], facts: ModelFacts
             error = next((r["error"] for r in results if r["error"]), None)
             row.update(status="OOM", error=error or "the trajectory ended early", processes=len(windows))
         else:
-            every_step = [t for w in complete for t in w]
-            row.update(status="ok", **summarize_ms(every_step))
-            summary = process_summary([_rounded_ms(w) for w in complete])
-            row.update(
-                median_ms=summary["median"], ci_low_ms=summary["ci_low"], ci_high_ms=summary["ci_high"],
-                process_spread=summary["spread"],
-                process_medians_ms=json.dumps([round(m, 4) for m in summary["process_medians"]]),
-            )
-            row["step_times_ms"] = json.dumps([_rounded_ms(w) for w in complete])
-            row.update(rates.step_rates(row["median_ms"], tokens=spec.batch_size * spec.context_length,
-                                        flops=row["flops_per_step"], peak_tflops=peak_tflops))
-            row.update(gpu)
-            busy_ms = gpu["gpu_busy_ms"]
-            row["gpu_busy_share"] = min(1.0, busy_ms / row["median_ms"]) if busy_ms is not None else None
-            clocks = [r["clocks"].get(str(warmup), {}) for r in results]
-            row["sm_clock_mhz"] = _median([c.get("sm_clock_mhz") for c in clocks])
-            row["min_sm_clock_mhz"] = min((c["min_sm_clock_mhz"] for c in clocks
-                                           if c.get("min_sm_clock_mhz") is not None), default=None)
-            row["power_w"] = _median([c.get("power_w") for c in clocks])
-            # The peak a fresh process reaches by the end of this window (the largest over processes).
-            end = warmup + spec.timed_steps - 1
-            row["peak_allocated_bytes"] = max(r["peak_allocated"][end] or 0 for r in results) or None
-            row["peak_reserved_bytes"] = max(r["peak_reserved"][end] or 0 for r in results) or None
+            _add_window_statistics(row, spec, results, complete, warmup, gpu, peak_tflops)
         row.update(env)
         rows.append(row)
     return rows
+
+
+def _add_window_statistics(row: dict, spec: TimingSpec, results: list[dict], complete: list[list[float]],
+                           warmup: int, gpu: dict, peak_tflops: float | None) -> None:
+    """Fill in an ok row of warm-up `warmup` from every process's complete window of timed steps
+    (`complete`): the step statistics over every step, the median over processes with its interval,
+    the rates, the GPU's busy share and clocks over the window, and the memory peak at its end."""
+    every_step = [t for w in complete for t in w]
+    row.update(status="ok", **summarize_ms(every_step))
+    summary = process_summary([_rounded_ms(w) for w in complete])
+    row.update(
+        median_ms=summary["median"], ci_low_ms=summary["ci_low"], ci_high_ms=summary["ci_high"],
+        process_spread=summary["spread"],
+        process_medians_ms=json.dumps([round(m, 4) for m in summary["process_medians"]]),
+    )
+    row["step_times_ms"] = json.dumps([_rounded_ms(w) for w in complete])
+    row.update(rates.step_rates(row["median_ms"], tokens=spec.batch_size * spec.context_length,
+                                flops=row["flops_per_step"], peak_tflops=peak_tflops))
+    row.update(gpu)
+    busy_ms = gpu["gpu_busy_ms"]
+    row["gpu_busy_share"] = min(1.0, busy_ms / row["median_ms"]) if busy_ms is not None else None
+    clocks = [r["clocks"].get(str(warmup), {}) for r in results]
+    row["sm_clock_mhz"] = _median([c.get("sm_clock_mhz") for c in clocks])
+    row["min_sm_clock_mhz"] = min((c["min_sm_clock_mhz"] for c in clocks
+                                   if c.get("min_sm_clock_mhz") is not None), default=None)
+    row["power_w"] = _median([c.get("power_w") for c in clocks])
+    # The peak a fresh process reaches by the end of this window (the largest over processes).
+    end = warmup + spec.timed_steps - 1
+    row["peak_allocated_bytes"] = max(r["peak_allocated"][end] or 0 for r in results) or None
+    row["peak_reserved_bytes"] = max(r["peak_reserved"][end] or 0 for r in results) or None
 
 
 def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
@@ -296,9 +304,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
         model = model_facts(spec)
     facts = environment.host_facts()  # git and nvidia-smi once, not in every fresh process
     if model.not_applicable:  # an attention the model cannot switch to: a row that says so, nothing measured
-        return [{**_base_row(spec, pass_name, warmup, model), "status": "not applicable",
-                 "error": model.not_applicable, "processes": 0, **facts}
-                for pass_name in spec.passes for warmup in sorted(spec.warmup_steps)]
+        return _not_applicable_rows(spec, model, facts)
     steady = max(spec.warmup_steps)
 
     def measure(passes: list[str], round_index: int) -> dict[str, dict]:
@@ -316,12 +322,7 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
             if result.get("counted") is not None:
                 model = model.with_counts(result["counted"])
             _account(clock, spec, result)
-            # Progress in the job's log: which fresh processes are done.
-            window = result["step_s"][steady: steady + spec.timed_steps]
-            print(f"{pass_name}, process {round_index + 1}: {len(result['step_s'])} steps in "
-                  f"{result['process_s']:.1f} s"
-                  + (f", steady median {statistics.median(window) * 1e3:.3f} ms" if window else "")
-                  + (f", {result['error']}" if result["error"] else ""), flush=True)
+            _print_progress(spec, pass_name, round_index, result, steady)
             measured[pass_name] = result
         return measured
 
@@ -336,6 +337,30 @@ def run_job(spec: TimingSpec, clock: PhaseClock | None = None) -> list[dict]:
                                    progress=lambda line: print(line, flush=True), clock=clock,
                                    gpu_busy_of=gpu_busy_s)
     model = model.with_counts(None) if model.on_device else model  # no process could count them
+    return _rows_of_passes(spec, by_pass, model)
+
+
+def _not_applicable_rows(spec: TimingSpec, model: ModelFacts, facts: dict) -> list[dict]:
+    """The job's rows where the model cannot switch to the spec's attention: one per pass and warm-up,
+    saying so (the counting child's sentence), with nothing measured."""
+    return [{**_base_row(spec, pass_name, warmup, model), "status": "not applicable",
+             "error": model.not_applicable, "processes": 0, **facts}
+            for pass_name in spec.passes for warmup in sorted(spec.warmup_steps)]
+
+
+def _print_progress(spec: TimingSpec, pass_name: str, round_index: int, result: dict, steady: int) -> None:
+    """One line in the job's log for a fresh process that is done: its steps, its time, the median
+    of its steady window (after the largest warm-up) and its error, if any."""
+    window = result["step_s"][steady: steady + spec.timed_steps]
+    print(f"{pass_name}, process {round_index + 1}: {len(result['step_s'])} steps in "
+          f"{result['process_s']:.1f} s"
+          + (f", steady median {statistics.median(window) * 1e3:.3f} ms" if window else "")
+          + (f", {result['error']}" if result["error"] else ""), flush=True)
+
+
+def _rows_of_passes(spec: TimingSpec, by_pass: dict[str, list[dict]], model: ModelFacts) -> list[dict]:
+    """Every pass's rows from its processes' results, in the spec's order of passes; each row with the
+    time all of that pass's processes took."""
     rows = []
     for pass_name in spec.passes:
         results = by_pass[pass_name]

@@ -26,7 +26,7 @@ from lmstudy.errors import UserError
 from lmstudy.measure.device_clock import now, synchronize
 from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a_result
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import make_step
+from lmstudy.measure.steps import Workload, make_step
 from lmstudy.phases import PhaseClock
 
 PASSES = ("forward", "train_step")
@@ -76,13 +76,13 @@ def _observe_residual_dtype(model, step) -> str:
     return str(seen[0]).removeprefix("torch.") if seen else ""
 
 
-def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | None = None) -> dict:
-    """Record the snapshot into `snapshot_path`; return the metadata.
+def _open_snapshot_device(spec: SnapshotSpec, clock: PhaseClock) -> tuple[torch.device, dict]:
+    """Refuse a spec no snapshot can be taken of (a pass not in PASSES, a device other than CUDA) in
+    one sentence, then open the device: the device and the metadata's first fields (the
+    configuration, the device's environment, its index, the model's parameter count).
 
-    `clock` gets the phases: start, build, measure (warm-up and the
-    recorded step) and profile (dumping the snapshot).
+    The clock's "start" phase runs from before the checks to the end.
     """
-    clock = clock or PhaseClock()
     started = now(None)  # no device yet
     if spec.pass_name not in PASSES:
         raise UserError(f"pass must be one of {PASSES} for a memory snapshot, not {spec.pass_name!r}.")
@@ -96,6 +96,39 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
     meta["device_index"] = torch.cuda.current_device()
     meta["params"] = spec.parameter_count()
     clock.add("start", now(device) - started)
+    return device, meta
+
+
+def _tensor_addresses_before(work: Workload) -> dict[str, list[int]]:
+    """Where the parameters, optimizer state, gradients and inputs live after the warm-up: the analysis
+    tells the snapshot's blocks apart by these addresses."""
+    return {
+        "parameters": _pointers(work.model.parameters()),
+        "optimizer_state": _pointers(_optimizer_tensors(work.optimizer)),
+        "gradients_before": _pointers(_grads(work.model)),
+        "inputs": _pointers([work.inputs, work.targets]),
+    }
+
+
+def _dump_snapshot_and_stop(snapshot_path: str | Path, recording: bool, meta: dict) -> None:
+    """Dump the allocator's snapshot into `snapshot_path` where the step was recorded or ran out of
+    memory (the snapshot as it stands, with the trace up to the failure once recording had begun),
+    then stop recording where it had begun."""
+    if recording or meta.get("status") == "OOM":
+        with atomic_path(snapshot_path) as tmp:
+            torch.cuda.memory._dump_snapshot(str(tmp))
+    if recording:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | None = None) -> dict:
+    """Record the snapshot into `snapshot_path`; return the metadata.
+
+    `clock` gets the phases: start, build, measure (warm-up and the
+    recorded step) and profile (dumping the snapshot).
+    """
+    clock = clock or PhaseClock()
+    device, meta = _open_snapshot_device(spec, clock)
     stage, recording, work, step = "build", False, None, None
     started = now(device)
     try:
@@ -110,12 +143,7 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
             for _ in range(spec.warmup_steps - 1):
                 step()
             synchronize(device)  # not a timer: the warm-up's memory is all in place before it is noted
-            meta["tensors"] = {
-                "parameters": _pointers(work.model.parameters()),
-                "optimizer_state": _pointers(_optimizer_tensors(work.optimizer)),
-                "gradients_before": _pointers(_grads(work.model)),
-                "inputs": _pointers([work.inputs, work.targets]),
-            }
+            meta["tensors"] = _tensor_addresses_before(work)
             torch.cuda.reset_peak_memory_stats(device)
             meta["memory_allocated_before"] = torch.cuda.memory_allocated(device)
             stage = "recorded step"
@@ -133,11 +161,7 @@ def capture(spec: SnapshotSpec, snapshot_path: str | Path, clock: PhaseClock | N
         ended = now(None)
         clock.add("build" if stage == "build" else "measure", ended - started)
         started = ended
-        if recording or meta.get("status") == "OOM":
-            with atomic_path(snapshot_path) as tmp:
-                torch.cuda.memory._dump_snapshot(str(tmp))
-        if recording:
-            torch.cuda.memory._record_memory_history(enabled=None)
+        _dump_snapshot_and_stop(snapshot_path, recording, meta)
     meta["max_memory_allocated"] = torch.cuda.max_memory_allocated(device)
     meta["memory_allocated_after"] = torch.cuda.memory_allocated(device)
     meta["recorded"] = recording

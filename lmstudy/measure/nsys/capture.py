@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -32,7 +33,7 @@ from lmstudy.measure.devices import free_memory, open_device, out_of_memory_is_a
 from lmstudy.measure.markers import annotate
 from lmstudy.measure.module_ranges import module_ranges
 from lmstudy.measure.spec import ModelSpec
-from lmstudy.measure.steps import make_step
+from lmstudy.measure.steps import Workload, make_step
 from lmstudy.phases import PhaseClock
 from lmstudy.ranges import profiled_pass_range
 
@@ -142,6 +143,19 @@ def run_profile(
             work.drop_training_state()
             free_memory(device)
 
+    steps = _warm_up_passes(spec, work, device, clock, out_of_memory)
+    _capture_passes(spec, work, steps, records, device, clock, trace, out_of_memory)
+    return records
+
+
+def _warm_up_passes(spec: ProfileSpec, work: Workload, device: torch.device, clock: PhaseClock,
+                    out_of_memory: Callable[[str, object], None]) -> dict[str, Callable]:
+    """Every pass's warm-up steps, outside the capture; the step of each pass that did not run out
+    of memory (one that did goes to `out_of_memory(name, oom)`), by name.
+
+    Ends with no gradients and with the device synchronized (the clock's
+    "measure" phase), so no warm-up work runs on into the capture.
+    """
     steps = {}
     # The phase ends synchronized: no warm-up work runs on into the capture.
     with phase(clock, "measure", device):
@@ -160,6 +174,18 @@ def run_profile(
         # before it are profiled without them. Their memory stays in the
         # allocator's cache: emptying it would put cudaMallocs in the capture.
         work.model.zero_grad(set_to_none=True)
+    return steps
+
+
+def _capture_passes(spec: ProfileSpec, work: Workload, steps: dict[str, Callable], records: dict[str, dict],
+                    device: torch.device, clock: PhaseClock, trace: Path | None,
+                    out_of_memory: Callable[[str, object], None]) -> None:
+    """The one capture: `profiled_steps` of each warmed-up pass in `spec.passes`' order, each pass in
+    its own range, each step's time appended to its record's "captured_step_ms".
+
+    The clock's "measure" phase ends with the last step, inside the capture;
+    what follows, the capture's end (the torch backend's trace export), is "profile".
+    """
     capture = (
         cuda_profiler_range(device) if spec.backend == "nsys" else torch_profiler_capture(device, Path(trace))
     )
@@ -179,4 +205,3 @@ def run_profile(
         clock.add("measure", ended - started)
         started = ended
     clock.add("profile", now(device) - started)
-    return records
