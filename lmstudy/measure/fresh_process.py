@@ -277,9 +277,9 @@ def _run_child(function: Callable[..., dict], args: tuple, what: str, read_end: 
     model started and orphaned is ended before the result is sent.
     """
     status = 1
-    become_measuring_process()
-    _MODEL_FORKS.clear()
-    try:
+    try:  # from the first call on: nothing the child does may return into the caller
+        become_measuring_process()
+        _MODEL_FORKS.clear()
         os.close(read_end)
         die_with_parent(parent)
         become_subreaper()  # what the model starts and orphans stays below: ended at the end
