@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.report.answers import Answer, count, span
+from lmstudy.report.contract import words
 from lmstudy.report.labels import PASS_LABELS
 
 QUESTION = (
@@ -27,61 +28,86 @@ def covering(cell: pd.Series) -> str:
     return span(cell["covering_low"], cell["covering_high"], ".3g")
 
 
-def _story_words(cell: pd.Series, sections: str) -> str:
-    """The speed-up against every eager measurement of the configuration, and how far those agree."""
-    agree = (f"which disagree beyond their intervals, by up to {(cell['max_over_min'] - 1) * 100:.0f}%"
-             if cell["disagree"] else "which agree within their intervals")
-    if cell["covering_low"] <= 1 <= cell["covering_high"]:
-        return (f"is not told apart from eager in wall time "
-                f"({span(cell['speedup_min'], cell['speedup_max'])}× "
-                f"against the eager step of {sections}, {agree}; an interval covering them all, "
-                f"{covering(cell)}×, holds 1)")
-    return (f"runs {span(cell['speedup_min'], cell['speedup_max'])}× as fast as eager in wall time, against "
-            f"the eager step of {sections} ({agree}; an interval covering them all: {covering(cell)}×)")
+def _say(macro: str, **values) -> str:
+    return words("compile", "answers.j2", macro, **values)
 
 
-def _gpu_words(part: pd.DataFrame) -> str:
-    gpu = part["gpu_speedup"].dropna() if "gpu_speedup" in part else pd.Series(dtype=float)
-    return f"; on the GPU (busy time) {span(gpu.min(), gpu.max())}×" if len(gpu) else ""
+def _disagree_by(cell: pd.Series) -> float | None:
+    """How far, in percent, the sections' eager steps disagree beyond their intervals; None: they agree."""
+    return (cell["max_over_min"] - 1) * 100 if cell["disagree"] else None
 
 
-def _pass_words(pass_name: str, part: pd.DataFrame) -> str:
+def _holds_one(cell: pd.Series) -> bool:
+    return cell["covering_low"] <= 1 <= cell["covering_high"]
+
+
+def _across_part(pass_name: str, cell: pd.Series, measurements: pd.DataFrame | None) -> str:
+    """One pass of one size against the eager step of every section that measured it."""
+    key = ["size", "precision", "attention", "pass", "context_length", "batch_size"]
+    sections = list(dict.fromkeys(measurements.merge(cell[key].to_frame().T, on=key)["source"]
+                                  .str.split(" ").str[1])) if measurements is not None else []
+    gpu = cell.get("gpu_speedup")
+    return _say("across_part", name=PASS_LABELS.get(pass_name, pass_name), size=cell["size"],
+                speedups=span(cell["speedup_min"], cell["speedup_max"]), sections=sections,
+                disagree_by=_disagree_by(cell), covering=covering(cell), holds_one=_holds_one(cell),
+                gpu=gpu if pd.notna(gpu) else None)
+
+
+def _pass_part(pass_name: str, part: pd.DataFrame) -> str:
     """One pass's wall-time speed-up where its intervals decide it, given as not decided where they do not."""
-    name = PASS_LABELS.get(pass_name, pass_name)
     apart, unclear = part[part["apart"]], part[~part["apart"]]
-    said = []
-    if len(apart):
-        said.append(f"{span(apart['speedup'].min(), apart['speedup'].max())}× as fast as eager in wall time "
-                    f"over {count(len(apart), 'size')}")
-    if len(unclear):
-        intervals = ", ".join(
-            f"{r['size']} {r['speedup']:.2f}× ({r['eager_ci_low_ms'] / r['compiled_ci_high_ms']:.3g}–"
-            f"{r['eager_ci_high_ms'] / r['compiled_ci_low_ms']:.3g}×)" if r["has_interval"]
-            else f"{r['size']} {r['speedup']:.2f}× (one process: no interval)"
-            for _, r in unclear.iterrows())
-        said.append(f"not decided in wall time over {count(len(unclear), 'size')} ({intervals})")
-    return f"the {name} is " + "; ".join(said) + _gpu_words(part)
+    rows = [{"size": r["size"], "speedup": r["speedup"],
+             "interval": (r["eager_ci_low_ms"] / r["compiled_ci_high_ms"],
+                          r["eager_ci_high_ms"] / r["compiled_ci_low_ms"]) if r["has_interval"] else None}
+            for _, r in unclear.iterrows()]
+    gpu = part["gpu_speedup"].dropna() if "gpu_speedup" in part else pd.Series(dtype=float)
+    return _say(
+        "pass_part", name=PASS_LABELS.get(pass_name, pass_name),
+        apart={"speedups": span(apart["speedup"].min(), apart["speedup"].max()),
+               "sizes": count(len(apart), "size")} if len(apart) else None,
+        unclear={"sizes": count(len(unclear), "size"), "rows": rows} if len(unclear) else None,
+        gpu=span(gpu.min(), gpu.max()) if len(gpu) else None)
 
 
 def _pays(row, cell) -> str:
     """When the compile of one configuration has paid for itself, from the gain its measure decides
     (compile.tables.break_even; compile.across.story where several sections measured the eager step)."""
-    name = f"{row['size']}'s {PASS_LABELS.get(row['pass'], row['pass'])}"
     if cell is not None:
         low, high, source = cell["break_even_min"], cell["break_even_max"], cell["break_even_from"]
     else:
         low = high = row["break_even_steps"]
         source = row["break_even_from"]
-    if pd.isna(low):
-        why = ("compiled and eager are not told apart in wall time nor on the GPU"
-               if source == "not told apart" else str(source))
-        return f"{name} has no break-even ({why})"
-    steps = span(min(low, high), max(low, high), ",.0f")
-    if source == "GPU time":
-        return (f"{name} pays for itself after {steps} steps against its GPU-time gain "
-                f"({row['eager_gpu_busy_ms']:.3g} → {row['compiled_gpu_busy_ms']:.3g} ms a step; wall time "
-                f"decides no gain)")
-    return f"{name} pays for itself after {steps} steps against its wall-time gain"
+    return _say("pays", size=row["size"], step=PASS_LABELS.get(row["pass"], row["pass"]),
+                steps=None if pd.isna(low) else span(min(low, high), max(low, high), ",.0f"), source=source,
+                eager_ms=row.get("eager_gpu_busy_ms"), compiled_ms=row.get("compiled_gpu_busy_ms"))
+
+
+def _trust(largest: pd.Series, cell: pd.Series | None) -> str:
+    processes = pd.to_numeric(
+        pd.Series([largest.get("eager_processes"), largest.get("compiled_processes")]), errors="coerce"
+    ).dropna()
+    return _say("trust", sources=int(cell["sources"]) if cell is not None else None,
+                covering=covering(cell) if cell is not None else None,
+                processes=span(processes.min(), processes.max(), ".0f") if len(processes) else None,
+                intervals=("apart" if largest.get("apart") else "overlap" if largest.get("has_interval")
+                           else None))
+
+
+def _headline(largest: pd.Series, cell: pd.Series | None) -> str:
+    if pd.isna(largest["compile_s"]):
+        return ""
+    across_gpu = cell.get("gpu_speedup") if cell is not None else None
+    gpu = largest.get("gpu_speedup")
+    return _say("headline", at={
+        "size": largest["size"], "step": PASS_LABELS.get(largest["pass"], largest["pass"]),
+        "told": cell is not None and not _holds_one(cell),
+        "speedups": span(cell["speedup_min"], cell["speedup_max"]) if cell is not None else None,
+        "disagree_by": _disagree_by(cell) if cell is not None else None,
+        "across_gpu": across_gpu if pd.notna(across_gpu) else None,
+        "apart": bool(largest["apart"]), "speedup": largest["speedup"],
+        "covering": covering(cell) if cell is not None else None,
+        "gpu": gpu if pd.notna(gpu) else None, "compile_s": largest["compile_s"],
+    })
 
 
 def answers(comp: pd.DataFrame, story: pd.DataFrame | None = None,
@@ -90,86 +116,20 @@ def answers(comp: pd.DataFrame, story: pd.DataFrame | None = None,
     sections measured the same eager step (compile.across), the speed-up against each of them."""
     ok = comp.dropna(subset=["speedup"]) if not comp.empty else comp
     if ok.empty:
-        return (
-            [Answer(QUESTION, "Not answered: no size ran both eager and compiled.")] if not comp.empty else []
-        )
+        return [Answer(QUESTION, _say("no_answer"))] if not comp.empty else []
     parts = []
-    told = {}
     for pass_name, part in ok.groupby("pass", sort=False, observed=True):
         cells = [c for c in (_across(story, r) for _, r in part.iterrows()) if c is not None]
-        if len(part) == 1 and cells:
-            cell = told[pass_name] = cells[0]
-            sections = ", ".join(dict.fromkeys(measurements.merge(
-                cell[["size", "precision", "attention", "pass", "context_length", "batch_size"]].to_frame().T,
-                on=["size", "precision", "attention", "pass", "context_length", "batch_size"])["source"]
-                .str.split(" ").str[1])) if measurements is not None else ""
-            words = _story_words(cell, f"sections {sections}" if sections else "every section")
-            if pd.notna(cell.get("gpu_speedup")):
-                words += f"; on the GPU (busy time) {cell['gpu_speedup']:.2f}×"
-            parts.append(f"the {PASS_LABELS.get(pass_name, pass_name)} of {cell['size']} {words}")
-            continue
-        parts.append(_pass_words(pass_name, part))
+        parts.append(_across_part(pass_name, cells[0], measurements) if len(part) == 1 and cells
+                     else _pass_part(pass_name, part))
     compile_s = ok["compile_s"].dropna()
-    text = "Compiled, " + "; ".join(parts) + "."
-    if len(compile_s):
-        text += f" Compiling costs {span(compile_s.min(), compile_s.max(), '.1f')} s once"
-        text += "; " + "; ".join(_pays(r, _across(story, r)) for _, r in ok.iterrows()) + "."
-    # The course asks for both passes: one this run did not compile is said, not left out.
-    missing = [name for p, name in (("forward", "forward pass"), ("train_step", "training step"))
-               if p not in set(comp["pass"])]
-    if missing:
-        text += (
-            f" The {' and the '.join(missing)} {'was' if len(missing) == 1 else 'were'} not measured "
-            "in this run (compile.passes in config.yaml)."
-        )
+    text = _say(
+        "answer", parts=parts,
+        compile_span=span(compile_s.min(), compile_s.max(), ".1f") if len(compile_s) else None,
+        pays=[_pays(r, _across(story, r)) for _, r in ok.iterrows()] if len(compile_s) else [],
+        missing=[name for p, name in (("forward", "forward pass"), ("train_step", "training step"))
+                 if p not in set(comp["pass"])])
     largest = ok.iloc[-1]
-    processes = pd.to_numeric(
-        pd.Series([largest.get("eager_processes"), largest.get("compiled_processes")]), errors="coerce"
-    ).dropna()
-    if len(processes):
-        trust = f"{span(processes.min(), processes.max(), '.0f')} fresh processes per mode; " + (
-            "their 95% intervals do not overlap"
-            if largest.get("apart")
-            else "their 95% intervals overlap"
-            if largest.get("has_interval")
-            else "no interval"
-        )
-    else:
-        trust = "one process per mode: read with the step-to-step spread in the table"
     cell = _across(story, largest)
-    if cell is not None:
-        trust = (f"eager measured in {int(cell['sources'])} sections; an interval covering them all: "
-                 f"{covering(cell)}×")
-    told = cell is not None and not cell["covering_low"] <= 1 <= cell["covering_high"]
-    speed = (f"{span(cell['speedup_min'], cell['speedup_max'])}× as fast as eager (wall time, against the "
-             + ("eager times of several sections, which disagree by up to "
-                f"{(cell['max_over_min'] - 1) * 100:.0f}%)" if cell["disagree"] else
-                "eager times of several sections)")
-             if told else f"{largest['speedup']:.2f}× as fast as eager"
-             + (" (wall time; not told apart from eager: an interval covering every section's eager time "
-                f"holds 1, {covering(cell)}×)" if cell is not None else ""))
-    if cell is not None and pd.notna(cell.get("gpu_speedup")):
-        speed += f", {cell['gpu_speedup']:.2f}× on the GPU"
-    gpu = largest.get("gpu_speedup")
-    gpu = f"; on the GPU (busy time) {gpu:.2f}×" if pd.notna(gpu) else ""
-    step = f"{largest['size']}'s {PASS_LABELS.get(largest['pass'], largest['pass'])}"
-    # A speed-up the intervals cannot tell from 1 is not headlined as one.
-    headline = "" if pd.isna(largest["compile_s"]) else (
-        f"torch.compile makes {step} {speed}, after {largest['compile_s']:.0f} s of compiling." if told
-        or (cell is None and largest["apart"]) else
-        f"Under torch.compile {step} is not told apart from eager in wall time ({largest['speedup']:.2f}×, "
-        "intervals overlap" + (f"{gpu}), after {largest['compile_s']:.0f} s of compiling." if gpu else
-                               f"), after {largest['compile_s']:.0f} s of compiling.") if cell is None else
-        f"Under torch.compile {step} is not told apart from eager in wall time ({largest['speedup']:.2f}×; "
-        f"an interval covering every section's eager time holds 1, {covering(cell)}×{gpu}), after "
-        f"{largest['compile_s']:.0f} s of compiling."
-    )
-    return [
-        Answer(
-            QUESTION,
-            text,
-            "compile_eager_vs_compiled",
-            headline=headline,
-            trust=trust,
-        )
-    ]
+    return [Answer(QUESTION, text, "compile_eager_vs_compiled", headline=_headline(largest, cell),
+                   trust=_trust(largest, cell))]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.report.answers import of_all
+from lmstudy.report.contract import words
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.labels import PASS_LABELS, faster
 from lmstudy.sections.compile.across import KEY as ACROSS_KEY
@@ -20,6 +21,10 @@ COMPARED = ("eager_ms", "eager_ci_low_ms", "eager_ci_high_ms", "compiled_ms", "c
             "compiled_ci_high_ms", "speedup")
 
 
+def _say(macro: str, **values) -> str:
+    return words("compile", "findings.j2", macro, **values)
+
+
 @finds
 def _oom(frame: pd.DataFrame) -> list[Finding]:
     from lmstudy.report.answers import count
@@ -30,26 +35,21 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
     names = sorted(
         {f"{r['size']} {r['precision']} {r['mode']} {PASS_LABELS[r['pass']]}" for _, r in oom.iterrows()}
     )
-    return [Finding(f"{count(len(oom), 'measurement')} ran out of memory: {', '.join(names)}.",
+    return [Finding(_say("oom", measurements=count(len(oom), "measurement"), names=names),
                     rows_behind(oom, "status", key=MEASUREMENT))]
 
 
 @finds
 def _not_told_apart(comp: pd.DataFrame) -> list[Finding]:
     """The configurations whose eager and compiled steps are not ranked: overlapping or missing intervals."""
-    unclear = (
-        (comp[comp["has_interval"] & ~comp["apart"]],
-         "are within noise of each other (their intervals overlap)"),
-        (comp[~comp["has_interval"]], "are not compared: a side has no interval (one process)"),
-    )
+    unclear = ((comp[comp["has_interval"] & ~comp["apart"]], True), (comp[~comp["has_interval"]], False))
     items = []
-    for rows, why in unclear:
+    for rows, overlap in unclear:
         if len(rows):
-            names = ", ".join(
-                f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}" for _, r in rows.iterrows()
-            )
+            names = [f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}" for _, r in rows.iterrows()]
             items.append(Finding(
-                f"Compiled and eager {why} in {of_all(len(rows), len(comp), 'configuration')}: {names}.",
+                _say("not_told_apart", overlap=overlap, names=names,
+                     configurations=of_all(len(rows), len(comp), "configuration")),
                 with_used(rows_behind(comp, *COMPARED, "has_interval", "apart", key=MEASUREMENT), rows)))
     return items
 
@@ -60,21 +60,10 @@ def _speedups(comp: pd.DataFrame) -> list[Finding]:
     items = []
     for pass_name, part in comp[comp["apart"]].groupby("pass"):
         lo, hi = part.loc[part["speedup"].idxmin()], part.loc[part["speedup"].idxmax()]
-        spread = (
-            f"; from {faster(lo['speedup'])} ({lo['size']} {lo['precision']}) to "
-            f"{faster(hi['speedup'])} ({hi['size']} {hi['precision']})"
-            if len(part) > 1
-            else f" ({lo['size']} {lo['precision']})"
-        )
-        if len(part) > 1:
-            text = (
-                f"Compiled, the {PASS_LABELS[pass_name]} is {faster(part['speedup'].median())} than eager "
-                f"measured in this section (median of the {len(part)} configurations told apart){spread}."
-            )
-        else:
-            name = PASS_LABELS[pass_name]
-            text = (f"Compiled, the {name} is {faster(lo['speedup'])} than eager measured in this "
-                    f"section{spread}.")
+        lowest, highest = ({"faster": faster(r["speedup"]), "size": r["size"], "precision": r["precision"]}
+                           for r in (lo, hi))
+        text = _say("speedups", name=PASS_LABELS[pass_name], told=len(part), lowest=lowest, highest=highest,
+                    median=faster(part["speedup"].median()) if len(part) > 1 else None)
         items.append(Finding(text, rows_behind(part, *COMPARED, key=MEASUREMENT)))
     return items
 
@@ -86,13 +75,9 @@ def _compile_time(comp: pd.DataFrame) -> list[Finding]:
         return []
     top = comp.loc[comp["compile_s"].idxmax()]
     return [Finding(
-        f"Compiling costs {comp['compile_s'].median():.1f} s"
-        + (
-            f" (median) on the first step, up to {top['compile_s']:.1f} s"
-            if len(comp) > 1
-            else " on the first step"
-        )
-        + f" ({top['size']} {top['precision']} {PASS_LABELS[top['pass']]}).",
+        _say("compile_time", median=comp["compile_s"].median(),
+             top=top["compile_s"] if len(comp) > 1 else None,
+             name=f"{top['size']} {top['precision']} {PASS_LABELS[top['pass']]}"),
         rows_behind(comp.dropna(subset=["compile_s"]), "compile_s", key=MEASUREMENT))]
 
 
@@ -108,27 +93,25 @@ def _break_even(comp: pd.DataFrame) -> list[Finding]:
               "break_even_steps", "break_even_from")
     for source, part in comp.groupby("break_even_from", sort=False):
         paid = part["break_even_steps"].dropna()
-        names = ", ".join(f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}"
-                          for _, r in part.iterrows())
+        names = [f"{r['size']} {r['precision']} {PASS_LABELS[r['pass']]}" for _, r in part.iterrows()]
         if source == "not told apart":
-            text = (f"Compiling has no break-even in {of_all(len(part), len(comp), 'configuration')} "
-                    f"({names}): compiled and eager are told apart neither in wall time nor on the GPU.")
+            text = _say("no_break_even", configurations=of_all(len(part), len(comp), "configuration"),
+                        names=names)
         elif not len(paid):
             continue
         else:
-            spread = span(paid.min(), paid.max(), ",.0f")
-            against = ("its wall-time gain" if source == "wall time" else
-                       "its GPU-time gain, wall time deciding none")
-            text = (f"Compiling pays for itself after {spread} steps against {against} ({names}"
-                    + (f"; median {paid.median():,.0f}" if len(paid) > 1 else "") + ").")
+            text = _say("break_even", steps=span(paid.min(), paid.max(), ",.0f"), wall=source == "wall time",
+                        names=names, median=paid.median() if len(paid) > 1 else None)
         items.append(Finding(text, rows_behind(part, *behind, key=MEASUREMENT)))
     return items
 
 
-def _ms(row) -> str:
+def _measured(row) -> tuple:
+    """A section's eager measurement: its median, its interval (None, None where it has none), its source."""
     low, high = row.get("ci_low_ms"), row.get("ci_high_ms")
-    interval = f" ({low:.3g}–{high:.3g})" if pd.notna(low) and pd.notna(high) else ""
-    return f"{row['median_ms']:.3g} ms{interval}"
+    if not (pd.notna(low) and pd.notna(high)):
+        low = high = None
+    return row["median_ms"], low, high, row["source"]
 
 
 @finds
@@ -141,25 +124,17 @@ def _one_story(measurements: pd.DataFrame, story: pd.DataFrame) -> list[Finding]
     for _, cell in story.iterrows():
         key = {k: cell[k] for k in ACROSS_KEY}
         part = measurements.merge(pd.DataFrame([key]), on=ACROSS_KEY)
-        name = (f"{cell['size']} ctx {int(cell['context_length'])} {cell['precision']} "
-                f"{PASS_LABELS.get(cell['pass'], cell['pass'])}, batch {int(cell['batch_size'])}")
-        text = (f"The eager {name} was measured in {count(len(part), 'section')}: "
-                + ", ".join(f"{_ms(r)} in {r['source']}" for _, r in part.iterrows()))
-        if cell["disagree"]:
-            text += (f". Their intervals do not all overlap: the jobs disagree by up to "
-                     f"{(cell['max_over_min'] - 1) * 100:.0f}% (each interval holds for its own job's "
-                     "processes; between jobs the host's load moves a host-bound step further)")
-        else:
-            text += ". Their intervals overlap: one story within noise"
-        text += (f". Against them compiled is {span(cell['speedup_min'], cell['speedup_max'])}× as fast "
-                 f"(an interval covering every eager measurement: "
-                 f"{span(cell['covering_low'], cell['covering_high'], '.3g')}×"
-                 + (", which holds 1: not told apart" if cell["covering_low"] <= 1 <= cell["covering_high"]
-                    else "") + ")")
-        if pd.notna(cell.get("gpu_speedup")):
-            text += f"; on the GPU (busy time), {cell['gpu_speedup']:.2f}×"
-        items.append(Finding(text + ".", part.assign(disagree=cell["disagree"],
-                                                     max_over_min=cell["max_over_min"])))
+        gpu = cell.get("gpu_speedup")
+        text = _say("one_story", size=cell["size"], context=int(cell["context_length"]),
+                    precision=cell["precision"], step=PASS_LABELS.get(cell["pass"], cell["pass"]),
+                    batch=int(cell["batch_size"]), sections=count(len(part), "section"),
+                    measured=[_measured(r) for _, r in part.iterrows()],
+                    disagree_by=(cell["max_over_min"] - 1) * 100 if cell["disagree"] else None,
+                    speedups=span(cell["speedup_min"], cell["speedup_max"]),
+                    covering=span(cell["covering_low"], cell["covering_high"], ".3g"),
+                    holds_one=cell["covering_low"] <= 1 <= cell["covering_high"],
+                    gpu=gpu if pd.notna(gpu) else None)
+        items.append(Finding(text, part.assign(disagree=cell["disagree"], max_over_min=cell["max_over_min"])))
     return items
 
 

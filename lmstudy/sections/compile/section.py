@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.contract import Comparison, SectionContract, words
 from lmstudy.report.coverage import first_count, name_absent
 from lmstudy.report.labels import order_sizes
 from lmstudy.report.render import Figure, Section, Table
@@ -60,6 +60,10 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(comp, out_dir)
 
 
+def _say(macro: str, **values) -> str:
+    return words("compile", "section.j2", macro, **values)
+
+
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     first = frame.iloc[0]
     method = SECTION.prose("method", context=int(first["context_length"]),
@@ -70,26 +74,13 @@ def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) ->
                     answers=compile_answers.answers(comparison(frame), story, measurements),
                     findings=findings(frame, measurements, story))
     if len(story):
-        section.add(Table(
-            "The eager step as each section measured it (median over its job's fresh processes, 95% "
-            "interval between them)", across_table(measurements), name="compile_eager_across_sections"))
-    section.add(
-        Table(
-            "Eager vs compiled: median step time, speed-up and compile time",
-            comparison_table(comparison(frame)),
-            name="compile_eager_vs_compiled",
-        )
-    )
+        section.add(Table(_say("across_title"), across_table(measurements),
+                          name="compile_eager_across_sections"))
+    section.add(Table(_say("comparison_title"), comparison_table(comparison(frame)),
+                      name="compile_eager_vs_compiled"))
     if (figures / "speedup.png").exists():
-        section.add(
-            Figure(
-                figures / "speedup.png",
-                "Speed-up of torch.compile over eager, per size: wall time with its interval (hollow where "
-                "it holds 1) beside the GPU's busy time with its processes' range; log axis fitted to the "
-                "speed-ups, an interval past it cut at the edge with its value written.",
-                data="compile_eager_vs_compiled",
-            )
-        )
+        section.add(Figure(figures / "speedup.png", _say("speedup_caption"),
+                           data="compile_eager_vs_compiled"))
 
 
 SECTION = SectionContract(

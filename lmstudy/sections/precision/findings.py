@@ -11,10 +11,15 @@ import re
 import pandas as pd
 
 from lmstudy.analyse.trust import trusted
+from lmstudy.report.contract import words
 from lmstudy.report.coverage import first_count
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.labels import PASS_LABELS, on_cpu
 from lmstudy.sections.precision.tables import PRECISIONS, collapsed_dtypes
+
+
+def _say(macro: str, **values) -> str:
+    return words("precision", "findings.j2", macro, **values)
 
 
 @finds
@@ -27,10 +32,10 @@ def _accumulation_error(frame: pd.DataFrame) -> list[Finding]:
     behind = rows_behind(by.loc[list(dict.fromkeys([worst, best]))], "increment", "steps", "result",
                          "abs_error", "rel_error", key=("method",))
     behind = behind.assign(error_over_best=behind["abs_error"] / by.loc[best, "abs_error"])
-    return [Finding(
-        f"Adding {increment:g} {steps} times: {worst} ends at {by.loc[worst, 'result']:.4f}, off by "
-        f"{by.loc[worst, 'abs_error']:.3g} ({by.loc[worst, 'rel_error'] * 100:.2f}%), {times:.0f}× "
-        f"the error of {best} ({by.loc[best, 'abs_error']:.2g}).", behind)]
+    said = {m: {"name": m, **{c: by.loc[m, c] for c in ("result", "abs_error", "rel_error")}}
+            for m in (worst, best)}
+    return [Finding(_say("accumulation_error", increment=increment, steps=steps, worst=said[worst],
+                         best=said[best], times=times), behind)]
 
 
 @finds
@@ -48,12 +53,9 @@ def _fp32_accumulator(frame: pd.DataFrame) -> list[Finding]:
                          "steps", "result", "abs_error", key=("method",))
     drift_of = (behind["increment_as_stored"] - behind["increment"]).abs() * behind["steps"]
     behind = behind.assign(rounding_drift=drift_of, drift_share_of_error=drift_of / behind["abs_error"])
-    return [Finding(
-        f"With an fp32 accumulator the fp16 increments give {fp32_acc['result'].iloc[0]:.4f}"
-        + (" whether or not they are upcast first" if same else "")
-        + f": {increment:g} is stored in fp16 as {stored:.8f}, which alone accounts for "
-        f"{drift:.4f} of its {error:.4f} error ({drift / error * 100:.0f}%): the fp32 sum itself "
-        "rounds little, unlike the fp16 one.", behind)]
+    return [Finding(_say("fp32_accumulator", result=fp32_acc["result"].iloc[0], same=same,
+                         increment=increment, stored=stored, drift=drift, error=error,
+                         share=drift / error * 100), behind)]
 
 
 def accumulation_findings(frame: pd.DataFrame) -> list[Finding]:
@@ -74,28 +76,25 @@ def _autocast_dtypes(frame: pd.DataFrame) -> list[Finding]:
             continue
         behind = rows_behind(part, *_DTYPE_COLUMNS, key=())
         if (part["dtype"] == "not run").all():
-            items.append(Finding(f"{precision} autocast was not run here: {part['note'].iloc[0]}.", behind))
+            items.append(Finding(_say("autocast_not_run", precision=precision, note=part["note"].iloc[0]),
+                                 behind))
             continue
         kind = part["tensor"].str.split(" ").str[0]
         low = list(dict.fromkeys(part.loc[part["dtype"] != "float32", "tensor"]))
         outputs = [t for t in low if t.startswith("output of ")]
+        logits = None
         if "logits" in low and outputs:
             # The logits are the last layer's output, one tensor observed twice: counted once.
-            low = [f"{t} (the logits)" if t == outputs[-1] else t for t in low if t != "logits"]
+            low, logits = [t for t in low if t != "logits"], outputs[-1]
         params = set(part.loc[kind == "parameter", "dtype"])
         grads = set(part.loc[kind == "gradient", "dtype"])
         kept = list(dict.fromkeys(part.loc[(kind == "output") & (part["dtype"] == "float32"), "tensor"]))
         loss = part.loc[part["tensor"] == "loss", "dtype"]
-        device = part["device"].iloc[0] if "device" in part else "the device"
-        text = (
-            f"Under {precision} autocast on {device}: parameters stay {', '.join(sorted(params))} "
-            f"and so do their gradients ({', '.join(sorted(grads))}); "
-            f"{len(low)} tensors are computed in lower precision ({', '.join(low) or 'none'})"
-        )
-        text += f"; {', '.join(kept)} stay float32" if kept else "; no layer output stays float32"
-        if len(loss):
-            text += f"; the loss is {loss.iloc[0]}"
-        items.append(Finding(text + ".", behind))
+        text = _say("autocast_dtypes", precision=precision,
+                    device=part["device"].iloc[0] if "device" in part else None, params=sorted(params),
+                    grads=sorted(grads), low=low, logits=logits, kept=kept,
+                    loss=loss.iloc[0] if len(loss) else None)
+        items.append(Finding(text, behind))
     return items
 
 
@@ -114,10 +113,7 @@ def _fp16_against_bf16(frame: pd.DataFrame) -> list[Finding]:
     differs = lowered(wide["fp16"]) != lowered(wide["bf16"])
     differ = wide[differs]
     behind = pd.DataFrame({"fp16": wide["fp16"], "bf16": wide["bf16"], "lowered_alike": ~differs})
-    return [Finding(
-        "fp16 and bf16 autocast lower the same tensors."
-        if differ.empty
-        else f"fp16 and bf16 autocast differ on {', '.join(differ.index)}.", behind)]
+    return [Finding(_say("fp16_against_bf16", differ=list(differ.index)), behind)]
 
 
 def dtype_findings(frame: pd.DataFrame) -> list[Finding]:
@@ -136,14 +132,13 @@ def _gpu_speedup(speedups: pd.DataFrame) -> list[Finding]:
     if "gpu_speedup" not in speedups or not speedups["gpu_speedup"].notna().any():
         return []
     rows = speedups.dropna(subset=["gpu_speedup"])
-    parts = []
+    sizes = []
     for size, part in rows.groupby("size", observed=True, sort=True):
         lo, hi = part["gpu_speedup"].min(), part["gpu_speedup"].max()
-        parts.append(f"{size} {lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{size} {lo:.2f}× to {hi:.2f}×")
-    return [Finding(
-        "On the GPU (fp32's busy time per step over bf16's), bf16 autocast is faster in every one of the "
-        f"{len(rows)} configurations: " + "; ".join(parts) + ".",
-        rows_behind(rows, *_SPEEDUP_COLUMNS))]
+        # One number where both ends print alike.
+        sizes.append((size, lo, None if f"{lo:.2f}" == f"{hi:.2f}" else hi))
+    return [Finding(_say("gpu_speedup", configurations=len(rows), sizes=sizes),
+                    rows_behind(rows, *_SPEEDUP_COLUMNS))]
 
 
 @finds
@@ -156,23 +151,13 @@ def _largest_speedup(speedups: pd.DataFrame) -> list[Finding]:
     if sure.empty:
         gpu = "gpu_speedup" in speedups and speedups["gpu_speedup"].notna().any()
         return [Finding(
-            f"No wall-time bf16 speed-up is ranked: all {len(speedups)} configurations are "
-            + ("noisy in fp32 or bf16 (their processes disagree)"
-               if on_cpu(speedups) or speedups.attrs.get("device") == "cpu" else
-               "host-bound or noisy in fp32 or bf16 (their wall time measures the host's launches, not "
-               "the GPU)")
-            + ("; the GPU-time speed-up above answers what bf16 changes on the GPU." if gpu else "."),
+            _say("none_ranked", configurations=len(speedups), gpu=gpu,
+                 cpu=on_cpu(speedups) or speedups.attrs.get("device") == "cpu"),
             rows_behind(speedups, *_SPEEDUP_COLUMNS))]
     best = sure.loc[sure["speedup"].idxmax()]
-    # Below 1× no configuration sped up: the best is then the smallest slowdown, and called so.
-    named = ("The largest wall-time bf16 speed-up is" if best["speedup"] >= 1
-             else "In wall time, bf16 autocast is slower than fp32 in every configuration; the least "
-             "slowdown is")
     return [Finding(
-        f"{named} {best['speedup']:.2f}× ({best['size']} ctx "
-        f"{best['context_length']}, {labels[best['pass']]})"
-        + (f", among the {len(sure)} configurations neither host-bound nor noisy ({left_out} left out)"
-           if left_out else "") + ".",
+        _say("largest_speedup", slower=not best["speedup"] >= 1, speedup=best["speedup"], size=best["size"],
+             context=best["context_length"], step=labels[best["pass"]], ranked=len(sure), left_out=left_out),
         with_used(rows_behind(speedups, *_SPEEDUP_COLUMNS), sure))]
 
 
@@ -185,9 +170,8 @@ def _slower_than_fp32(speedups: pd.DataFrame) -> list[Finding]:
     slower = sure[sure["speedup_high"] < 1]
     behind = rows_behind(sure, "speedup", "speedup_low", "speedup_high").assign(
         slower_beyond_interval=sure["speedup_high"] < 1)
-    return [Finding(
-        f"bf16 is slower than fp32 beyond the intervals in {len(slower)} of {len(sure)} of them"
-        + (f", the worst {slower['speedup'].min():.2f}×" if len(slower) else "") + ".", behind)]
+    return [Finding(_say("slower_than_fp32", slower=len(slower), ranked=len(sure),
+                         worst=slower["speedup"].min() if len(slower) else None), behind)]
 
 
 @finds
@@ -199,9 +183,7 @@ def _speedup_by_size(speedups: pd.DataFrame) -> list[Finding]:
         return []
     behind = rows_behind(sure, "speedup").assign(
         median_of_size=sure.groupby("size", observed=True)["speedup"].transform("median"))
-    return [Finding(
-        "Median wall-time speed-up by size (configurations neither host-bound nor noisy): "
-        + ", ".join(f"{s} {v:.2f}×" for s, v in by_size.items()) + ".", behind)]
+    return [Finding(_say("speedup_by_size", by_size=list(by_size.items())), behind)]
 
 
 def speedup_findings(speedups: pd.DataFrame) -> list[Finding]:
@@ -234,40 +216,35 @@ def model_dtype_findings(frame: pd.DataFrame) -> list[Finding]:
     collapsed = collapsed_dtypes(frame)
     ran = [p for p in PRECISIONS if p in set(collapsed["precision"])]
     skipped = [p for p in PRECISIONS if p in set(frame["precision"]) and p not in ran]
-    why = "; ".join(f"{p} autocast was not run ({frame.loc[frame['precision'] == p, 'note'].iloc[0]})"
-                    for p in skipped)
+    why = [(p, frame.loc[frame["precision"] == p, "note"].iloc[0]) for p in skipped]
     where = {"model": model, **{c: frame[c].iloc[0] for c in ("size", "context_length") if c in frame}}
     not_run = rows_behind(frame[frame["precision"].isin(skipped)], "precision", "tensor", "dtype", "note",
                           key=())
     if not ran:
-        return [Finding(f"In {model}, {why}.", not_run.assign(**where))]
-    # Each precision's clause with its low dtype as LOW: the two autocasts say it once when alike.
-    parts = {}
-    for precision in ran:
-        part = collapsed[collapsed["precision"] == precision].set_index("kind")
-        outputs = part[part.index.str.startswith("output of ")]
-        low = _modules(outputs.index[outputs["lowered"]])
-        kept = _modules(outputs.index[outputs["dtype"] == "float32"])
-        other = outputs[~outputs["lowered"] & (outputs["dtype"] != "float32")]
-        text = (f"the outputs of {low or 'no module'} were LOW while those of {kept or 'no module'} "
-                "stayed float32")
-        if len(other):
-            text += f" and those of {_modules(other.index)} {', '.join(dict.fromkeys(other['dtype']))}"
-        rest = [f"{name} {part.loc[kind, 'dtype']}" for kind, name in
-                (("parameters", "parameters"), ("logits", "logits"), ("loss", "the loss"),
-                 ("gradients", "gradients")) if kind in part.index]
-        text += "; " + ", ".join(rest) if rest else ""
-        parts[precision] = re.sub(rf"\b{_LOW_NAMES[precision]}\b", "LOW", text)
-    if len(ran) == 2 and parts["fp16"] == parts["bf16"]:
-        body = "under fp16 and bf16 autocast alike, " + parts["bf16"].replace("LOW", "float16 / bfloat16")
-    else:
-        body = "; ".join(f"under {p} autocast, {parts[p].replace('LOW', _LOW_NAMES[p])}" for p in ran)
-    context = first_count(frame, "context_length")
-    said = f"size {frame['size'].iloc[0]}, context {context if context != 'n/a' else 'not recorded'}"
+        return [Finding(_say("model_dtypes", model=model, size=None, context=None, clauses=[], alike=False,
+                             skipped=why), not_run.assign(**where))]
+    clauses = [(p, _LOW_NAMES[p], _model_clause(collapsed[collapsed["precision"] == p].set_index("kind"), p))
+               for p in ran]
+    text = _say("model_dtypes", model=model, size=frame["size"].iloc[0],
+                context=first_count(frame, "context_length"), clauses=clauses,
+                alike=len(ran) == 2 and clauses[0][2] == clauses[1][2], skipped=why)
     behind = collapsed[collapsed["precision"].isin(ran)]
     behind = pd.concat([behind, not_run], ignore_index=True) if len(not_run) else behind
     behind = behind.assign(**where)[[*where, *behind.columns]]
-    return [Finding(f"In {model} ({said}), {body}" + (f"; {why}" if why else "") + ".", behind)]
+    return [Finding(text, behind)]
+
+
+def _model_clause(part: pd.DataFrame, precision: str) -> str:
+    """One autocast's clause, its low dtype as LOW: the two autocasts say it once when alike."""
+    outputs = part[part.index.str.startswith("output of ")]
+    other = outputs[~outputs["lowered"] & (outputs["dtype"] != "float32")]
+    clause = _say("model_clause", low=_modules(outputs.index[outputs["lowered"]]),
+                  kept=_modules(outputs.index[outputs["dtype"] == "float32"]),
+                  other=_modules(other.index) if len(other) else None,
+                  other_dtypes=list(dict.fromkeys(other["dtype"])),
+                  rest=[(kind, part.loc[kind, "dtype"])
+                        for kind in ("parameters", "logits", "loss", "gradients") if kind in part.index])
+    return re.sub(rf"\b{_LOW_NAMES[precision]}\b", "LOW", clause)
 
 
 _LOW_NAMES = {"fp16": "float16", "bf16": "bfloat16"}

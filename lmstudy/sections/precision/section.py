@@ -9,7 +9,7 @@ import pandas as pd
 from lmstudy.analyse import result_files
 from lmstudy.model_choice import BUILTIN_NAME
 from lmstudy.report.answers import Answers
-from lmstudy.report.contract import SectionContract
+from lmstudy.report.contract import SectionContract, words
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.sections.precision import answers as precision_answers
 from lmstudy.sections.precision.findings import (
@@ -57,18 +57,21 @@ def load_norms(results: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def _say(macro: str, **values) -> str:
+    return words("precision", "section.j2", macro, **values)
+
+
 def norm_activations(norms: pd.DataFrame, *measured: pd.DataFrame) -> tuple[str, str]:
     """Whose activations the normalisation experiment ran on, and a sentence where that is not the
     model the study measures: the experiment always builds the built-in model (at the timing
     section's first size) and runs its own norms on its activations, whatever model: names."""
-    size = norms["size"].iloc[0] if "size" in norms else "its first size"
-    whose = f"the {BUILTIN_NAME}'s own activations (size {size}, random weights)"
+    whose = _say("norm_whose", model=BUILTIN_NAME, size=norms["size"].iloc[0] if "size" in norms else None)
     labels = {str(m) for frame in measured if "model" in frame for m in frame["model"].dropna()}
     others = sorted(labels - {BUILTIN_NAME})
     if not others:
         return whose, ""
-    return whose, (f" These are not the activations of the model this study measures ({', '.join(others)}): "
-                   "the experiment does not run that model's norm layers, and model: does not change it.")
+    # After the method's paragraph, so it starts with its space.
+    return whose, " " + _say("not_the_study_model", others=others)
 
 
 def load_parts(results: Path) -> dict[str, pd.DataFrame]:
@@ -83,77 +86,41 @@ def body(section: Section, parts: dict[str, pd.DataFrame], results: Path, figure
     timing = timing_section.study_model(timing_section.load(results))
     section.add(Answers(precision_answers.answers(accumulation, dtypes, norms, timing)))
     if not accumulation.empty:
-        section.add(
-            Text(
-                "(a) 0.01 added a thousand times in four ways, on "
-                f"{accumulation['device'].iloc[0] if 'device' in accumulation else 'the study device'}."
-            )
-        )
+        device = accumulation["device"].iloc[0] if "device" in accumulation else None
+        section.add(Text(_say("accumulation_text", device=device)))
         section.add(Findings(accumulation_findings(accumulation)))
-        section.add(
-            Table(
-                "Accumulating 0.01 a thousand times (exact: 10)",
-                accumulation_table(accumulation),
-                name="precision_accumulation",
-            )
-        )
+        section.add(Table(_say("accumulation_title"), accumulation_table(accumulation),
+                          name="precision_accumulation"))
     if not dtypes.empty:
         section.add(Text(SECTION.prose("toy_model")))
         section.add(Findings(dtype_findings(dtypes)))
-        section.add(
-            Table(
-                "Dtypes under autocast, as observed",
-                dtype_table(dtypes),
-                name="precision_autocast_dtypes",
-            )
-        )
+        section.add(Table(_say("dtypes_title"), dtype_table(dtypes), name="precision_autocast_dtypes"))
     for block in model_dtypes_part(model_dtypes):
         section.add(block)
     if not norms.empty:
         whose, not_the_study_model = norm_activations(norms, timing, model_dtypes)
         section.add(Text(SECTION.prose("norms", whose=whose, not_the_study_model=not_the_study_model)))
-        section.add(
-            Table(
-                "Normalisation error against fp32 (mean relative error per token)",
-                precision_answers.norm_table(norms),
-                name="precision_norm_errors",
-            )
-        )
+        section.add(Table(_say("norm_title"), precision_answers.norm_table(norms),
+                          name="precision_norm_errors"))
+    _speedups_part(section, timing)
+
+
+def _speedups_part(section: Section, timing: pd.DataFrame) -> None:
+    """(c) from the timing section's rows: the bf16 speed-ups, and fp16's beside them where it ran."""
     if timing.empty:
-        section.add(Text("(c) No bf16 vs fp32 speed-ups: the timing section is switched off or has no rows."))
+        section.add(Text(_say("no_timing")))
         return
     speedups = timing_section.speedup_frame(timing)
     if speedups.empty:
-        section.add(
-            Text(
-                "(c) No bf16 vs fp32 speed-ups: the timing section did not measure both precisions "
-                "successfully for any configuration."
-            )
-        )
+        section.add(Text(_say("no_speedups")))
         return
-    section.add(
-        Text(
-            "(c) bf16 autocast speed-up over fp32 (fp32 median step time / bf16 median step time), "
-            "from the timing section's steady-state measurements."
-        )
-    )
+    section.add(Text(_say("speedup_text")))
     section.add(Findings(speedup_findings(speedups)))
-    section.add(
-        Table(
-            "bf16 autocast speed-up over fp32 (×)",
-            timing_section.speedup_table(speedups),
-            name="precision_bf16_speedup",
-        )
-    )
+    section.add(Table(_say("bf16_title"), timing_section.speedup_table(speedups),
+                      name="precision_bf16_speedup"))
     both = precision_answers.low_precision_speedup_table(timing)
     if not both.empty:
-        section.add(
-            Table(
-                "fp16 and bf16 autocast speed-up over fp32 (×)",
-                both,
-                name="precision_fp16_bf16_speedup",
-            )
-        )
+        section.add(Table(_say("both_title"), both, name="precision_fp16_bf16_speedup"))
 
 
 def model_dtypes_part(frame: pd.DataFrame) -> list:
@@ -168,7 +135,8 @@ def model_dtypes_part(frame: pd.DataFrame) -> list:
                            context=context if pd.notna(context) else "(not recorded in this run)",
                            depth=int(depth) if pd.notna(depth) else None)),
         Findings(model_dtype_findings(frame)),
-        Table(f"Dtypes under autocast in {model}", model_dtype_table(frame), name="precision_model_dtypes"),
+        Table(_say("model_dtypes_title", model=model), model_dtype_table(frame),
+              name="precision_model_dtypes"),
     ]
 
 
