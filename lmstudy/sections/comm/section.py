@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.contract import Comparison, SectionContract, words
 from lmstudy.report.finding import gather
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.comm import compare as comm_compare
@@ -25,6 +25,10 @@ def make_figures(results: Path, out_dir: Path) -> None:
         draw_figures(frame, out_dir)
 
 
+def _say(macro: str, **values) -> str:
+    return words("comm", "section.j2", macro, **values)
+
+
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     method = SECTION.prose(
         "method",
@@ -35,21 +39,8 @@ def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) ->
         repeats=int(frame["repeat"].max()) + 1,
     )
     SECTION.opening(section, frame, method, findings=gather(*(f(frame) for f in FINDINGS)))
-    section.add(
-        Table(
-            "All-reduce time and bandwidth by backend, processes and size (median over repetitions)",
-            bandwidth_table(frame),
-            name="comm_bandwidth",
-        )
-    )
-    section.add(
-        Figure(
-            figures / "bandwidth.png",
-            "Bus bandwidth against tensor size per backend and number of processes (log axes; bars: the "
-            "range over repetitions), with the link's limit per direction where the machine said it.",
-            data="comm_bandwidth",
-        )
-    )
+    section.add(Table(_say("bandwidth_title"), bandwidth_table(frame), name="comm_bandwidth"))
+    section.add(Figure(figures / "bandwidth.png", _say("bandwidth_caption"), data="comm_bandwidth"))
 
 
 SECTION = SectionContract(

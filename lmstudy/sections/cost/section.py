@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse.study_cost import LEASE_COLUMNS, PHASE_COLUMNS, REPETITION_COLUMNS
 from lmstudy.phases import PHASES
-from lmstudy.report.contract import SectionContract
+from lmstudy.report.contract import SectionContract, words
 from lmstudy.report.coverage import lacks, with_columns
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.cost.figures import draw_figures
@@ -49,7 +49,7 @@ __all__ = [
 
 # The phases as the report names them, "other" last.
 PHASE_LABELS = {f"{phase}_s": label for phase, label in PHASES.items()}
-PHASE_LABELS["other_s"] = "the rest of the job's command: its shell, writing results, the processes' exit"
+PHASE_LABELS["other_s"] = words("cost", "section.j2", "other_phase")
 
 
 LEASE_TEXT = [c for c in LEASE_COLUMNS if c not in ("waited_s", "started_at", "ended_at")]
@@ -83,27 +83,29 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
+def _say(macro: str, **values) -> str:
+    return words("cost", "section.j2", macro, **values)
+
+
 def _phase_label(frame: pd.DataFrame, column: str) -> str:
     no_lease = phase_names(frame) is not SHORT  # a CPU run: no GPU, no CUDA
-    if column == "wait_s" and no_lease:
-        return "starting the job's wrapper (a CPU run leases no device)"
-    if column == "start_s" and no_lease:
-        return "starting fresh processes"
+    if column in ("wait_s", "start_s") and no_lease:
+        return _say("cpu_phase", column=column)
     return PHASE_LABELS[column]
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     names = phase_names(frame)
-    phases = "; ".join(f"{names[c]} = {_phase_label(frame, c)}" for c in [*PHASE_COLUMNS, "other_s"])
+    phases = _say("phases", named=[(names[c], _phase_label(frame, c)) for c in [*PHASE_COLUMNS, "other_s"]])
     method = SECTION.prose("method", phases=phases, one_gpu_at_a_time=names is SHORT)
     SECTION.opening(section, frame, method,
                     findings=findings(frame) + repetition_findings(frame) + concurrency_findings(frame))
-    section.add(Figure(figures / "cost.png", "Seconds per section, by phase."))
-    section.add(Table("Time by section and rule", by_rule(frame)))
-    section.add(Table("The ten slowest jobs (s)", slowest(frame)))
+    section.add(Figure(figures / "cost.png", _say("cost_caption")))
+    section.add(Table(_say("by_rule_title"), by_rule(frame)))
+    section.add(Table(_say("slowest_title"), slowest(frame)))
     gpus = by_gpu(frame)
     if not gpus.empty:
-        section.add(Table("Measuring jobs per GPU", gpus))
+        section.add(Table(_say("by_gpu_title"), gpus))
 
 
 SECTION = SectionContract(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.contract import Comparison, SectionContract, words
 from lmstudy.report.finding import gather
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.ddp import compare as ddp_compare
@@ -22,25 +22,15 @@ def make_figures(results: Path, out_dir: Path) -> None:
         draw_figures(frame, out_dir)
 
 
+def _say(macro: str, **values) -> str:
+    return words("ddp", "section.j2", macro, **values)
+
+
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     method = SECTION.prose("method", **method_values(frame))
     SECTION.opening(section, frame, method, findings=gather(*(f(frame) for f in FINDINGS)))
-    section.add(
-        Table(
-            "Data-parallel step time by version (median over ranks and steps, with its 95% interval; ms) "
-            "and the communication it exposes",
-            shown(step_table(frame)),
-            name="ddp_step_time",
-        )
-    )
-    section.add(
-        Figure(
-            figures / "step_time.png",
-            "Step time per version: the step without communication and the communication each version "
-            "exposes beyond it, with the 95% interval of its median over ranks and steps.",
-            data="ddp_step_time",
-        )
-    )
+    section.add(Table(_say("step_time_title"), shown(step_table(frame)), name="ddp_step_time"))
+    section.add(Figure(figures / "step_time.png", _say("step_time_caption"), data="ddp_step_time"))
 
 
 SECTION = SectionContract(

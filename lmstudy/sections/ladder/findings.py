@@ -9,6 +9,7 @@ import pandas as pd
 
 from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
+from lmstudy.report.contract import words
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.labels import faster
 from lmstudy.sections.ladder.tables import (
@@ -252,55 +253,50 @@ def _ceiling(matmul: pd.DataFrame) -> list[Finding]:
     lo, hi = found["ceiling_tflops"].min(), found["ceiling_tflops"].max()
     best = found.loc[found["ceiling_tflops"].idxmax()]
     uuids = found.get("gpu_uuid", pd.Series(dtype=object)).dropna().astype(str)
-    count = uuids[uuids != ""].nunique()
-    where = (f"{len(found)} measurement{'s' if len(found) > 1 else ''}"
-             + (f" on {count} GPU{'s' if count > 1 else ''}" if count else ""))
-    rate = span(lo, hi, ".4g", " TFLOP/s")
     sustained = "settled" in found
-    if sustained:
-        unsettled = found[~found["settled"].astype(bool)]
-        text = (f"Measured dense bf16 matmul ceiling, sustained: {rate} (the median of the last "
-                f"{int(best['window'])} bursts of {int(best['products'])} back-to-back products at "
-                f"n={int(best['n'])}, once the rate had stopped rising, within {SETTLED_WITHIN:.0%} of each "
-                f"other; {where})")
-        if len(unsettled):
-            text += (f"; in {len(unsettled)} of them the rate had not settled after "
-                     f"{int(unsettled['bursts'].max())} bursts (its last bursts spread by more than "
-                     f"{SETTLED_WITHIN:.0%}), so there it is the median of a moving rate")
-    else:
-        text = (f"Measured dense bf16 matmul ceiling: {rate} (the highest of a fixed number of bursts of "
-                f"back-to-back products, best at n={int(best['n'])}; {where}; whether the rate had stopped "
-                "rising was not measured in this run)")
+    unsettled = found[~found["settled"].astype(bool)] if sustained else found.iloc[0:0]
+    short = _numbers(found, "short_tflops").dropna()
+
+    def of_datasheet(low: float, high: float) -> str | None:
+        return span(low / datasheet * 100, high / datasheet * 100, ".1f", "%") if datasheet else None
+
+    text = words(
+        "ladder", "findings.j2", "ceiling", rate=span(lo, hi, ".4g", " TFLOP/s"), sustained=sustained,
+        best={"n": int(best["n"]), "window": int(best["window"]) if sustained else None,
+              "products": int(best["products"]) if sustained else None},
+        within=SETTLED_WITHIN, measurements=len(found), gpus=uuids[uuids != ""].nunique(),
+        unsettled={"count": len(unsettled), "bursts": int(unsettled["bursts"].max())}
+        if len(unsettled) else None,
+        datasheet={"share": of_datasheet(lo, hi), "tflops": datasheet} if datasheet else None,
+        short={"rate": span(short.min(), short.max(), ".4g", " TFLOP/s"),
+               "share": of_datasheet(short.min(), short.max())} if len(short) else None,
+        clock=_clocks(found))
     behind = found[[c for c in ("size", "rung_key", "gpu", "gpu_uuid", "n", "ceiling_tflops",
                                 "median_tflops", "first_burst_tflops", "best_burst_tflops", "bursts",
                                 "settled", "short_tflops", "sm_clock_mhz", "max_sm_clock_mhz", "power_w")
                     if c in found]]
     if datasheet:
-        text += f" = {span(lo / datasheet * 100, hi / datasheet * 100, '.1f', '%')} of the datasheet's " \
-                f"{datasheet:.1f} TFLOP/s dense bf16 peak"
         behind = behind.assign(datasheet_tflops=datasheet,
                                share_of_datasheet=found["ceiling_tflops"] / datasheet)
-    short = pd.to_numeric(found.get("short_tflops", pd.Series(dtype=float)), errors="coerce").dropna()
-    if len(short):
-        text += (f". Short bursts (one product after an idle pause, as a quick benchmark times it) reach "
-                 f"{span(short.min(), short.max(), '.4g', ' TFLOP/s')}"
-                 + (f" ({span(short.min() / datasheet * 100, short.max() / datasheet * 100, '.1f', '%')} of "
-                    "the datasheet peak)" if datasheet else ""))
-    clock = pd.to_numeric(found.get("sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
-    if clock.notna().any():
-        power = pd.to_numeric(found.get("power_w", pd.Series(dtype=float)), errors="coerce")
-        top = pd.to_numeric(found.get("max_sm_clock_mhz", pd.Series(dtype=float)), errors="coerce")
-        text += (
-            f". During the {'steady ' if sustained else ''}bursts themselves the SM clock averaged "
-            f"{span(clock.min(), clock.max(), '.0f', ' MHz')}"
-            + (f" (its maximum {top.max():.0f} MHz)" if top.notna().any() else "")
-            + f" and the power {span(power.min(), power.max(), '.0f', ' W')} (NVML's own average over "
-            "about a second)"
-        )
-    text += (". This section's shares of the measured ceiling divide by the sustained rate"
-             if sustained else ". This section's shares of the measured ceiling divide by it")
-    text += "; its MFU divides by the datasheet peak"
-    return [Finding(text + ".", behind)]
+    return [Finding(text, behind)]
+
+
+def _numbers(found: pd.DataFrame, column: str) -> pd.Series:
+    """A column of the ceilings as numbers, all missing where the run did not record it."""
+    return pd.to_numeric(found.get(column, pd.Series(dtype=float)), errors="coerce")
+
+
+def _clocks(found: pd.DataFrame) -> dict | None:
+    """The SM clock (its span and maximum) and the power read during the bursts; None where unread."""
+    from lmstudy.report.answers import span
+
+    clock = _numbers(found, "sm_clock_mhz")
+    if not clock.notna().any():
+        return None
+    power, top = _numbers(found, "power_w"), _numbers(found, "max_sm_clock_mhz")
+    return {"sm": span(clock.min(), clock.max(), ".0f", " MHz"),
+            "top": top.max() if top.notna().any() else None,
+            "power": span(power.min(), power.max(), ".0f", " W")}
 
 
 # Declared in the section's contract: each writes one kind of finding with the rows behind it.

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse.ladder_table import SETTLED_WITHIN, ceilings
-from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.contract import Comparison, SectionContract, words
 from lmstudy.report.coverage import first_count, name_absent
 from lmstudy.report.labels import mfu_note
 from lmstudy.report.render import Figure, Section, Table
@@ -106,59 +106,29 @@ def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
 RECORDED = ("warmup_steps", "timed_steps")
 
 
+def _say(macro: str, **values) -> str:
+    return words("ladder", "section.j2", macro, **values)
+
+
 def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures: Path) -> None:
     ladder = name_absent(ladder_frame(data["rungs"]), RECORDED)
     SECTION.opening(section, ladder, _how(ladder, data["matmul"]), findings=findings(ladder, data["matmul"]))
-    section.add(Table("Rungs per size", ladder_table(ladder), name="ladder_rungs", note=mfu_note(ladder)))
+    section.add(Table(_say("rungs_title"), ladder_table(ladder), name="ladder_rungs", note=mfu_note(ladder)))
     if (figures / SHARE_FIGURE).exists():
-        section.add(
-            Figure(
-                figures / SHARE_FIGURE,
-                "Each rung's achieved TFLOP/s as a share of the matmul ceiling measured on its GPU.",
-                data="ladder_rungs",
-            )
-        )
+        section.add(Figure(figures / SHARE_FIGURE, _say("share_caption"), data="ladder_rungs"))
     if best_rungs(ladder).shape[0]:
-        section.add(Table("The best rung of each size", best_table(ladder), name="ladder_best"))
+        section.add(Table(_say("best_title"), best_table(ladder), name="ladder_best"))
     if not data["matmul"].empty:
-        section.add(
-            Table(
-                "The measured matmul ceiling of each rung's GPU: bursts of back-to-back dense bf16 products",
-                matmul_table(data["matmul"]),
-                name="ladder_matmul",
-            )
-        )
+        section.add(Table(_say("matmul_title"), matmul_table(data["matmul"]), name="ladder_matmul"))
     breakdown = breakdown_frame(ladder)
     if not breakdown.empty:
-        words = time_words(ladder)
-        note = (
-            "On a CPU, torch.profiler records CPU operators, not GPU kernels: these are CPU operator times, "
-            "and the rest of the step is time outside them (Python, autograd)."
-            if on_cpu(ladder) else
-            "The rest of the step is its median less the GPU's busy time: the GPU waiting for the host."
-        )
-        if breakdown["not_busy_ms"].isna().any():
-            note += (
-                " The profiled steps are other steps than the timed ones and run under the profiler: "
-                "where their time exceeds the timed median, the rest of the step is n/a."
-            )
-        section.add(
-            Table(
-                f"{words} per step by kernel category, per rung",
-                breakdown_table(breakdown, words),
-                note=note,
-                name="ladder_time_by_category",
-            )
-        )
+        time = time_words(ladder)
+        note = _say("breakdown_note", on_cpu=on_cpu(ladder), unprofiled=breakdown["not_busy_ms"].isna().any())
+        section.add(Table(_say("breakdown_title", time=time), breakdown_table(breakdown, time), note=note,
+                          name="ladder_time_by_category"))
         if (figures / TIME_FIGURE).exists():
-            section.add(
-                Figure(
-                    figures / TIME_FIGURE,
-                    f"{words} per step by kernel category, per rung (named as in the tables above); "
-                    "the black mark is the step's median.",
-                    data="ladder_time_by_category",
-                )
-            )
+            section.add(Figure(figures / TIME_FIGURE, _say("time_caption", time=time),
+                               data="ladder_time_by_category"))
 
 
 SECTION = SectionContract(

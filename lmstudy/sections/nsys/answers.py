@@ -6,6 +6,7 @@ import pandas as pd
 
 from lmstudy.analyse.nsys import tables as T
 from lmstudy.analyse.nsys.names import kernel_alias
+from lmstudy.report import contract
 from lmstudy.report.answers import Answer, count, span
 from lmstudy.report.coverage import lacks
 from lmstudy.report.labels import column_label, in_size_order, on_cpu
@@ -26,8 +27,20 @@ Q = {
 }
 
 
-def _config(row) -> str:
-    return f"{row['size']} ctx {int(row['context_length'])}"
+def _say(macro: str, **values) -> str:
+    return contract.words("nsys", "answers.j2", macro, **values)
+
+
+def _unanswered(question: str, why: str) -> Answer:
+    return Answer(Q[question], _say("not_answered", why=why))
+
+
+def _config(row) -> dict:
+    return {"size": row["size"], "context": int(row["context_length"])}
+
+
+def _number(value) -> float | None:
+    return value if pd.notna(value) else None
 
 
 def _largest(frame: pd.DataFrame) -> pd.Series:
@@ -40,23 +53,14 @@ def time_answer(data: dict[str, pd.DataFrame], said: dict) -> Answer:
     table = T.forward_time_table(data["ranges"], data["runs"], data["timing"])
     rows = table[(table["pass"] == "forward") & (table["status"] == "ok")].dropna(subset=["nsys forward ms"])
     if rows.empty:
-        return Answer(Q["a"], "Not answered: no forward pass was profiled without running out of memory.")
+        return _unanswered("a", "forward_oom")
     row = _largest(rows)
-    text = (
-        f"For {_config(row)}, {said['short']} puts one forward pass at {row['nsys forward ms']:.3g} "
-        "ms from its "
-        f"first {said['kernel']} starting to its last ending ({row['nsys forward kernels ms']:.3g} ms "
-        "of them "
-        f"busy)"
-    )
-    if pd.notna(row.get("timer step ms")):
-        text += f", against {row['timer step ms']:.3g} ms by the timing section's timer"
-    if pd.notna(row.get("capture timer ms")):
-        text += f" and {row['capture timer ms']:.3g} ms by the timer inside the capture"
     ratio = rows["nsys step / timer"].dropna()
-    text += "."
-    if len(ratio) > 1:
-        text += f" Over {count(len(ratio), 'configuration')} the ratio is {span(ratio.min(), ratio.max())}×."
+    text = _say("step_time", c=_config(row), short=said["short"], kernel=said["kernel"],
+                nsys_ms=row["nsys forward ms"], busy_ms=row["nsys forward kernels ms"],
+                timer_ms=_number(row.get("timer step ms")), capture_ms=_number(row.get("capture timer ms")),
+                configurations=count(len(ratio), "configuration"),
+                ratio_span=span(ratio.min(), ratio.max()) if len(ratio) > 1 else None)
     return Answer(Q["a"], text, "nsys_step_time")
 
 
@@ -67,23 +71,23 @@ def _top(part: pd.DataFrame) -> pd.Series:
 def top_kernel_answer(kernels: pd.DataFrame, said: dict) -> Answer:
     """(b): the forward's top kernel and its calls per pass; whether forward+backward's top is the same."""
     forward = kernels[(kernels["pass"] == "forward") & (kernels["phase"] == "forward")]
-    train = kernels[(kernels["pass"] == "train_step") & kernels["phase"].isin(["forward", "backward"])]
     if forward.empty:
-        return Answer(Q["b"], "Not answered: no forward pass was profiled.")
-    name = kernel_alias
+        return _unanswered("b", "no_forward")
     configs = in_size_order(forward[T.CONFIG].drop_duplicates())
     row = configs[configs["context_length"] == configs["context_length"].max()].iloc[-1]
     here = forward[(forward["size"] == row["size"]) & (forward["context_length"] == row["context_length"])]
     totals = _top(here)
     top = totals.index[0]
-    steps = here["profiled_steps"].iloc[0]
-    calls = here[here["kernel"] == top]["instances"].sum() / steps
-    text = (
-        f"For {_config(row)} the top forward {said['kernel']} is {name(top)} "
-        f"({100 * totals.iloc[0] / totals.sum():.0f}% of forward {said['time']}, called {calls:.0f} "
-        "times per "
-        "forward pass)."
-    )
+    calls = here[here["kernel"] == top]["instances"].sum() / here["profiled_steps"].iloc[0]
+    text = _say("top_kernel", c=_config(row), kernel=said["kernel"], time=said["time"], top=kernel_alias(top),
+                share=100 * totals.iloc[0] / totals.sum(), calls=calls, train=_training_top(kernels, forward))
+    return Answer(Q["b"], text, "nsys_top_kernels")
+
+
+def _training_top(kernels: pd.DataFrame, forward: pd.DataFrame) -> dict | None:
+    """In how many configurations forward+backward of a training step has the forward's top kernel on
+    top too, and the last one whose top differs; None where no configuration has both."""
+    train = kernels[(kernels["pass"] == "train_step") & kernels["phase"].isin(["forward", "backward"])]
     same, differ = 0, []
     for (size, context), part in train.groupby(["size", "context_length"], sort=False):
         fwd = forward[(forward["size"] == size) & (forward["context_length"] == context)]
@@ -94,123 +98,74 @@ def top_kernel_answer(kernels: pd.DataFrame, said: dict) -> Answer:
             same += 1
         else:
             differ.append((size, context, both_top))
-    if same or differ:
-        total = same + len(differ)
-        if not differ:
-            text += (
-                f" Yes: over forward+backward of a training step the top {said['kernel']} is the same one in "
-                f"{'all ' if total > 1 else ''}{count(total, 'configuration')}."
-            )
-        else:
-            size, context, other = differ[-1]
-            category = train.loc[train["kernel"] == other, "category"].iloc[0]
-            text += (
-                f" {'No' if not same else 'Not always'}: over forward+backward of a training step it "
-                "is the same "
-                f"in {same} of {count(total, 'configuration')}; in the others a different "
-                f"{said['kernel']} leads "
-                f"(for {size} ctx {context}: {name(other)}, "
-                + (
-                    "another GEMM: the backward multiplies by transposed matrices"
-                    if category == "GEMM"
-                    else category
-                )
-                + ")."
-            )
-    return Answer(Q["b"], text, "nsys_top_kernels")
+    if not (same or differ):
+        return None
+    total = same + len(differ)
+    told = {"same": same, "total": total, "configurations": count(total, "configuration"), "other": None}
+    if differ:
+        size, context, other = differ[-1]
+        category = train.loc[train["kernel"] == other, "category"].iloc[0]
+        told.update(size=size, context=context, other=kernel_alias(other), category=category)
+    return told
 
 
 def non_gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
     table = T.top_non_gemm_forward(kernels)
     if table.empty:
-        return Answer(Q["c"], "Not answered: no forward pass was profiled.")
+        return _unanswered("c", "no_forward")
     row = _largest(table)
     part = table[(table["size"] == row["size"]) & (table["context_length"] == row["context_length"])]
-    listed = "; ".join(
-        f"{kernel_alias(k['kernel'])} ({k['category']}, {k['share of forward %']:.1f}%)"
-        for _, k in part.iterrows()
-    )
-    return Answer(
-        Q["c"],
-        f"For {_config(row)}, beside the matrix products: {listed} of forward {said['time']}.",
-        "nsys_top_non_gemm_forward",
-    )
+    listed = [(kernel_alias(k["kernel"]), k["category"], k["share of forward %"]) for _, k in part.iterrows()]
+    return Answer(Q["c"], _say("non_gemm", c=_config(row), listed=listed, time=said["time"]),
+                  "nsys_top_non_gemm_forward")
 
 
 def gemm_answer(kernels: pd.DataFrame, said: dict) -> Answer:
     shares = T.category_shares(kernels)
     d = T.gemm_share(kernels)
     if not {"inference GEMM %", "training GEMM %"} <= set(d.columns):
-        return Answer(Q["d"], "Not answered: inference and a training step were not both profiled.")
+        return _unanswered("d", "passes")
     both = d.dropna(subset=["inference GEMM %", "training GEMM %"])
     if both.empty:
-        return Answer(Q["d"], "Not answered: no configuration has both passes profiled.")
+        return _unanswered("d", "no_pair")
     train = shares[shares["pass"] == "train_step"]
     rest = [c for c in train.columns if c not in (*T.CONFIG, "GEMM")]
     second = train[rest].mean().sort_values(ascending=False) if rest else pd.Series(dtype=float)
-    text = (
-        "Matrix products take "
-        f"{span(both['inference GEMM %'].min(), both['inference GEMM %'].max(), '.1f')}% "
-        f"of {said['time']} in inference and "
-        f"{span(both['training GEMM %'].min(), both['training GEMM %'].max(), '.1f')}% in a training step "
-        f"(over {count(len(both), 'configuration')})"
-    )
-    if len(second):
-        # "next" only where GEMM leads; else the categories that outweigh it are named as such.
-        gemm = float(train["GEMM"].mean()) if "GEMM" in train else 0.0
-        larger = second[second > gemm]
-        shown = larger if len(larger) else second.head(2)
-        listed = " and ".join(f"{name} ({share:.1f}%)" for name, share in shown.head(2).items())
-        text += (f"; in the training step {listed} {'take' if len(shown.head(2)) > 1 else 'takes'} more "
-                 "than matrix products do" if len(larger) else
-                 f"; in the training step the next categories are {listed}")
+    # "next" only where GEMM leads; else the categories that outweigh it are named as such.
+    gemm = float(train["GEMM"].mean()) if "GEMM" in train else 0.0
+    larger = second[second > gemm]
+    shown = list((larger if len(larger) else second.head(2)).head(2).items())
     inference, training = both["inference GEMM %"], both["training GEMM %"]
-    headline = (
-        f"Matrix products take {span(inference.min(), inference.max(), '.0f')}% of {said['time']} in "
-        "inference and "
-        f"{span(training.min(), training.max(), '.0f')}% in a training step."
-    )
-    trust = (f"{said['time']} from the profiler, " + ("one configuration" if len(both) == 1
-             else f"range over {count(len(both), 'configuration')}"))
-    return Answer(Q["d"], text + ".", "nsys_gemm_share", headline=headline, trust=trust)
+    configurations = count(len(both), "configuration")
+    text = _say("gemm", time=said["time"], inference=span(inference.min(), inference.max(), ".1f"),
+                training=span(training.min(), training.max(), ".1f"), configurations=configurations,
+                shown=shown, larger=bool(len(larger)))
+    headline = _say("gemm_headline", time=said["time"], training=span(training.min(), training.max(), ".0f"),
+                    inference=span(inference.min(), inference.max(), ".0f"))
+    trust = _say("gemm_trust", time=said["time"], configurations=configurations, many=len(both) > 1)
+    return Answer(Q["d"], text, "nsys_gemm_share", headline=headline, trust=trust)
 
 
 def attention_answer(kernels: pd.DataFrame) -> Answer:
     e = T.attention_table(kernels)
     if lacks(kernels, "range"):
-        return Answer(Q["e"], "Not answered: this run recorded no range of its kernels, so attention's are "
-                      "not told apart.")
+        return _unanswered("e", "no_range")
     if e.empty or e["time softmax/matmul"].isna().all():
-        return Answer(Q["e"], "Not answered: no attention ranges were profiled.")
+        return _unanswered("e", "no_attention")
     row = _largest(e.dropna(subset=["time softmax/matmul"]))
-    text = (
-        f"For {_config(row)}, softmax takes {row['softmax ms']:.3g} ms per step against "
-        f"{row['matmul ms']:.3g} ms "
-        f"for the two attention matmuls ({row['time softmax/matmul']:.2f}×)"
-    )
-    if pd.isna(row["FLOPs softmax/matmul"]):
-        shape = [column_label(c) for c in ("batch_size", "d_model", "num_heads") if lacks(kernels, c)]
-        text += (f"; their FLOPs are not known, as this run recorded no {', '.join(shape)}."
-                 if shape else "; their FLOPs are not known.")
-    else:
-        text += (
-            f" while doing {row['FLOPs softmax/matmul']:.3f}× their FLOPs: per FLOP it is "
-            f"{row['time ratio / FLOP ratio']:.0f}× "
-            "slower"
-            + (
-                ": it reads and writes the whole score matrix for few operations (memory-bound)."
-                if row["time ratio / FLOP ratio"] > 2 and not on_cpu(kernels)
-                else "."  # on a CPU, so small an operator's time is mostly the operator's own overhead
-            )
-        )
+    flops = None if pd.isna(row["FLOPs softmax/matmul"]) else {
+        "ratio": row["FLOPs softmax/matmul"], "slower": row["time ratio / FLOP ratio"]}
+    rest = None
     if pd.notna(row.get("non-matmul/matmul time")):
         copies = row.get("copies in the matmul ranges ms")
-        copied = (f" and the memory copies in the two matmuls' ranges ({copies:.3g} ms: {row['copies']})"
-                  if pd.notna(copies) and copies > 0 else "")
-        text += (
-            f" Counting the scaling and the mask ({row['scale and mask ms']:.3g} ms){copied} with it, "
-            f"attention's non-matmul work takes {row['non-matmul/matmul time']:.2f}× the matmuls' time."
-        )
+        rest = {"scale_ms": row["scale and mask ms"], "ratio": row["non-matmul/matmul time"],
+                "copies_ms": copies if pd.notna(copies) and copies > 0 else None, "copies": row.get("copies")}
+    text = _say(
+        "attention", c=_config(row), softmax_ms=row["softmax ms"], matmul_ms=row["matmul ms"],
+        ratio=row["time softmax/matmul"], flops=flops,
+        unrecorded=[column_label(c) for c in ("batch_size", "d_model", "num_heads") if lacks(kernels, c)],
+        # on a CPU, so small an operator's time is mostly the operator's own overhead
+        memory_bound=flops is not None and flops["slower"] > 2 and not on_cpu(kernels), rest=rest)
     return Answer(Q["e"], text, "nsys_attention")
 
 
@@ -221,8 +176,7 @@ def answers(data: dict[str, pd.DataFrame]) -> list[Answer]:
     said = words(runs)
     items = [time_answer(data, said)]
     if kernels.empty:
-        missing = "Not answered: every profiled configuration ran out of memory, so no kernel was captured."
-        return items + [Answer(Q[k], missing) for k in "bcde"]
+        return items + [_unanswered(k, "no_kernels") for k in "bcde"]
     items += [
         top_kernel_answer(kernels, said),
         non_gemm_answer(kernels, said),
@@ -230,7 +184,7 @@ def answers(data: dict[str, pd.DataFrame]) -> list[Answer]:
         attention_answer(kernels),
     ]
     if said["kernel"] == "operator":
-        note = " (On a CPU, operators stand in for kernels and their time is CPU time.)"
+        note = " " + _say("cpu_note")
         for item in items:
             item.text += note if not item.text.startswith("Not answered") else ""
     return items

@@ -9,22 +9,19 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.analyse.nsys import tables as T
+from lmstudy.report import contract
 from lmstudy.report.answers import between, count
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.labels import PASS_LABELS, sentence_start
 from lmstudy.sections.nsys.tables import words
 
 
-def _pct(x: float) -> str:
-    return f"{x:.1f}%"
-
-
 def _span(low: float, high: float, fmt: str = ".0f") -> str:
     return f"{low:{fmt}}" if f"{low:{fmt}}" == f"{high:{fmt}}" else f"{low:{fmt}}–{high:{fmt}}"
 
 
-def _a(word: str) -> str:
-    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
+def _say(macro: str, **values) -> str:
+    return contract.words("nsys", "findings.j2", macro, **values)
 
 
 @finds
@@ -33,35 +30,20 @@ def _out_of_memory(runs: pd.DataFrame) -> list[Finding]:
     failed = runs[runs["status"] != "ok"] if not runs.empty else runs
     if not len(failed):
         return []
-    names = ", ".join(f"{r['size']} ctx {r['context_length']} {PASS_LABELS.get(r['pass'], r['pass'])}"
-                      for _, r in failed.iterrows())
-    which = (f"{len(failed)} of {len(runs)} configurations" if len(failed) < len(runs) else
-             "The one profiled configuration" if len(runs) == 1
-             else f"All {len(runs)} profiled configurations")
-    return [Finding(f"{which} ran out of memory ({names}).",
-                    rows_behind(runs, "status"))]
+    named = [(r["size"], r["context_length"], PASS_LABELS.get(r["pass"], r["pass"]))
+             for _, r in failed.iterrows()]
+    return [Finding(_say("out_of_memory", failed=named, total=len(runs)), rows_behind(runs, "status"))]
 
 
-def _why_apart(worst, inside, said) -> str:
+def _why_apart(worst, inside) -> tuple[str, float | None]:
     """Where the gap between the span and the timing section's median comes from, as far as the
-    timer inside the capture (the same process as the span) tells it."""
-    span = worst["nsys step ms"]
+    timer inside the capture (the same process as the span) tells it; and the span over that timer."""
     if pd.isna(inside) or not inside > 0:
-        return (". The timing section's median comes from other processes of another job, and this run has "
-                "no timer inside the capture, so the gap mixes the variation between processes with the "
-                "profiler's overhead.")
-    own = span / inside
+        return "untimed", None
+    own = worst["nsys step ms"] / inside
     if abs(own - 1) <= 0.10:
-        # That timer runs under the same tracing (review M3): agreeing with it shows the span measures the
-        # traced step, not that tracing costs nothing.
-        return (f". The span is {own:.2f}× the timer of its own process, which ran under the same tracing: "
-                "the span measures the traced step, but no step of that process ran untraced, so the gap to "
-                "the timing section's median (other processes of another job) mixes the profiler's "
-                "overhead with the variation between processes, which moves a host-bound step from one "
-                "process to the next.")
-    slower = "slows" if own > 1 else "does not slow"
-    return (f". The span is {own:.2f}× the timer of its own process too: the profiler {slower} the step "
-            f"it traces ({said['kernel']}s launched under tracing).")
+        return "traced", own
+    return ("slower" if own > 1 else "not slower"), own
 
 
 @finds
@@ -74,21 +56,17 @@ def _step_span(ranges: pd.DataFrame, runs: pd.DataFrame, timing: pd.DataFrame) -
     ratio = a["nsys step / timer"].dropna()
     worst = a.loc[(ratio - 1).abs().idxmax()]
     inside = worst.get("capture timer ms")
-    spread = between(ratio.min(), ratio.max(), ".2f", "×")
-    text = (
-        f"{sentence_start(said['short'])}'s per-step span (from a step's first {said['kernel']} "
-        f"starting to its last ending, idle gaps included) is {spread} "
-        "the timing section's "
-        f"median over {count(len(ratio), 'configuration')}; the largest gap is {worst['size']} ctx "
-        f"{worst['context_length']} {PASS_LABELS.get(worst['pass'], worst['pass'])} "
-        f"({worst['nsys step ms']:.3g} ms vs "
-        f"{worst['timer step ms']:.3g} ms"
-        + (f"; the timer inside the capture read {inside:.3g} ms" if pd.notna(inside) else "")
-        + ")" + _why_apart(worst, inside, said)
-        if (ratio - 1).abs().max() > 0.10
-        else f"{sentence_start(said['short'])}'s per-step span is {spread} "
-        f"the timing section's median over {count(len(ratio), 'configuration')}."
-    )
+    apart = (ratio - 1).abs().max() > 0.10
+    why, own = _why_apart(worst, inside) if apart else (None, None)
+    text = _say(
+        "step_span", short=sentence_start(said["short"]), kernel=said["kernel"],
+        spread=between(ratio.min(), ratio.max(), ".2f", "×"),
+        configurations=count(len(ratio), "configuration"),
+        worst={"size": worst["size"], "context": worst["context_length"],
+               "pass": PASS_LABELS.get(worst["pass"], worst["pass"]), "span_ms": worst["nsys step ms"],
+               "timer_ms": worst["timer step ms"], "inside_ms": inside if pd.notna(inside) else None}
+        if apart else None,
+        why=why, own=own)
     behind = rows_behind(a.loc[ratio.index], "nsys step ms", "timer step ms", "capture timer ms",
                          "nsys step / timer")
     return [Finding(text, behind)]
@@ -109,23 +87,12 @@ def _top_kernels(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
         common = part["category"].value_counts()
         # The share of the configurations whose top kernel is of that category, not of every one.
         same = part[part["category"] == common.index[0]]
-        share = f"{_span(same['share of phase %'].min(), same['share of phase %'].max())}%"
-        others = ", ".join(f"{_a(c)} {said['kernel']}" for c in common.index[1:])
-        # "The top optimizer kernel is an optimizer kernel" says nothing: only its share then.
-        where = "" if len(part) == 1 else (
-            (" in both configurations" if len(part) == 2 else f" in all {len(part)} configurations")
-            if common.iloc[0] == len(part)
-            else f" in {common.iloc[0]} of {len(part)} configurations")
-        kind = (
-            f"is {_a(common.index[0])} {said['kernel']}{where}, taking "
-            if common.index[0] != phase
-            else "takes "
-        )
-        elsewhere = f" (in the others, {others})" if others else ""
-        items.append(Finding(f"The top {phase} {said['kernel']} {kind}{share} of {phase} {said['time']}"
-                             f"{elsewhere}.",
-                             rows_behind(part, "phase", "kernel", "category", "ms per step",
-                                         "share of phase %")))
+        text = _say("top_kernel", phase=phase, kernel=said["kernel"], time=said["time"],
+                    category=common.index[0] if common.index[0] != phase else None, common=common.iloc[0],
+                    of=len(part), share=_span(same["share of phase %"].min(), same["share of phase %"].max()),
+                    others=list(common.index[1:]))
+        items.append(Finding(text, rows_behind(part, "phase", "kernel", "category", "ms per step",
+                                               "share of phase %")))
     return items
 
 
@@ -142,9 +109,8 @@ def _gemm_share(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]:
         return []
     said = words(runs)
     return [Finding(
-        f"GEMMs take {_pct(both['inference GEMM %'].mean())} of {said['time']} in inference and "
-        f"{_pct(both['training GEMM %'].mean())} in a training step (mean over {len(both)} "
-        "size × context configurations).",
+        _say("gemm_share", inference=both["inference GEMM %"].mean(), training=both["training GEMM %"].mean(),
+             time=said["time"], configurations=len(both)),
         rows_behind(both, "inference GEMM %", "training GEMM %"))]
 
 
@@ -158,12 +124,10 @@ def _softmax_against_matmul(kernels: pd.DataFrame) -> list[Finding]:
         return []
     top = e.loc[e["time ratio / FLOP ratio"].idxmax()]
     return [Finding(
-        f"Inside attention, softmax takes "
-        f"{_span(e['time softmax/matmul'].min(), e['time softmax/matmul'].max(), '.2f')}× the "
-        "matmul time while doing "
-        f"{_span(e['FLOPs softmax/matmul'].min(), e['FLOPs softmax/matmul'].max(), '.3f')}× their "
-        f"FLOPs: per FLOP it is up to {top['time ratio / FLOP ratio']:.0f}× slower "
-        f"({top['size']} ctx {top['context_length']}).",
+        _say("softmax",
+             time_span=_span(e["time softmax/matmul"].min(), e["time softmax/matmul"].max(), ".2f"),
+             flops_span=_span(e["FLOPs softmax/matmul"].min(), e["FLOPs softmax/matmul"].max(), ".3f"),
+             slower=top["time ratio / FLOP ratio"], size=top["size"], context=top["context_length"]),
         rows_behind(e, "softmax ms", "matmul ms", "time softmax/matmul", "FLOPs softmax/matmul",
                     "time ratio / FLOP ratio"))]
 
@@ -177,11 +141,9 @@ def _autograd_thread(kernels: pd.DataFrame, runs: pd.DataFrame) -> list[Finding]
     if adopted.empty or not adopted["adopted_ns"].sum() > 0:
         return []
     said = words(runs)
+    share = adopted["adopted % of backward"]
     return [Finding(
-        "Autograd's own thread launched "
-        f"{_span(adopted['adopted % of backward'].min(), adopted['adopted % of backward'].max())}% "
-        f"of the backward pass's {said['time']}; "
-        "those kernels are attributed to the backward range.",
+        _say("autograd_thread", share=_span(share.min(), share.max()), time=said["time"]),
         rows_behind(adopted, "adopted_ns", "total_ns", "adopted % of backward"))]
 
 

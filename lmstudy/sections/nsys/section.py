@@ -10,6 +10,7 @@ from lmstudy.analyse import result_files
 from lmstudy.analyse.nsys import tables as T
 from lmstudy.analyse.nsys.events import phase_of
 from lmstudy.analyse.nsys.names import kernel_alias
+from lmstudy.report import contract
 from lmstudy.report.contract import Comparison, SectionContract
 from lmstudy.report.coverage import also_not_recorded, first_count, lacks, with_columns
 from lmstudy.report.labels import in_size_order, sentence_start
@@ -64,6 +65,10 @@ def backend_record(results: Path) -> dict:
     return result_files.read_json(path) if path.exists() else {}
 
 
+def _say(macro: str, **values) -> str:
+    return contract.words("nsys", "section.j2", macro, **values)
+
+
 def _kept_profiles(results: Path, runs: pd.DataFrame) -> str:
     """Where the profiles themselves are: only the files that are there (a copied run folder may
     lack them), each once; runs.csv names them from the project's root."""
@@ -71,16 +76,7 @@ def _kept_profiles(results: Path, runs: pd.DataFrame) -> str:
     named = dict.fromkeys(f for files in listed for f in str(files).split())
     root = results.parent.parent
     kept = [f for f in named if (root / f).exists() or Path(f).exists()]
-    absent = [f for f in named if f not in kept]
-    text = (
-        "The profiles are kept (an .nsys-rep opens in Nsight Systems, a trace.json.gz in Perfetto): "
-        + ", ".join(f"{f}" for f in kept) + "."
-        if kept
-        else "No profile file is in this run's folder."
-    )
-    if absent:
-        text += " Absent from this run's folder: " + ", ".join(f"{f}" for f in absent) + "."
-    return text
+    return _say("profiles", kept=kept, absent=[f for f in named if f not in kept])
 
 
 def with_alias(table: pd.DataFrame) -> pd.DataFrame:
@@ -119,86 +115,39 @@ def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures
     SECTION.opening(section, runs, method, notes=[note] if note else [], answers=nsys_answers.answers(data),
                     findings=findings(data))
     a = in_size_order(T.forward_time_table(data["ranges"], runs, data["timing"]))
-    section.add(
-        Table(
-            f"(a) Time per step: {said['profiler']}'s span of each range vs the Python timer (the "
-            "timing section's median, and inside the capture)",
-            _with_status(a, said["column"]),
-            name="nsys_step_time",
-        )
-    )
+    section.add(Table(_say("step_time_title", profiler=said["profiler"]), _with_status(a, said["column"]),
+                      name="nsys_step_time"))
     kernels = data["kernels"]
     if kernels.empty:
-        section.add(Text("No kernels were captured."))
+        section.add(Text(_say("no_kernels")))
         return
-    section.add(
-        Table(
-            "(b) Top kernel of forward, backward and optimizer",
-            with_alias(in_size_order(T.top_kernels(kernels))),
-            name="nsys_top_kernels",
-        )
-    )
+    _kernel_tables(section, kernels, said["time"])
+    section.add(Text(_kept_profiles(results, runs)))
+    section.add(Figure(figures / SHARES_FIGURE, _say("shares_caption", time=said["time"]),
+                       data="nsys_category_shares"))
+
+
+def _kernel_tables(section: Section, kernels: pd.DataFrame, time: str) -> None:
+    """The tables of the kernels: (b) to (e), then by module and by category."""
+    section.add(Table(_say("top_kernels_title"), with_alias(in_size_order(T.top_kernels(kernels))),
+                      name="nsys_top_kernels"))
     c = with_alias(in_size_order(T.top_non_gemm_forward(kernels)))
     if not c.empty:
-        section.add(
-            Table(
-                "(c) Top non-GEMM kernels of the forward pass (inference)",
-                c,
-                name="nsys_top_non_gemm_forward",
-            )
-        )
-    section.add(
-        Table(
-            f"(d) GEMM share of {said['time']}, inference vs training step (%)",
-            in_size_order(T.gemm_share(kernels)),
-            name="nsys_gemm_share",
-        )
-    )
+        section.add(Table(_say("non_gemm_title"), c, name="nsys_top_non_gemm_forward"))
+    section.add(Table(_say("gemm_title", time=time), in_size_order(T.gemm_share(kernels)),
+                      name="nsys_gemm_share"))
     e = in_size_order(T.attention_table(kernels))
     if not e.empty:
-        section.add(
-            Table(
-                "(e) Attention: softmax vs matmul time per step, next to their FLOP ratio",
-                e,
-                note=f"FLOPs: 2·B·T²·d_model per matmul, {T.SOFTMAX_FLOPS_PER_ELEMENT}·B·H·T² for softmax. "
-                "Scale and mask: the division by sqrt(d_head) and the causal mask's masked_fill, in "
-                "the score matmul's range; copies: the memory copies in the two matmuls' ranges, named "
-                "by kernel; with softmax they are attention's non-matmul work.",
-                name="nsys_attention",
-            )
-        )
-    elif lacks(kernels, "range"):
-        section.add(Text("(e) Attention: this run recorded no range of its kernels, so attention's kernels "
-                         "are not told apart from the rest."))
+        section.add(Table(_say("attention_title"), e, name="nsys_attention",
+                          note=_say("attention_note", softmax_flops=T.SOFTMAX_FLOPS_PER_ELEMENT)))
     else:
-        section.add(Text("(e) Attention: no kernel ran in the built-in model's attention sub-ranges "
-                         "(scores, softmax, final matmul); a model of your own has none, so its attention "
-                         "shows by module below."))
+        section.add(Text(_say("attention_unranged" if lacks(kernels, "range") else "attention_elsewhere")))
     modules = in_size_order(T.module_table(kernels))
     if not modules.empty:
-        section.add(
-            Table(
-                f"{sentence_start(said['time'])} per step by module (the model's module paths, each layer's "
-                "module added up as *), with its share of the phase and its top kernel",
-                with_alias(modules),
-                name="nsys_modules",
-            )
-        )
-    section.add(
-        Table(
-            f"Share of {said['time']} by kernel category",
-            _as_percent(in_size_order(T.category_shares(kernels))),
-            name="nsys_category_shares",
-        )
-    )
-    section.add(Text(_kept_profiles(results, runs)))
-    section.add(
-        Figure(
-            figures / SHARES_FIGURE,
-            f"Share of {said['time']} by kernel category, per size and pass.",
-            data="nsys_category_shares",
-        )
-    )
+        section.add(Table(_say("modules_title", time=sentence_start(time)), with_alias(modules),
+                          name="nsys_modules"))
+    section.add(Table(_say("shares_title", time=time), _as_percent(in_size_order(T.category_shares(kernels))),
+                      name="nsys_category_shares"))
 
 
 SECTION = SectionContract(

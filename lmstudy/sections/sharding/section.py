@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.contract import Comparison, SectionContract, words
 from lmstudy.report.finding import gather
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.sharding import compare as sharding_compare
@@ -22,31 +22,16 @@ def make_figures(results: Path, out_dir: Path) -> None:
         draw_figures(frame, out_dir)
 
 
+def _say(macro: str, **values) -> str:
+    return words("sharding", "section.j2", macro, **values)
+
+
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:
     method = SECTION.prose("method", **method_values(frame))
     SECTION.opening(section, frame, method, findings=gather(*(f(frame) for f in FINDINGS)))
-    section.add(
-        Table(
-            "Memory per rank, whole and sharded AdamW state (largest rank, MB)",
-            memory_table(frame),
-            name="sharding_memory",
-        )
-    )
-    section.add(
-        Figure(
-            figures / "memory.png",
-            "Memory per phase of the step, AdamW's state whole and sharded (the allocator's on a GPU, "
-            "accounted from shapes and dtypes on a CPU).",
-            data="sharding_memory",
-        )
-    )
-    section.add(
-        Table(
-            "Step time, whole and sharded AdamW state (median over ranks and steps, 95% interval; ms)",
-            shown(step_table(frame)),
-            name="sharding_step_time",
-        )
-    )
+    section.add(Table(_say("memory_title"), memory_table(frame), name="sharding_memory"))
+    section.add(Figure(figures / "memory.png", _say("memory_caption"), data="sharding_memory"))
+    section.add(Table(_say("step_time_title"), shown(step_table(frame)), name="sharding_step_time"))
 
 
 SECTION = SectionContract(
