@@ -15,6 +15,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.report.answers import Answer, count, of_all, percent, significant, span
+from lmstudy.report.contract import words
 from lmstudy.report.labels import PASS_LABELS, cold_start_costs, in_size_order
 
 # The GPUs a student most often has, by the memory torch.cuda reports for them (total_memory): an
@@ -44,47 +45,54 @@ def trusted(rows: pd.DataFrame) -> pd.Series:
     return ~(_flag(rows, "host_bound") | _flag(rows, "noisy"))
 
 
-def _interval(row) -> str:
+def _say(macro: str, **values) -> str:
+    return words("timing", "answers.j2", macro, **values)
+
+
+Q = {
+    "forward_backward": "benchmarking_script (b): how long do the forward and the backward pass take, and "
+    "how much do they vary?",
+    "warmup": "benchmarking_script (c): what does warming up change, and why?",
+    "fit": "Would it fit on an 80 GB (or 40 GB) GPU?",
+}
+
+
+def _cell(row) -> dict:
+    """A row's median step time and the interval its processes allow (None where it has none)."""
     low, high = row.get("ci_low_ms"), row.get("ci_high_ms")
-    if pd.notna(low) and pd.notna(high):
-        return f" (95% interval {low:.3g}–{high:.3g})"
-    return ""
-
-
-def _time(row) -> str:
-    return f"{row['median_ms']:.3g} ms{_interval(row)}"
+    both = pd.notna(low) and pd.notna(high)
+    return {"ms": row["median_ms"], "low": low if both else None, "high": high if both else None}
 
 
 def trust_of(rows: pd.DataFrame) -> str:
     """How far to trust these medians, in words, from the table's own columns."""
     if {"ci_low_ms", "ci_high_ms"} <= set(rows) and rows["ci_low_ms"].notna().any():
         half = ((rows["ci_high_ms"] - rows["ci_low_ms"]) / 2 / rows["median_ms"]).dropna()
-        text = f"95% intervals ±{percent(half.median())} (median), at most ±{percent(half.max())}"
         host = _flag(rows, "host_bound")
+        limit = None
         if host.any():
             from lmstudy.analyse.trust import thresholds
 
             limit = thresholds(rows).get("min_gpu_busy")
-            text += (f"; {of_all(int(host.sum()), len(rows), 'cell')} host-bound (the GPU busy for less than "
-                     + (f"{limit:.0%}" if limit is not None else "noise.min_gpu_busy")
-                     + " of the step: the host's launches and Python set part of the wall time)")
-        return text
+        return _say("intervals", median=percent(half.median()), most=percent(half.max()), limit=limit,
+                    host=of_all(int(host.sum()), len(rows), "cell") if host.any() else None)
     cv = rows["cv"].dropna() if "cv" in rows else pd.Series(dtype=float)
     if cv.empty:
         return ""
-    return f"one process each: step-to-step CV {percent(cv.median())} (median), at most {percent(cv.max())}"
+    return _say("step_cv", median=percent(cv.median()), most=percent(cv.max()))
+
+
+def _study_precision(rows: pd.DataFrame) -> str:
+    """fp32 where the run timed it, else the first precision it timed."""
+    if (rows["precision"] == "fp32").any():
+        return "fp32"
+    return str(rows["precision"].iloc[0]) if len(rows) else ""
 
 
 def forward_backward_answer(frame: pd.DataFrame) -> Answer:
     """(b): forward and backward time per size at the longest context, fp32, with trust."""
-    question = (
-        "benchmarking_script (b): how long do the forward and the backward pass take, and how much do they "
-        "vary?"
-    )
     rows = _steady_ok(frame)
-    precision = (
-        "fp32" if (rows["precision"] == "fp32").any() else str(rows["precision"].iloc[0]) if len(rows) else ""
-    )
+    precision = _study_precision(rows)
     rows = rows[rows["precision"] == precision]
     wide = rows.pivot_table(
         index=["size", "context_length"], columns="pass", values="median_ms", aggfunc="first", observed=True
@@ -93,58 +101,52 @@ def forward_backward_answer(frame: pd.DataFrame) -> Answer:
         not {"forward", "forward_backward"} <= set(wide.columns)
         or wide[["forward", "forward_backward"]].dropna().empty
     ):
-        return Answer(
-            question,
-            "Not answered: the run has no forward and forward+backward timings of one "
-            "configuration (see the timing table for what it has).",
-            "timing_step_time",
-        )
+        return Answer(Q["forward_backward"], _say("no_forward_backward"), "timing_step_time")
     wide = wide.dropna(subset=["forward", "forward_backward"]).reset_index()
     context = int(wide["context_length"].max())
     at = wide[wide["context_length"] == context]
-    first, last = at.iloc[0], at.iloc[-1]
     by_key = rows.set_index(["size", "context_length", "pass"])
 
-    def cell(size, pass_name):
-        return by_key.loc[(size, context, pass_name)]
+    def size_cells(size) -> dict:
+        return {"size": size, "forward": _cell(by_key.loc[(size, context, "forward")]),
+                "both": _cell(by_key.loc[(size, context, "forward_backward")])}
 
-    sizes = f"{first['size']}" if len(at) == 1 else f"{first['size']} to {last['size']}"
-    text = (
-        f"In {precision} at context {context}, a forward pass takes "
-        f"{_time(cell(first['size'], 'forward'))}"
-        + (
-            f" ({first['size']}) to {_time(cell(last['size'], 'forward'))} ({last['size']})"
-            if len(at) > 1
-            else ""
-        )
-        + f", forward+backward {_time(cell(first['size'], 'forward_backward'))}"
-        + (f" to {_time(cell(last['size'], 'forward_backward'))}" if len(at) > 1 else "")
-        + f" ({sizes})."
-    )
-    # The backward from the cells whose times can be trusted: a host-bound cell's difference is noise.
+    first, last = size_cells(at.iloc[0]["size"]), size_cells(at.iloc[-1]["size"])
+    text = _say("forward_backward", precision=precision, context=context, first=first,
+                last=last if len(at) > 1 else None, backward=_backward(rows), trust=trust_of(rows))
+    largest = rows[(rows["size"] == last["size"]) & (rows["context_length"] == context)]
+    headline = _say("forward_backward_headline", precision=precision, context=context, largest=last)
+    return Answer(Q["forward_backward"], text, "timing_step_time", headline=headline,
+                  trust=trust_of(largest))
+
+
+def _backward(rows: pd.DataFrame) -> dict | None:
+    """The backward alone over the forward, from the cells whose times can be trusted (a host-bound
+    cell's difference is noise): its span, over how many, and how many were left out."""
     fwd = rows[rows["pass"] == "forward"].set_index(["size", "context_length"])
     both = rows[rows["pass"] == "forward_backward"].set_index(["size", "context_length"])
     good = trusted(fwd.reset_index()).to_numpy()
     keep = fwd.index[good].intersection(both.index[trusted(both.reset_index()).to_numpy()])
     ratio = ((both.loc[keep, "median_ms"] - fwd.loc[keep, "median_ms"]) / fwd.loc[keep, "median_ms"]).dropna()
-    if len(ratio):
-        left = len(fwd.index.intersection(both.index)) - len(ratio)
-        text += (
-            f" The backward alone (forward+backward minus forward) takes {span(ratio.min(), ratio.max())}× "
-            f"the forward over {count(len(ratio), 'configuration')}"
-            + (f", leaving out {left} host-bound or noisy ones" if left else "")
-            + "."
-        )
-    trust = trust_of(rows)
-    if trust:
-        text += f" Variation: {trust}."
-    largest = rows[(rows["size"] == last["size"]) & (rows["context_length"] == context)]
-    headline = (
-        f"{last['size']} at context {context} in {precision}: forward "
-        f"{_time(cell(last['size'], 'forward'))}, "
-        f"forward+backward {_time(cell(last['size'], 'forward_backward'))} per step."
-    )
-    return Answer(question, text, "timing_step_time", headline=headline, trust=trust_of(largest))
+    if not len(ratio):
+        return None
+    return {"span": span(ratio.min(), ratio.max()), "configurations": count(len(ratio), "configuration"),
+            "left": len(fwd.index.intersection(both.index)) - len(ratio)}
+
+
+def _early_steps(rows: pd.DataFrame) -> tuple[list, pd.Series]:
+    """Each row's first step over its median with the row, and its second step's relative difference
+    from it (by row index): the median over its processes of three steps or more."""
+    from lmstudy.sections.timing.tables import processes_steps
+
+    first, second, measured = [], [], []
+    for index, row in rows.iterrows():
+        processes = [steps for steps in processes_steps(row["trajectory_ms"]) if len(steps) >= 3]
+        if processes and row["median_ms"] > 0:
+            first.append((statistics.median(s[0] for s in processes) / row["median_ms"], row))
+            second.append(statistics.median(s[1] for s in processes) / row["median_ms"] - 1)
+            measured.append(index)
+    return first, pd.Series(second, index=measured, dtype=float)
 
 
 def warmup_answer(frame: pd.DataFrame) -> Answer:
@@ -155,85 +157,54 @@ def warmup_answer(frame: pd.DataFrame) -> Answer:
     in a host-bound cell the host moves each step by more than the few percent asked about.
     """
     from lmstudy.analyse.trust import thresholds
-    from lmstudy.sections.timing.tables import early_over_steady, processes_steps
+    from lmstudy.sections.timing.tables import early_over_steady
 
-    question = "benchmarking_script (c): what does warming up change, and why?"
     rows = _steady_ok(frame)
     if "trajectory_ms" not in rows or rows.empty:
-        return Answer(
-            question, "Not answered: the timing table has no per-step trajectories.", "timing_warmup"
-        )
-    first, second, measured = [], [], []
-    for index, row in rows.iterrows():
-        # Each process's first and second step against the row's median; the median over processes.
-        processes = [steps for steps in processes_steps(row["trajectory_ms"]) if len(steps) >= 3]
-        if processes and row["median_ms"] > 0:
-            first.append((statistics.median(s[0] for s in processes) / row["median_ms"], row))
-            second.append(statistics.median(s[1] for s in processes) / row["median_ms"] - 1)
-            measured.append(index)
+        return Answer(Q["warmup"], _say("no_trajectories"), "timing_warmup")
+    first, second = _early_steps(rows)
     if not first:
-        return Answer(question, "Not answered: no trajectory has three steps.", "timing_warmup")
+        return Answer(Q["warmup"], _say("no_three_steps"), "timing_warmup")
     ratios = pd.Series([r for r, _ in first])
     worst = first[int(ratios.idxmax())][1]
-    after = pd.Series(second, index=measured).abs()
     warm = thresholds(frame).get("max_spread", WARM)
     top = steady_warmup(frame)
-    text = (
-        f"Without warm-up the first step takes {ratios.median():.1f}× the steady median (median over "
-        f"{count(len(ratios), 'configuration')}; up to {ratios.max():.1f}× for {worst['size']} ctx "
-        f"{int(worst['context_length'])} {PASS_LABELS.get(str(worst['pass']), worst['pass'])} "
-        f"{worst['precision']}): it pays one-time costs ({cold_start_costs(rows)})."
-    )
+    configurations = count(len(ratios), "configuration")
+    sentences = [_say("cold_start", ratio=ratios.median(), configurations=configurations, most=ratios.max(),
+                      costs=cold_start_costs(rows), worst={
+                          "size": worst["size"], "context": int(worst["context_length"]),
+                          "pass": PASS_LABELS.get(str(worst["pass"]), worst["pass"]),
+                          "precision": worst["precision"]})]
     sure = rows[trusted(rows).to_numpy()]
     early = early_over_steady(sure, 1) if len(sure) and top > 1 else pd.DataFrame()
     if len(early):
+        sentences += _after_one_step(early, second.abs().drop(index=sure.index, errors="ignore"), top, warm)
         median = float(early["early_over_steady"].median())
-        enough = median <= 1 + warm  # a faster step 2 leaves no cold start: enough
-        text += (
-            f" After one warm-up step, {'step 2 takes' if top == 2 else f'steps 2 to {top} take'} "
-            f"{median:.3f}× the steady window's median "
-            f"(steps {top + 1} on) in the {count(len(early), 'configuration')} neither host-bound nor noisy, "
-            f"whose time is the GPU's (at most {early['early_over_steady'].max():.3f}×): one warm-up step "
-            + (f"is enough (within {percent(warm)})." if abs(median - 1) <= warm
-               else f"is enough, though the steps after it are more than {percent(warm)} faster than the "
-                    "steady window (which slows later on)." if enough
-               else f"is not enough (more than {percent(warm)} slower).")
-        )
-        others = after.drop(index=sure.index, errors="ignore")
-        if len(others):
-            # The median over those other cells, not over all (review: "the other 24 ... 7.9%" was all 27's).
-            text += (
-                f" In the other {len(others)} the second step is {percent(others.median())} off "
-                "the steady median (median), within what the host moves a step from one to the next, so "
-                "they do not decide it."
-            )
-        headline = (
-            f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; after one "
-            f"warm-up step the cells neither host-bound nor noisy are {percent(abs(median - 1))} off "
-            f"steady (median; at most {percent((early['early_over_steady'] - 1).abs().max())})."
-        )
+        headline = _say("warmup_headline", ratio=ratios.median(), off=percent(abs(median - 1)),
+                        most=percent((early["early_over_steady"] - 1).abs().max()))
     else:
-        text += (
-            f" The second step is {percent(after.median())} off the steady median (median; at most "
-            f"{percent(after.max())})"
-            + (", but every cell is host-bound or noisy: the host moves a step by as much, so whether one "
-               "warm-up step is enough is not decided here." if sure.empty else
-               (": one warm-up step removes the cold start." if after.median() < warm
-                else f": more than {percent(warm)} faster, so the steady window, not the first steps, "
-                     "is what slows." if pd.Series(second).median() < 0
-                else f": more than {percent(warm)} slower, so one warm-up step is not enough here."))
-        )
-        headline = (
-            f"Without warm-up the first step takes {ratios.median():.1f}× the steady median; the second "
-            f"is {percent(after.median())} off it."
-        )
-    return Answer(
-        question,
-        text,
-        "timing_warmup",
-        headline=headline,
-        trust=f"median over {count(len(ratios), 'configuration')}, up to {ratios.max():.1f}×",
-    )
+        after = second.abs()
+        verdict = ("undecided" if sure.empty else "removed" if after.median() < warm
+                   else "faster" if second.median() < 0 else "slower")
+        sentences.append(_say("second_step", off=percent(after.median()), most=percent(after.max()),
+                              verdict=verdict, warm=percent(warm)))
+        headline = _say("warmup_headline", ratio=ratios.median(), second=percent(after.median()))
+    return Answer(Q["warmup"], " ".join(sentences), "timing_warmup", headline=headline,
+                  trust=_say("warmup_trust", configurations=configurations, most=ratios.max()))
+
+
+def _after_one_step(early: pd.DataFrame, others: pd.Series, top: int, warm: float) -> list[str]:
+    """Whether one warm-up step is enough, from the cells neither host-bound nor noisy (`early`), and
+    how far the second step of the `others` is off."""
+    median = float(early["early_over_steady"].median())
+    # A faster step 2 leaves no cold start: enough.
+    verdict = "within" if abs(median - 1) <= warm else "faster" if median <= 1 + warm else "slower"
+    sentences = [_say("after_one_step", top=top, median=median, most=early["early_over_steady"].max(),
+                      configurations=count(len(early), "configuration"), verdict=verdict, warm=percent(warm))]
+    if len(others):
+        # The median over those other cells, not over all (review: "the other 24 ... 7.9%" was all 27's).
+        sentences.append(_say("other_cells", cells=len(others), off=percent(others.median())))
+    return sentences
 
 
 @computes_table
@@ -356,36 +327,13 @@ def fit_answer(table: pd.DataFrame) -> Answer | None:
     if table.empty:
         return None
     out = table[table[fits_column("80 GB")] != "fits"]
-    text = (
-        f"This GPU ran everything; on an 80 GB GPU {len(out)} of the configurations measured here would not "
-        "fit or are borderline"
-        + (
-            ": "
-            + "; ".join(
-                f"{r['size']} ctx {r['context']} {r['pass']} {r['precision']} "
-                f"({r['peak reserved GiB']:.1f} GiB, "
-                f"{r[fits_column('80 GB')]})"
-                for _, r in out.head(4).iterrows()
-            )
-            + ("; …" if len(out) > 4 else "")
-            if len(out)
-            else ""
-        )
-        + f". On a 40 GB GPU, {int((table[fits_column('40 GB')] != 'fits').sum())} would not fit or are "
-        "borderline."
-    )
-    headline = (
-        f"On an 80 GB GPU {len(out)} of the configurations this GPU ran would not fit or are borderline."
-        if len(out)
-        else ""
-    )
-    return Answer(
-        "Would it fit on an 80 GB (or 40 GB) GPU?",
-        text,
-        "timing_fit_smaller_gpus",
-        headline=headline,
-        trust="peak memory reserved by each process, the CUDA context not counted",
-    )
+    shown = [{"size": r["size"], "context": r["context"], "pass": r["pass"], "precision": r["precision"],
+              "gib": r["peak reserved GiB"], "fits": r[fits_column("80 GB")]}
+             for _, r in out.head(4).iterrows()]
+    text = _say("fit", out=len(out), shown=shown, more=len(out) > 4,
+                on_40=int((table[fits_column("40 GB")] != "fits").sum()))
+    return Answer(Q["fit"], text, "timing_fit_smaller_gpus",
+                  headline=_say("fit_headline", out=len(out)) if len(out) else "", trust=_say("fit_trust"))
 
 
 def answers(frame: pd.DataFrame) -> list[Answer]:

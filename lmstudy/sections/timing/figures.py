@@ -76,12 +76,7 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
         elif logy:
             plots.plain_log(ax, "y")
         if missing is not None:
-            gone = missing[missing["pass"] == pass_name]
-            if len(gone):
-                top = plots.room_above(ax, log=logy)
-                for (context, status), rows in gone.groupby(["context_length", "status"]):
-                    sizes = ", ".join(dict.fromkeys(str(s) for s in rows["size"]))
-                    plots.mark_missing(ax, context, top, f"{sizes}: {status}")
+            _mark_missing(ax, missing[missing["pass"] == pass_name], logy)
         ax.set_title(PASS_LABELS[pass_name])
         if not ratio:
             ax.set_xlabel("context length")
@@ -89,6 +84,16 @@ def _plot_by_pass(frame, y, ylabel, out: Path, logy=True, missing=None, ratio=Fa
     plots.legend_outside(fig, axes)
     fig.savefig(out)
     plt.close(fig)
+
+
+def _mark_missing(ax, gone: pd.DataFrame, logy: bool) -> None:
+    """The sizes that ran out of memory (or did not apply) at a context, written above where their points
+    would be."""
+    if len(gone):
+        top = plots.room_above(ax, log=logy)
+        for (context, status), rows in gone.groupby(["context_length", "status"]):
+            sizes = ", ".join(dict.fromkeys(str(s) for s in rows["size"]))
+            plots.mark_missing(ax, context, top, f"{sizes}: {status}")
 
 
 def draw_figures(frame: pd.DataFrame, out_dir: Path) -> None:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.report.answers import processes_text
-from lmstudy.report.contract import Comparison, SectionContract
+from lmstudy.report.contract import Comparison, SectionContract, words
 from lmstudy.report.coverage import column, first_count, name_absent
 from lmstudy.report.labels import PASS_LABELS, mfu_note, on_cpu, order_sizes
 from lmstudy.report.render import Figure, Section, Table, Text
@@ -100,9 +100,43 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
+def _say(macro: str, **values) -> str:
+    return words("timing", "section.j2", macro, **values)
+
+
 def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: Path) -> None:
     frame = study_model(every_variant)
     top = steady_warmup(frame)
+    _opening(section, frame, top)
+    model = timing_answers.model_table(frame)
+    if not model.empty:
+        section.add(Table(_say("model_title"), model, name="timing_model"))
+    section.add(Table(_say("step_time_title", warmup=top), main_table(frame), name="timing_step_time",
+                      note=mfu_note(frame)))
+    section.add(Figure(figures / "latency.png", _say("latency_caption"), data="timing_step_time"))
+    warmup = warmup_table(frame)
+    # Windows that share no step where the run kept each step, else each warm-up's window, which overlap.
+    disjoint = "step 1 ms" in warmup
+    section.add(Table(_say("warmup_title", disjoint=disjoint), warmup, name="timing_warmup"))
+    section.add(Figure(figures / "warmup.png", _say("warmup_caption", disjoint=disjoint),
+                       data="timing_warmup"))
+    backward = backward_frame(frame)
+    if not backward.empty:
+        section.add(Table(_say("backward_title", warmup=top), backward_table(backward),
+                          name="timing_backward"))
+    _speedups(section, frame, figures)
+    _mfu(section, frame)
+    fit = timing_answers.fit_table(frame)
+    if not fit.empty:
+        section.add(Table(_say("fit_title"), fit, name="timing_fit_smaller_gpus",
+                          note=_say("fit_note", borderline=timing_answers.BORDERLINE)))
+    variants = variants_table(every_variant)
+    if not variants.empty:
+        section.add(Table(_say("variants_title", warmup=top), variants, name="timing_other_variants"))
+
+
+def _opening(section: Section, frame: pd.DataFrame, top: int) -> None:
+    """The method paragraph, the marks, the answers and the findings."""
     # Rows that were measured: an OOM or not-applicable row's processes are those that tried.
     measured = frame[frame["status"] == "ok"] if "status" in frame else frame
     # A run without the column recorded no count: processes_text says so.
@@ -113,96 +147,22 @@ def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: 
                            batch=first_count(frame, "batch_size"), warmup=top, on_cpu=on_cpu(frame))
     SECTION.opening(section, frame, method, marks_text(frame), answers=timing_answers.answers(frame),
                     findings=findings(frame))
-    model = timing_answers.model_table(frame)
-    if not model.empty:
-        section.add(Table("The model of each size", model, name="timing_model"))
-    section.add(
-        Table(
-            f"Step time by size, context and pass (warm-up {top})",
-            main_table(frame),
-            name="timing_step_time",
-            note=mfu_note(frame),
-        )
-    )
-    section.add(
-        Figure(
-            figures / "latency.png", "Median step time vs context length, per pass.", data="timing_step_time"
-        )
-    )
-    warmup = warmup_table(frame)
-    # Windows that share no step where the run kept each step (medians over processes), else each
-    # warm-up's window (mean ± std), which overlap (review L3: the title said the latter of the former).
-    disjoint = "step 1 ms" in warmup
-    section.add(
-        Table(
-            "Warm-up effect: the first steps of a fresh process against its steady window (windows that "
-            "share no step; each the median over processes of each process's median in the window)"
-            if disjoint else "Warm-up effect: mean ± std per warm-up count (windows overlap)",
-            warmup,
-            name="timing_warmup",
-        )
-    )
-    section.add(
-        Figure(
-            figures / "warmup.png",
-            "Step 1, step 2 and steps 3 on over the steady window, windows that share no step; hollow: "
-            "host-bound or noisy." if disjoint else
-            "Mean step time relative to steady state, and CV, by warm-up (the windows overlap).",
-            data="timing_warmup",
-        )
-    )
-    backward = backward_frame(frame)
-    if not backward.empty:
-        section.add(Table("Backward time per configuration: forward+backward minus forward (warm-up "
-                          f"{top})", backward_table(backward), name="timing_backward"))
+
+
+def _speedups(section: Section, frame: pd.DataFrame, figures: Path) -> None:
     speedups = speedup_frame(frame)
     if not speedups.empty:
-        caption = "bf16 autocast speed-up over fp32 (fp32 time / bf16 time)"
-        section.add(Table(caption, speedup_table(speedups), name="timing_bf16_speedup"))
-        section.add(
-            Figure(
-                figures / "speedup.png",
-                "bf16 speed-up over fp32 vs context length: GPU busy time (squares) beside wall time "
-                "(circles, hollow where the interval holds 1), log axis fitted to the speed-ups; an interval "
-                "past it is cut at the edge with its value written.",
-                data="timing_bf16_speedup",
-            )
-        )
+        section.add(Table(_say("speedup_title"), speedup_table(speedups), name="timing_bf16_speedup"))
+        section.add(Figure(figures / "speedup.png", _say("speedup_caption"), data="timing_bf16_speedup"))
+
+
+def _mfu(section: Section, frame: pd.DataFrame) -> None:
+    """The MFU table, or why there is none."""
     if plots.has_values(frame.get("mfu")):
-        section.add(
-            Table(
-                "Model FLOPs utilization of the training step (%), each precision over its own peak",
-                mfu_table(frame),
-                name="timing_mfu",
-            )
-        )
+        section.add(Table(_say("mfu_title"), mfu_table(frame), name="timing_mfu"))
     else:
         gpus = ", ".join(sorted({str(g) for g in frame.get("gpu", pd.Series(dtype=str)).dropna()})) or "n/a"
-        section.add(Text(
-            f"No MFU: it needs the datasheet peak of a known GPU (lmstudy/hardware.py), and this run "
-            f"measured on {gpus}."
-        ))
-    fit = timing_answers.fit_table(frame)
-    if not fit.empty:
-        section.add(Table(
-            "Configurations near or beyond an 80 GB (or 40 GB) GPU's memory: peak memory reserved from the "
-            "device",
-            fit,
-            name="timing_fit_smaller_gpus",
-            note=f"'borderline': within {timing_answers.BORDERLINE:.0%} of the GPU's memory; the CUDA "
-                 "context "
-            "(about 0.5 GiB) comes on top.",
-        ))
-    variants = variants_table(every_variant)
-    if not variants.empty:
-        section.add(
-            Table(
-                f"Other variants (timing.variants): steady-state median (warm-up {top}) beside the naive "
-                "model's",
-                variants,
-                name="timing_other_variants",
-            )
-        )
+        section.add(Text(_say("no_mfu", gpus=gpus)))
 
 
 SECTION = SectionContract(
