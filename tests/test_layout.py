@@ -144,3 +144,16 @@ def test_no_module_is_left_at_an_old_path():
     ]
     left = [name for name in old if (REPO / "lmstudy" / name).exists()]
     assert not left, f"left at the top of lmstudy/: {left}"
+
+
+def test_no_function_in_lmstudy_is_over_60_lines():
+    """Issue 41: a function a maintainer reads at once. Sentences live in the sections' templates, the
+    code choosing numbers and cases; a longer function is split into named steps."""
+    long = []
+    for path in sorted((REPO / "lmstudy").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "functions over 60 lines: " + "; ".join(long)
