@@ -75,7 +75,7 @@ def test_section_from_real_rows(compile_rows, tmp_path):
     (answer,) = next(b for b in built.blocks if isinstance(b, Answers)).items
     assert answer.question.startswith("torch_compile (b)") and answer.source == "compile_eager_vs_compiled"
     # Issue 38: a speed-up whose wall-time interval holds 1 is given with its interval as not decided.
-    decided = f"the training step {expected:.2f}× as fast as eager over 1 size" in answer.text
+    decided = f"the training step is {expected:.2f}× as fast as eager in wall time over 1 size" in answer.text
     undecided = (f"the training step is not decided in wall time over 1 size (tiny {expected:.2f}× ("
                  in answer.text)
     assert decided or undecided, answer.text
