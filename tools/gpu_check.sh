@@ -13,6 +13,13 @@
 #   call 3: tools/gpu_check.sh full    the full preset in one command on the 4 GPUs, in the
 #           background
 #   call 4: tools/gpu_check.sh wait    waits for it, then collects its tables and report
+# Across code versions, on a node of 2 or more GPUs (a refactor that must not change what is measured):
+#   call 1: tools/gpu_check.sh versions  qold (the code of $OLD_TREE, an exported older commit,
+#           carried) and qnew (this checkout), the built-in quick preset side by side, and ql (a
+#           Hugging Face Llama, this checkout), in the background through the lease
+#   call 2: tools/gpu_check.sh versions-compare  waits for them; the comparisons qnew_vs_qold
+#           (the same model, two versions of the code: an A/A if the measurement is unchanged) and
+#           qnew_vs_ql, their verdict counts per measure, and each run's cost totals
 set -uo pipefail
 W=/tmp/w
 WAIT_S=${WAIT_S:-530}
@@ -26,7 +33,8 @@ copy_tree() { mkdir -p $W/$1 && tar --exclude=./.whl --exclude=./.gpu-libs -cf -
 
 study() {  # copy name, then snakemake's arguments (a quick study: one GPU job at a time)
   local name=$1; shift
-  (cd $W/$name && s=$(date +%s) && python3 -m snakemake --cores 4 --resources gpu=1 --keep-going "$@" \
+  # Each copy's own lmstudy (an older version's in its own folder), not the one the env names.
+  (cd $W/$name && export PYTHONPATH=/tmp/site:$W/$name && s=$(date +%s) && python3 -m snakemake --cores 4 --resources gpu=1 --keep-going "$@" \
      > $W/$name.log 2>&1; echo $? > $W/$name.rc; echo $(( $(date +%s) - s )) > $W/$name.wall)
 }
 
@@ -43,7 +51,7 @@ wait_for() {  # the logs to wait for (their .rc files)
 
 setup() {
   mkdir -p $W; source tools/gpu_env.sh
-  export LMSTUDY_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  export LMSTUDY_COMMIT=${LMSTUDY_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
   nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm,power.limit --format=csv | tee $W/gpu.txt
   nvidia-smi topo -m > $W/topo.txt 2>&1
 }
@@ -109,10 +117,31 @@ full)
   setup; copy_tree full
   background "study full --cores 16 --resources gpu=4 --config run=full"
   sleep 30; wait_for full; collect ;;
+versions)
+  setup
+  mkdir -p $W/qold && cp -r "${OLD_TREE:-old773}/." $W/qold/
+  for r in qnew ql; do copy_tree $r; done
+  printf 'comm: {enabled: false}\nddp: {enabled: false}\nsharding: {enabled: false}\n' > $W/one_gpu.yaml
+  O="--configfile $W/one_gpu.yaml --config preset=quick"
+  background "LMSTUDY_COMMIT=${OLD_COMMIT:-773fc79} study qold $O run=qold & study qnew $O run=qnew & \
+    study ql $O run=ql \"$LLAMA\" & wait"
+  sleep 30; wait_for qold qnew ql; collect ;;
+versions-compare)
+  source tools/gpu_env.sh > /dev/null 2>&1
+  wait_for qold qnew ql
+  for other in qold ql; do cp -a $W/$other/results/$other $W/qnew/results/; done
+  for b in qold ql; do
+    (cd $W/qnew && PYTHONPATH=/tmp/site:$W/qnew python3 -m snakemake --cores 8 report/compare/qnew_vs_$b/index.html \
+      --configfile $W/one_gpu.yaml --config preset=quick run=qnew > $W/compare_$b.log 2>&1; echo "compare qnew_vs_$b rc $?")
+  done
+  python3 tools/verdict_counts.py $W/qnew/report/compare/qnew_vs_qold $W/qnew/report/compare/qnew_vs_ql \
+    | tee $W/verdicts.txt
+  cost_totals qold qnew ql | tee $W/cost_totals.txt
+  collect ;;
 wait)
   source tools/gpu_env.sh > /dev/null 2>&1
   wait_for full
   [ -f $W/full.rc ] && cost_totals full | tee $W/cost_totals_full.txt
   collect ;;
-*) echo "usage: $0 quick|compare|full|wait" >&2; exit 2 ;;
+*) echo "usage: $0 quick|compare|full|wait|versions|versions-compare" >&2; exit 2 ;;
 esac
