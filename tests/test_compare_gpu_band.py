@@ -128,7 +128,8 @@ def test_a_batch_9_against_10_comparison_calls_every_row_slower_on_gpu_time():
 def test_one_band_of_3_percent_for_every_measure_left_the_small_changes_undecided():
     # What the issue measured: with wall time's 3% for GPU time too, the rows near 2-3.5% were not called.
     rng = np.random.default_rng(40)
-    noise = V.Noise(NOISE.min_gpu_busy, NOISE.max_spread, NOISE.gpu_agreement, MIN_EFFECT)
+    noise = V.Noise(NOISE.min_gpu_busy, NOISE.max_spread, NOISE.gpu_agreement, MIN_EFFECT,
+                    NOISE.compiled_agreement)
     rows = []
     for _ in range(5):
         frame = comparison(rng, np.linspace(1.021, 1.085, ROWS_AB))

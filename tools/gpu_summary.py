@@ -18,7 +18,10 @@ import pandas as pd
 
 
 def summary(folder: Path) -> None:
-    run = next(p.name for p in (folder / "results").iterdir() if (p / "cost" / "jobs.csv").exists())
+    # The copy's own run (results/<its folder's name>), where other runs were copied in beside it to compare.
+    own = folder / "results" / folder.name
+    run = folder.name if (own / "cost" / "jobs.csv").exists() else next(
+        p.name for p in (folder / "results").iterdir() if (p / "cost" / "jobs.csv").exists())
     jobs = pd.read_csv(folder / "results" / run / "cost" / "jobs.csv")
     gpu = jobs[jobs["measuring"].astype(str) == "True"]
     print(f"== {run}: {len(jobs)} jobs, {jobs['wall_s'].sum():.0f} job-s; measuring {len(gpu)} jobs, "

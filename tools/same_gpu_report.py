@@ -31,6 +31,7 @@ STYLE = REPO / "workflow/report/figures.mplstyle"
 SIZES = ["tiny", "small", "medium", "large", "xl", "2.7B"]  # the full study's sizes, as the test's
 # config.yaml's compare: and noise: values, as the workflow passes them.
 COMPARE_FLAGS = ["--min-effect", "0.03", "--gpu-min-effect", "0.015", "--gpu-agreement", "0.008",
+                 "--compiled-agreement", "0.13",
                  "--min-gpu-busy", "0.85", "--max-spread", "0.05"]
 
 

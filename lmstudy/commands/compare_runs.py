@@ -46,6 +46,13 @@ def _parser() -> argparse.ArgumentParser:
         "(config compare.gpu_agreement)",
     )
     p.add_argument(
+        "--compiled-agreement",
+        type=float,
+        required=True,
+        help="how closely two compilations of one model agree, e.g. 0.13: a row measured under "
+        "torch.compile gets intervals at least that wide (config compare.compiled_agreement)",
+    )
+    p.add_argument(
         "--min-gpu-busy",
         type=float,
         required=True,
@@ -64,7 +71,8 @@ def main(argv=None) -> None:
     args = _parser().parse_args(argv)
     from lmstudy.analyse.compare.verdict import Noise
 
-    noise = Noise(args.min_gpu_busy, args.max_spread, args.gpu_agreement, args.gpu_min_effect)
+    noise = Noise(args.min_gpu_busy, args.max_spread, args.gpu_agreement, args.gpu_min_effect,
+                  args.compiled_agreement)
     import matplotlib
 
     matplotlib.use("Agg")

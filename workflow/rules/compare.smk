@@ -43,11 +43,13 @@ rule compare:
         min_effect=flag("--min-effect", COMPARE["min_effect"]),
         gpu_min_effect=flag("--gpu-min-effect", COMPARE["gpu_min_effect"]),
         gpu_agreement=flag("--gpu-agreement", COMPARE["gpu_agreement"]),
+        compiled_agreement=flag("--compiled-agreement", COMPARE["compiled_agreement"]),
         min_gpu_busy=flag("--min-gpu-busy", config["noise"]["min_gpu_busy"]),
         max_spread=flag("--max-spread", config["noise"]["max_spread"]),
         out=lambda w, output: str(Path(output.html).parent),
     shell:
         "lmstudy_cpu compare_runs --results results --a {wildcards.a} --b {wildcards.b}"
-        " {params.min_effect} {params.gpu_min_effect} {params.gpu_agreement} {params.min_gpu_busy} {params.max_spread}"
+        " {params.min_effect} {params.gpu_min_effect} {params.gpu_agreement}"
+        " {params.compiled_agreement} {params.min_gpu_busy} {params.max_spread}"
         " --style {input.style}"
         ' --templates "$(dirname {input.templates[0]})" --out {params.out} > {log} 2>&1'

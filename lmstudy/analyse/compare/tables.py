@@ -24,6 +24,7 @@ import pandas as pd
 
 from lmstudy.analyse import stats
 from lmstudy.analyse.compare import verdict as V
+from lmstudy.analyse.compare.compiled import compiled_once
 from lmstudy.analyse.compare.runs import Run
 
 MISSING_STATUS = "not measured"
@@ -184,18 +185,23 @@ def judge(rows: pd.DataFrame, min_effect: float, noise: V.Noise | None = None,
         _add_side_flags(rows, side, medians[side], gpu[side], noise)
     matched = rows["presence"].fillna("") == ""
     wall, gpu_interval = _intervals(rows, matched, medians, gpu, noise)
+    rows["compiled_once"] = compiled_once(rows)
+    compiled_floor = V.agreement_half_width(noise.compiled_agreement, 1, 1)
+    _widen_compiled(rows, gpu_interval, compiled_floor)
     out = []
     for i, row in rows.iterrows():
         result = dict(EMPTY_RESULT, verdict=row["presence"], pooled=False, gpu_ratio=math.nan,
                       gpu_ci_low=math.nan, gpu_ci_high=math.nan, gpu_verdict=V.TOO_FEW,
                       kernels_verdict=V.TOO_FEW)
         if matched[i]:
-            result.update(_wall(row, wall[i], min_effect, confidence))
+            result.update(_wall(row, wall[i], min_effect, confidence,
+                                compiled_floor if row["compiled_once"] else 0.0))
             result.update(_gpu(row, gpu_interval[i], noise))
             result["kernels_verdict"] = V.kernels_verdict(row.get("kernels_a"), row.get("kernels_b"))
         result["reading"] = V.reading(
             result["verdict"], result["gpu_verdict"], result["kernels_verdict"],
-            bool(row["host_bound_a"] or row["host_bound_b"]), bool(row["noisy_a"] or row["noisy_b"]))
+            bool(row["host_bound_a"] or row["host_bound_b"]), bool(row["noisy_a"] or row["noisy_b"]),
+            bool(row["compiled_once"]))
         out.append(result)
     return pd.concat([rows, pd.DataFrame(out, index=rows.index)], axis=1)
 
@@ -238,6 +244,15 @@ def _intervals(rows: pd.DataFrame, matched: pd.Series, medians: dict, gpu: dict,
     return wall, gpu_interval
 
 
+def _widen_compiled(rows: pd.DataFrame, gpu_interval: dict, floor: float) -> None:
+    """A row measured from one compilation a run: its GPU interval at least `floor` (the log half
+    width two compilations agree within, compare.compiled_agreement) either side, whatever its
+    processes, which share the compilation, say. Wall time's: `_wall`."""
+    for i in rows.index[rows["compiled_once"]]:
+        if gpu_interval[i] is not None:
+            gpu_interval[i] = (gpu_interval[i][0], max(gpu_interval[i][1], floor))
+
+
 def _gpu(row, interval: tuple[float, float] | None, noise: V.Noise) -> dict:
     """GPU time's ratio, interval and verdict of one matched row; nothing where it has no interval."""
     if interval is None:
@@ -248,9 +263,10 @@ def _gpu(row, interval: tuple[float, float] | None, noise: V.Noise) -> dict:
                 gpu_verdict=V.decide(low, high, noise.gpu_min_effect))
 
 
-def _wall(row, pooled, min_effect: float, confidence: float) -> dict:
+def _wall(row, pooled, min_effect: float, confidence: float, floor: float = 0.0) -> dict:
     """Wall time's comparison of one matched row: the bootstrap, widened to the pooled interval
-    where its regime gave one, else to Welch's (lmstudy.analyse.stats.ratio_interval)."""
+    where its regime gave one, else to Welch's (lmstudy.analyse.stats.ratio_interval), and to `floor`
+    (a log half width) either side of the ratio: a compiled row's agreement between compilations."""
     a, b = row["steps_a"], row["steps_b"]
     if not a or not b:
         ratio = row["median_ms_b"] / row["median_ms_a"] if row["median_ms_a"] > 0 and row["median_ms_b"] > 0 \
@@ -261,6 +277,7 @@ def _wall(row, pooled, min_effect: float, confidence: float) -> dict:
     ratio, low, high = stats.ratio_interval(a, b, confidence, welch=not use_pool)
     if use_pool:
         low, high = min(low, math.exp(pooled[0] - pooled[1])), max(high, math.exp(pooled[0] + pooled[1]))
+    low, high = min(low, ratio * math.exp(-floor)), max(high, ratio * math.exp(floor))
     verdict = V.ONE_PROCESS if min(len(a), len(b)) < 2 else V.decide(low, high, min_effect)
     return {"ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict, "processes_a": len(a),
             "processes_b": len(b), "pooled": use_pool}

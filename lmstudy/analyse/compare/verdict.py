@@ -79,13 +79,17 @@ class Noise:
     1 +- it, 95%), used where a side has one process's GPU time and the runs give no pool of their
     own: measured on H200s, 0.8% between runs in all 27 timing cells. gpu_min_effect is GPU busy
     time's band (compare.gpu_min_effect): above what an A/A shows (0.71% plus the interval), below
-    the smallest real change to be called (2.1%).
+    the smallest real change to be called (2.1%). compiled_agreement is how closely two
+    compilations of the same model agree (compare.compiled_agreement): a whole-model compiled row
+    is one compilation a run, so its intervals are at least that wide
+    (lmstudy.analyse.compare.compiled).
     """
 
     min_gpu_busy: float
     max_spread: float
     gpu_agreement: float
     gpu_min_effect: float
+    compiled_agreement: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,11 +187,12 @@ def change_verdict(a: float, b: float, min_effect: float) -> str:
 
 def noise_of_study() -> Noise:
     """config.yaml's noise settings (noise.min_gpu_busy, noise.max_spread, compare.gpu_agreement,
-    compare.gpu_min_effect)."""
+    compare.gpu_min_effect, compare.compiled_agreement)."""
     from lmstudy.config import study_value
 
     return Noise(study_value("noise", "min_gpu_busy"), study_value("noise", "max_spread"),
-                 study_value("compare", "gpu_agreement"), study_value("compare", "gpu_min_effect"))
+                 study_value("compare", "gpu_agreement"), study_value("compare", "gpu_min_effect"),
+                 study_value("compare", "compiled_agreement"))
 
 
 def agreement_half_width(agreement: float, count_a: int, count_b: int) -> float:
@@ -207,11 +212,12 @@ def kernels_verdict(a: float, b: float) -> str:
     return EQUAL if a == b else DIFFERS
 
 
-def reading(wall: str, gpu: str, kernels: str, host_bound: bool, noisy: bool) -> str:
+def reading(wall: str, gpu: str, kernels: str, host_bound: bool, noisy: bool, compiled: bool = False) -> str:
     """The three verdicts of a row in one line, e.g. "same GPU work, host time undecided: host-bound".
 
     Host-bound: the wall time measures the host's launches, so it is called host time; where the
     GPU's time decides and the host's does not agree with it, the line says the host hides it.
+    Compiled: each run measured one compilation (lmstudy.analyse.compare.compiled).
     """
     if wall not in VERDICTS:
         return ""  # a row not compared: its verdict says why
@@ -229,5 +235,6 @@ def reading(wall: str, gpu: str, kernels: str, host_bound: bool, noisy: bool) ->
         text = f"{first}, {words} {said}"
         if gpu in (FASTER, SLOWER) and wall != gpu and host_bound:
             text += " (the host hides the GPU's change)"
-    marks = [m for m, on in (("host-bound", host_bound), ("noisy", noisy)) if on]
+    marks = [m for m, on in (("host-bound", host_bound), ("noisy", noisy),
+                             ("one compilation a run", compiled)) if on]
     return text + (": " + ", ".join(marks) if marks else "")
