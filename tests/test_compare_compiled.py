@@ -92,3 +92,14 @@ def test_the_row_says_it_was_compiled_once():
     rungs = ladder_rows(run("qnew"), run("qold"), MIN_EFFECT, NOISE).set_index("rung_key")
     assert "one compilation a run" in rungs.loc[CUDA_GRAPHS, "reading"]
     assert "one compilation a run" not in rungs.loc["fp32", "reading"]
+
+
+def test_the_configured_agreement_covers_every_two_compilations_measured():
+    """compare.compiled_agreement against 8 compilations of each cell on H200s: one compilation
+    against any other lies within it, and well beyond what the eager rows of the same jobs show."""
+    measured = pd.read_csv(FIXTURES / "agreement_h200.csv")
+    spread = measured.groupby("cell")["gpu_ms"].agg(lambda ms: ms.max() / ms.min() - 1)
+    assert measured.groupby("cell").size().min() >= 8
+    assert spread.max() <= NOISE.compiled_agreement
+    # The spread is the compiler's: the same jobs' eager rows agree within GPU time's own band.
+    assert spread["compile eager"] < NOISE.gpu_min_effect < spread["ladder"]

@@ -3,11 +3,11 @@
 A job's measuring processes share its inductor cache (lmstudy.cli.compile_from_scratch), so its
 later processes measure the kernels the first compiled: they agree with each other, but say nothing
 of how far another compilation's choices (Triton configurations picked by timing them) move the
-step. Between runs they moved one ladder rung's GPU time by 12.7% on H200s while its processes
-agreed within 0.3% (docs/gpu-checks/2026-11-28.md), so a comparison widens these rows' intervals
-to the agreement between compilations (compare.compiled_agreement). Compiled attention alone (the
-attention sweep's naive-compile) agreed between compilations as closely as eager attention did
-in the same runs, and is not counted here.
+step. Eight compilations of one ladder rung on H200s landed on two kernel choices 12.8% apart,
+each job's processes within 0.3% (docs/gpu-checks/2026-11-28.md), so a comparison widens these
+rows' intervals to the agreement between compilations (compare.compiled_agreement). Compiled
+attention alone (the attention sweep's naive-compile) agreed between compilations as closely as
+eager attention did in the same runs, and is not counted here.
 """
 
 from __future__ import annotations
