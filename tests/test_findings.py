@@ -1070,7 +1070,7 @@ def test_a_cuda_graph_rung_whose_host_pays_per_kernel_as_eager_says_part_runs_ou
     ladder = pd.DataFrame({"size": "small", "status": "ok", "rung": ["fp32", "bf16", CUDAGRAPHS],
                            "median_ms": [52.9, 61.9, 21.05], "kernels_per_step": [1773, 2103, 611]})
     said = _per_kernel(ladder, ladder.iloc[2])
-    assert said.startswith(" (34 µs of step per kernel launched, 611 a step; the other rungs 29–30 µs")
+    assert said.startswith("(34 µs of step per kernel launched, 611 a step; the other rungs 29–30 µs")
     assert "part of its step runs outside the graph" in said
     # A graph that replays: 5 ms for 611 kernels is 8 µs a kernel, and nothing is claimed.
     ladder.loc[2, "median_ms"] = 5.0

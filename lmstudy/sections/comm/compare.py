@@ -14,10 +14,14 @@ import pandas as pd
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.registry import numbered
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.sections.comm.tables import CONFIG
+
+
+def _say(macro: str, **values) -> str:
+    return words("comm", "compare.j2", macro, **values)
 
 
 def rank_samples(frame: pd.DataFrame, key: list[str], seconds: str) -> dict[tuple, list[list[float]]]:
@@ -36,17 +40,19 @@ def judged(a: pd.DataFrame, b: pd.DataFrame, key: list[str], seconds: str, min_e
     rows = []
     for config in (c for c in samples_a if c in samples_b):
         compared = V.compare_processes(samples_a[config], samples_b[config], min_effect)
-        rows.append({
-            **dict(zip(key, config, strict=True)),
-            "median_ms_a": compared.median_a * 1e3,
-            "median_ms_b": compared.median_b * 1e3,
-            "ratio": compared.ratio,
-            "ci_low": compared.ci_low,
-            "ci_high": compared.ci_high,
-            "processes_a": compared.processes_a,
-            "processes_b": compared.processes_b,
-            "verdict": compared.verdict,
-        })
+        rows.append(
+            {
+                **dict(zip(key, config, strict=True)),
+                "median_ms_a": compared.median_a * 1e3,
+                "median_ms_b": compared.median_b * 1e3,
+                "ratio": compared.ratio,
+                "ci_low": compared.ci_low,
+                "ci_high": compared.ci_high,
+                "processes_a": compared.processes_a,
+                "processes_b": compared.processes_b,
+                "verdict": compared.verdict,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -69,8 +75,13 @@ def verdicts(rows: pd.DataFrame, what: str, key: tuple[str, ...]) -> list[Findin
         return []
     return [
         Finding(
-            f"{what}, over the {len(rows)} configurations both runs measured: "
-            f"{cells.counts(rows['verdict'])} ({cells.decided_ratio(rows)}).",
+            _say(
+                "verdicts",
+                what=what,
+                configurations=len(rows),
+                counts=cells.counts(rows["verdict"]),
+                ratio=cells.decided_ratio(rows),
+            ),
             rows_behind(rows, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict", key=key),
         )
     ]
@@ -85,22 +96,17 @@ def build(
     a, b = (prepare(run[name]) if not run[name].empty else run[name] for run in (runs.a, runs.b))
     rows = judged(a, b, key, seconds, runs.min_effect)
     if rows.empty:
-        return section.add(Text(f"The two runs have no {title.lower()} configuration in common."))
-    section.add(
-        Text(
-            f"{what} in A and in B per configuration both measured, B / A with its 95% interval and the "
-            f"verdict against the band {cells.band_words(runs.min_effect)}; the variation is that between "
-            "each run's ranks and their repetitions (the ranks are the processes; one group per run)."
-        )
-    )
+        return section.add(Text(_say("nothing_in_common", title=title.lower())))
+    section.add(Text(_say("how", what=what, band=cells.band_words(runs.min_effect))))
     section.add(Findings(verdicts(rows, what, tuple(key))))
-    section.add(Table(f"{what}, B against A", shown(rows, key), name=f"{name}_compared"))
+    section.add(Table(_say("table_title", what=what), shown(rows, key), name=f"{name}_compared"))
     return section
 
 
 def section(runs: ComparedRuns) -> Section:
-    return build(runs, "comm", "Communication: all-reduce", lambda frame: frame, CONFIG, "seconds",
-                 "All-reduce time (ms; bus bandwidth's B/A is its inverse)")
+    return build(
+        runs, "comm", "Communication: all-reduce", lambda frame: frame, CONFIG, "seconds", _say("what")
+    )
 
 
 FINDINGS = (verdicts,)

@@ -1,13 +1,33 @@
-"""The communication section's findings: each a sentence and the rows it was computed from."""
+"""The communication section's findings: each a sentence and the rows it was computed from.
+
+The sentences are in findings.j2 beside this file; the functions here choose their numbers and cases.
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.report.contract import words
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.sections.comm.tables import CONFIG, bandwidth_table
 
 KEY = tuple(CONFIG)
+
+
+def _say(macro: str, **values) -> str:
+    return words("comm", "findings.j2", macro, **values)
+
+
+def _tensor(row) -> dict:
+    """One row of the bandwidth table as a sentence tells it: size, median time and bus bandwidth, and the
+    spread of its repetitions."""
+    return {
+        "mb": row["size_mb"],
+        "ms": row["time_ms"],
+        "busbw": row["busbw_gbps"],
+        "min_ms": row["min_ms"],
+        "max_ms": row["max_ms"],
+    }
 
 
 @finds
@@ -17,18 +37,20 @@ def link_share(frame: pd.DataFrame) -> list[Finding]:
     out = []
     for backend, rows in table.groupby("backend", sort=True):
         best = rows.loc[rows["busbw_gbps"].idxmax()]
-        where = f"{best['size_mb']:g} MB on {int(best['world_size'])} processes"
-        if pd.notna(best["link_gbps"]):
-            limit = (
-                f", {best['busbw_of_link']:.0%} of the {best['link']} link's {best['link_gbps']:.0f} GB/s "
-                "per direction read from the machine"
-            )
-        else:
-            limit = f"; the link's limit is {best['link']} ({backend} runs on the CPUs)"
+        known = pd.notna(best["link_gbps"])
         out.append(
             Finding(
-                f"{backend} reaches its highest bus bandwidth, {best['busbw_gbps']:.2f} GB/s (algorithm "
-                f"bandwidth {best['algbw_gbps']:.2f} GB/s), at {where}{limit}.",
+                _say(
+                    "link_share",
+                    backend=backend,
+                    busbw=best["busbw_gbps"],
+                    algbw=best["algbw_gbps"],
+                    size_mb=best["size_mb"],
+                    world=int(best["world_size"]),
+                    share=best["busbw_of_link"] if known else None,
+                    link=best["link"],
+                    link_gbps=best["link_gbps"] if known else None,
+                ),
                 rows_behind(rows, "busbw_gbps", "algbw_gbps", "link", "link_gbps", key=KEY),
             )
         )
@@ -45,24 +67,17 @@ def small_tensors(frame: pd.DataFrame) -> list[Finding]:
             continue
         small, large = rows.loc[rows["size_mb"].idxmin()], rows.loc[rows["size_mb"].idxmax()]
         ratio = large["busbw_gbps"] / small["busbw_gbps"]
-        said = (
-            f"With {backend} on {int(world)} processes, {small['size_mb']:g} MB takes "
-            f"{small['time_ms']:.3f} ms and reaches {small['busbw_gbps']:.2f} GB/s, {ratio:.1f}x less "
-            f"bus bandwidth than {large['size_mb']:g} MB ({large['busbw_gbps']:.2f} GB/s in "
-            f"{large['time_ms']:.2f} ms): a small all-reduce pays the collective's fixed latency, "
-            "not the link."
-        )
-        if ratio <= 1:
-            said = (
-                f"With {backend} on {int(world)} processes, {large['size_mb']:g} MB reaches no more bus "
-                f"bandwidth than {small['size_mb']:g} MB ({large['busbw_gbps']:.2f} against "
-                f"{small['busbw_gbps']:.2f} GB/s): here the larger tensor's time ({large['min_ms']:.2f} to "
-                f"{large['max_ms']:.2f} ms over repetitions) is set by something other than the link, "
-                "such as other processes on the same cores."
-            )
         out.append(
             Finding(
-                said,
+                _say(
+                    "small_tensors",
+                    backend=backend,
+                    world=int(world),
+                    small=_tensor(small),
+                    large=_tensor(large),
+                    ratio=ratio,
+                    gain=not ratio <= 1,
+                ),
                 rows_behind(rows, "time_ms", "busbw_gbps", key=KEY),
             )
         )
@@ -79,12 +94,12 @@ def more_processes(frame: pd.DataFrame) -> list[Finding]:
         if largest["world_size"].nunique() < 2:
             continue
         few, many = largest.loc[largest["world_size"].idxmin()], largest.loc[largest["world_size"].idxmax()]
+        said = [
+            {"world": int(r["world_size"]), "ms": r["time_ms"], "busbw": r["busbw_gbps"]} for r in (few, many)
+        ]
         out.append(
             Finding(
-                f"{backend}, {few['size_mb']:g} MB: from {int(few['world_size'])} to "
-                f"{int(many['world_size'])} processes the time goes from {few['time_ms']:.2f} to "
-                f"{many['time_ms']:.2f} ms and the bus "
-                f"bandwidth from {few['busbw_gbps']:.2f} to {many['busbw_gbps']:.2f} GB/s.",
+                _say("more_processes", backend=backend, size_mb=few["size_mb"], few=said[0], many=said[1]),
                 rows_behind(largest, "time_ms", "busbw_gbps", key=KEY),
             )
         )
@@ -99,9 +114,16 @@ def variation(frame: pd.DataFrame) -> list[Finding]:
     row = table.loc[spread.idxmax()]
     return [
         Finding(
-            f"Repetitions vary most for {row['backend']} on {int(row['world_size'])} processes at "
-            f"{row['size_mb']:g} MB: {row['min_ms']:.3f} to {row['max_ms']:.3f} ms around a median of "
-            f"{row['time_ms']:.3f} ms; its ranks finish {row['rank_spread_ms']:.3f} ms apart (median).",
+            _say(
+                "variation",
+                backend=row["backend"],
+                world=int(row["world_size"]),
+                size_mb=row["size_mb"],
+                min_ms=row["min_ms"],
+                max_ms=row["max_ms"],
+                ms=row["time_ms"],
+                rank_spread=row["rank_spread_ms"],
+            ),
             rows_behind(table, "time_ms", "min_ms", "max_ms", "rank_spread_ms", key=KEY),
         )
     ]

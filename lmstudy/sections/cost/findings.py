@@ -10,12 +10,17 @@ import time
 import pandas as pd
 
 from lmstudy.analyse.study_cost import PHASE_COLUMNS, REPETITION_COLUMNS, gpu_identity, most_at_once
+from lmstudy.report.contract import words
 from lmstudy.report.coverage import column, recorded
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.sections.cost.tables import _leased, _shares, _text, by_section, phase_names, waited_column
 
 # A job: the key of the rows behind a finding.
 KEY = ("section", "rule", "job")
+
+
+def _say(macro: str, **values) -> str:
+    return words("cost", "findings.j2", macro, **values)
 
 
 def _clock(seconds: float) -> str:
@@ -34,11 +39,21 @@ def _total(frame: pd.DataFrame) -> list[Finding]:
         return []
     total = frame["wall_s"].sum()
     measuring = frame[frame["measuring"]]
-    return [Finding(
-        f"The run's {len(frame)} jobs took {total:.0f} s ({total / 60:.1f} min) added up; "
-        f"the {len(measuring)} jobs that measure on the device took {measuring['wall_s'].sum():.0f} s "
-        f"of it ({100 * measuring['wall_s'].sum() / total:.0f}%).",
-        rows_behind(frame, "measuring", "wall_s", key=KEY))]
+    measured = measuring["wall_s"].sum()
+    return [
+        Finding(
+            _say(
+                "total",
+                jobs=len(frame),
+                seconds=total,
+                minutes=total / 60,
+                measuring=len(measuring),
+                measured=measured,
+                percent=100 * measured / total,
+            ),
+            rows_behind(frame, "measuring", "wall_s", key=KEY),
+        )
+    ]
 
 
 @finds
@@ -51,10 +66,12 @@ def _phases(frame: pd.DataFrame) -> list[Finding]:
         return []
     shares = _shares(measuring)
     parts = sorted(shares.items(), key=lambda kv: -kv[1])
-    return [Finding(
-        "In the measuring jobs the time went to "
-        + ", ".join(f"{phase_names(frame)[c]} {100 * s:.0f}%" for c, s in parts if s >= 0.005)
-        + ".", rows_behind(measuring, "wall_s", *PHASE_COLUMNS, "other_s", key=KEY))]
+    return [
+        Finding(
+            _say("phases", parts=[(phase_names(frame)[c], 100 * s) for c, s in parts if s >= 0.005]),
+            rows_behind(measuring, "wall_s", *PHASE_COLUMNS, "other_s", key=KEY),
+        )
+    ]
 
 
 @finds
@@ -65,10 +82,12 @@ def _costliest_section(frame: pd.DataFrame) -> list[Finding]:
     total = frame["wall_s"].sum()
     sections = by_section(frame)["wall_s"]
     top = sections.idxmax()
-    return [Finding(
-        f"The costliest section is {top}: {sections[top]:.0f} s, "
-        f"{100 * sections[top] / total:.0f}% of the run.",
-        sections.rename_axis("section").to_frame().assign(share_of_run=sections / total))]
+    return [
+        Finding(
+            _say("costliest_section", name=top, seconds=sections[top], percent=100 * sections[top] / total),
+            sections.rename_axis("section").to_frame().assign(share_of_run=sections / total),
+        )
+    ]
 
 
 @finds
@@ -77,8 +96,12 @@ def _slowest_job(frame: pd.DataFrame) -> list[Finding]:
         return []
     worst = frame.loc[[frame["wall_s"].idxmax()]]
     job = worst.iloc[0]
-    return [Finding(f"The slowest job is {job['rule']} {job['job']} ({job['wall_s']:.1f} s).",
-                    rows_behind(worst, "wall_s", key=KEY))]
+    return [
+        Finding(
+            _say("slowest_job", rule=job["rule"], job=job["job"], seconds=job["wall_s"]),
+            rows_behind(worst, "wall_s", key=KEY),
+        )
+    ]
 
 
 @finds
@@ -91,17 +114,20 @@ def _timing_share(frame: pd.DataFrame) -> list[Finding]:
     if not len(timing):
         return []
     share = timing["measure_s"].sum() / timing["wall_s"].sum()
-    return [Finding(
-        f"Timing jobs spend {100 * share:.0f}% of their wall time measuring (warm-up and timed steps).",
-        rows_behind(timing, "wall_s", "measure_s", key=KEY))]
+    return [
+        Finding(
+            _say("timing_share", percent=100 * share), rows_behind(timing, "wall_s", "measure_s", key=KEY)
+        )
+    ]
 
 
 def findings(frame: pd.DataFrame) -> list[Finding]:
     """Where the run's time went: in all, by phase, by section, the slowest job, the timing jobs."""
     if not _timed(frame):
         return []
-    return gather(_total(frame), _phases(frame), _costliest_section(frame), _slowest_job(frame),
-                  _timing_share(frame))
+    return gather(
+        _total(frame), _phases(frame), _costliest_section(frame), _slowest_job(frame), _timing_share(frame)
+    )
 
 
 def _repeating(frame: pd.DataFrame) -> pd.DataFrame:
@@ -122,15 +148,25 @@ def _repetition_cost(frame: pd.DataFrame) -> list[Finding]:
     total, repeat = frame["wall_s"].sum(), jobs["repeat_s"].sum()
     noise = jobs["noise_repeat_s"].sum()
     noisy = jobs[jobs["noise_repeat_s"] > 0]
-    return [Finding(
-        f"Measuring in several fresh processes cost {repeat:.0f} s, {100 * repeat / total:.0f}% of the "
-        f"run: {repeat - noise:.0f} s for the processes every configuration gets at least, and "
-        f"{noise:.0f} s for the {int(noisy['noise_rounds'].sum())} extra rounds that "
-        f"disagreement between processes asked for, in {len(noisy)} of the {len(jobs)} jobs that "
-        f"repeat. Measured once per configuration, the run would have taken about "
-        f"{(total - repeat) / 60:.1f} min instead of {total / 60:.1f} min.",
-        rows_behind(jobs, "wall_s", "rounds", "noise_rounds", "repeat_s", "noise_repeat_s", key=KEY).assign(
-            run_wall_s=total))]
+    return [
+        Finding(
+            _say(
+                "repetition_cost",
+                repeat=repeat,
+                percent=100 * repeat / total,
+                least=repeat - noise,
+                noise=noise,
+                rounds=int(noisy["noise_rounds"].sum()),
+                noisy=len(noisy),
+                jobs=len(jobs),
+                once=(total - repeat) / 60,
+                run=total / 60,
+            ),
+            rows_behind(
+                jobs, "wall_s", "rounds", "noise_rounds", "repeat_s", "noise_repeat_s", key=KEY
+            ).assign(run_wall_s=total),
+        )
+    ]
 
 
 @finds
@@ -141,10 +177,12 @@ def _extra_rounds(frame: pd.DataFrame) -> list[Finding]:
     if not len(noisy):
         return []
     by_section = noisy.groupby("section")["noise_repeat_s"].sum().sort_values(ascending=False)
-    return [Finding(
-        "The extra rounds went to "
-        + ", ".join(f"{section} ({seconds:.0f} s)" for section, seconds in by_section.items())
-        + ".", rows_behind(noisy, "noise_rounds", "noise_repeat_s", key=KEY))]
+    return [
+        Finding(
+            _say("extra_rounds", sections=list(by_section.items())),
+            rows_behind(noisy, "noise_rounds", "noise_repeat_s", key=KEY),
+        )
+    ]
 
 
 def repetition_findings(frame: pd.DataFrame) -> list[Finding]:
@@ -179,8 +217,13 @@ def _at_once(frame: pd.DataFrame) -> list[Finding]:
     parts = (
         jobs[jobs["index"] != ""]
         .groupby("gpu")
-        .agg(index=("index", "first"), start=("started_at", "min"), end=("ended_at", "max"),
-             jobs=("job", "size"), seconds=("wall_s", "sum"))
+        .agg(
+            index=("index", "first"),
+            start=("started_at", "min"),
+            end=("ended_at", "max"),
+            jobs=("job", "size"),
+            seconds=("wall_s", "sum"),
+        )
         .sort_values("start")
     )
     # A GPU's index names it, unless two machines' GPUs share one (both a GPU 0).
@@ -188,28 +231,38 @@ def _at_once(frame: pd.DataFrame) -> list[Finding]:
     parts["name"] = parts["index"].where(~shared, parts["index"] + " (" + parts.index.str[:12] + ")")
     starts, ends = parts["start"].to_numpy(), parts["end"].to_numpy()
     behind = rows_behind(jobs, "gpu", "gpu_index", "started_at", "ended_at", "wall_s", key=KEY).assign(
-        held_s=jobs["ended_at"] - jobs["started_at"])
+        held_s=jobs["ended_at"] - jobs["started_at"]
+    )
     if len(parts) > 1 and (starts[1:] >= ends[:-1]).all():
-        return [Finding(
-            f"The run was made in {len(parts)} parts, on {len(parts)} GPUs one after another (different "
-            "GPUs or machines; their job seconds add up to the run's): "
-            + "; ".join(
-                f"GPU {row.name}: {row.jobs} measuring jobs, {row.seconds:.0f} s, "
-                f"{_clock(row.start)}–{_clock(row.end)} UTC"
-                for row in parts.itertuples()
-            )
-            + f". Measuring jobs ran at most {at_once} at once.", behind)]
+        shown = [
+            {
+                "name": row.name,
+                "jobs": row.jobs,
+                "seconds": row.seconds,
+                "start": _clock(row.start),
+                "end": _clock(row.end),
+            }
+            for row in parts.itertuples()
+        ]
+        return [Finding(_say("in_parts", parts=shown, at_once=at_once), behind)]
     numeric = parts["index"].str.isdigit()
     ordered = parts.assign(number=pd.to_numeric(parts["index"].where(numeric), errors="coerce"))
     shown = ordered.sort_values(["number", "index", "start"], na_position="last")["name"].tolist()
-    gpus = f"{len(parts)} GPU{'s' if len(parts) > 1 else ''}"
-    where = f"on {gpus} ({', '.join(shown)})" if len(parts) else "with no GPU named"
     span = jobs["ended_at"].max() - jobs["started_at"].min()
     busy = (jobs["ended_at"] - jobs["started_at"]).sum()
-    return [Finding(
-        f"Measuring jobs ran at most {at_once} at once, {where}: {busy:.0f} s of measuring jobs "
-        f"within {span:.0f} s from the first one's start to the last one's end "
-        f"({busy / span if span > 0 else 1:.1f} at a time on average).", behind)]
+    return [
+        Finding(
+            _say(
+                "at_once",
+                most=at_once,
+                gpus=shown,
+                busy=busy,
+                span=span,
+                average=busy / span if span > 0 else 1,
+            ),
+            behind,
+        )
+    ]
 
 
 @finds
@@ -224,10 +277,12 @@ def _waits(frame: pd.DataFrame) -> list[Finding]:
     if waited < 0.5:
         return []
     count = int((jobs[column] > 0).sum())
-    return [Finding(
-        f"{count} job{'s' if count != 1 else ''} waited {waited:.0f} s in all for a GPU that another job "
-        "held (another run on this machine, or more GPU jobs than GPUs).",
-        rows_behind(jobs[jobs[column] > 0], "gpu", "gpu_index", column, key=KEY))]
+    return [
+        Finding(
+            _say("waits", jobs=count, seconds=waited),
+            rows_behind(jobs[jobs[column] > 0], "gpu", "gpu_index", column, key=KEY),
+        )
+    ]
 
 
 @finds
@@ -240,12 +295,17 @@ def _foreign(frame: pd.DataFrame) -> list[Finding]:
     foreign = jobs[jobs["foreign_processes"] != ""]
     if not len(foreign):
         return []
-    return [Finding(
-        f"{len(foreign)} job(s) shared their GPU with processes not of this study, which may have "
-        f"slowed them: " + "; ".join(
-            f"{row['job']} on GPU {row['gpu_index']}: {row['foreign_processes']}"
-            for _, row in foreign.head(5).iterrows()
-        ) + ".", rows_behind(foreign, "gpu", "gpu_index", "foreign_processes", key=KEY))]
+    shown = foreign.head(5)
+    # The processes as the job recorded them, their own spacing kept (the template's lines are joined by
+    # single spaces): placeholders in the sentence, replaced once it is said.
+    text = _say(
+        "foreign",
+        jobs=len(foreign),
+        shown=[(row["job"], row["gpu_index"], f"\x00{i}\x00") for i, (_, row) in enumerate(shown.iterrows())],
+    )
+    for i, processes in enumerate(shown["foreign_processes"]):
+        text = text.replace(f"\x00{i}\x00", processes)
+    return [Finding(text, rows_behind(foreign, "gpu", "gpu_index", "foreign_processes", key=KEY))]
 
 
 def concurrency_findings(frame: pd.DataFrame) -> list[Finding]:
@@ -255,5 +315,15 @@ def concurrency_findings(frame: pd.DataFrame) -> list[Finding]:
 
 # Declared in the section's contract: each writes one kind of finding with the rows behind it, in the
 # report's order (findings, then repetition_findings, then concurrency_findings).
-FINDINGS = (_total, _phases, _costliest_section, _slowest_job, _timing_share, _repetition_cost, _extra_rounds,
-            _at_once, _waits, _foreign)
+FINDINGS = (
+    _total,
+    _phases,
+    _costliest_section,
+    _slowest_job,
+    _timing_share,
+    _repetition_cost,
+    _extra_rounds,
+    _at_once,
+    _waits,
+    _foreign,
+)

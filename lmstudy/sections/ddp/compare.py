@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.render import Section
 from lmstudy.sections.comm.compare import build, verdicts
 from lmstudy.sections.ddp.tables import label
@@ -18,8 +18,15 @@ def labelled(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def section(runs: ComparedRuns) -> Section:
-    return build(runs, "ddp", "Data-parallel training", labelled, ["size", "world_size", "version_label"],
-                 "step_s", "Data-parallel step time (ms)")
+    return build(
+        runs,
+        "ddp",
+        "Data-parallel training",
+        labelled,
+        ["size", "world_size", "version_label"],
+        "step_s",
+        words("ddp", "compare.j2", "what"),
+    )
 
 
 FINDINGS = (verdicts,)

@@ -1,12 +1,20 @@
-"""The data-parallel section's findings: each a sentence and the rows it was computed from."""
+"""The data-parallel section's findings: each a sentence and the rows it was computed from.
+
+The sentences are in findings.j2 beside this file; the functions here choose their numbers and cases.
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.report.contract import words
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.sections.ddp.tables import KEY, step_table
 from lmstudy.sections.training_runs import apart
+
+
+def _say(macro: str, **values) -> str:
+    return words("ddp", "findings.j2", macro, **values)
 
 
 def _groups(frame: pd.DataFrame):
@@ -17,13 +25,30 @@ def _apart(faster: pd.Series, slower: pd.Series) -> bool:
     return apart(faster, slower)
 
 
-def _tied(best: pd.Series, rows: pd.DataFrame) -> str:
-    """Where the 95% intervals of the quickest version and others overlap, the sentence that says so."""
+def _tied(best: pd.Series, rows: pd.DataFrame) -> dict | None:
+    """The versions whose 95% intervals overlap the quickest one's, with its interval; None where none do."""
     tied = [r["version_label"] for _, r in rows.iterrows() if r.name != best.name and not _apart(best, r)]
     if not tied:
-        return ""
-    return (f" (its 95% interval, {best['ci_low_ms']:.1f}–{best['ci_high_ms']:.1f} ms, overlaps "
-            f"{', '.join(tied)}: not told apart from {'it' if len(tied) == 1 else 'them'})")
+        return None
+    return {"low": best["ci_low_ms"], "high": best["ci_high_ms"], "names": tied}
+
+
+def _against_naive(best: pd.Series, rows: pd.DataFrame) -> dict | None:
+    """Naive's median over the quickest version's, and whether their intervals are apart; None where naive
+    was not run or is the quickest."""
+    naive = rows[rows["version_label"] == "naive"]
+    if naive.empty or naive.index[0] == best.name:
+        return None
+    ms = naive["step_ms"].iloc[0]
+    return {"ratio": ms / best["step_ms"], "ms": ms, "apart": _apart(best, naive.iloc[0])}
+
+
+def _without_comm(best: pd.Series, rows: pd.DataFrame) -> dict | None:
+    """The step without communication beside the quickest version's; None where it was not run."""
+    none = rows[rows["version_label"] == "none"]
+    if none.empty:
+        return None
+    return {"apart": _apart(none.iloc[0], best), "ms": best["no_comm_ms"], "share": best["comm_share"]}
 
 
 @finds
@@ -35,30 +60,21 @@ def fastest(frame: pd.DataFrame) -> list[Finding]:
         if talking.empty:
             continue
         best = talking.loc[talking["step_ms"].idxmin()]
-        naive = rows[rows["version_label"] == "naive"]
-        against = ""
-        if not naive.empty and naive.index[0] != best.name:
-            ratio = naive["step_ms"].iloc[0] / best["step_ms"]
-            decided = "" if _apart(best, naive.iloc[0]) else ", their intervals overlapping"
-            against = f", {ratio:.2f}x naive's median ({naive['step_ms'].iloc[0]:.1f} ms{decided})"
-        alone = ""
-        none = rows[rows["version_label"] == "none"]
-        if not none.empty and _apart(none.iloc[0], best):
-            alone = (
-                f"; a step without communication takes {best['no_comm_ms']:.1f} ms, so "
-                f"{best['comm_share']:.0%} of the step is communication the backward did not hide"
-            )
-        elif not none.empty:
-            alone = (
-                f"; its interval overlaps the step without communication's ({best['no_comm_ms']:.1f} ms): "
-                "the communication it adds is within the steps' own variation here"
-            )
         out.append(
             Finding(
-                f"{size} on {int(world)} processes: {best['version_label']} has the quickest median "
-                f"data-parallel step, {best['step_ms']:.1f} ms{_tied(best, talking)}{against}{alone}.",
-                rows_behind(rows, "step_ms", "ci_low_ms", "ci_high_ms", "no_comm_ms", "comm_share",
-                            key=KEY),
+                _say(
+                    "fastest",
+                    size=size,
+                    world=int(world),
+                    best={
+                        "label": best["version_label"],
+                        "ms": best["step_ms"],
+                        "tied": _tied(best, talking),
+                    },
+                    naive=_against_naive(best, rows),
+                    alone=_without_comm(best, rows),
+                ),
+                rows_behind(rows, "step_ms", "ci_low_ms", "ci_high_ms", "no_comm_ms", "comm_share", key=KEY),
             )
         )
     return out
@@ -74,20 +90,16 @@ def overlap(frame: pd.DataFrame) -> list[Finding]:
         if flat.empty or hiding.empty:
             continue
         best = hiding.loc[hiding["hidden_share"].idxmax()]
-        exposed = (
-            f"exposes {best['exposed_comm_ms']:.1f} ms beyond the step without communication, so it "
-            f"hides {best['hidden_share']:.0%} of it behind the backward"
-        )
         none = rows[rows["version_label"] == "none"]
-        if none.empty or not _apart(none.iloc[0], best):
-            exposed = (
-                "is not told apart from the step without communication (their 95% intervals overlap): "
-                "what it exposes is within the steps' own variation"
-            )
+        said = {
+            "label": best["version_label"],
+            "exposed": best["exposed_comm_ms"],
+            "hidden": best["hidden_share"],
+            "apart": not (none.empty or not _apart(none.iloc[0], best)),
+        }
         out.append(
             Finding(
-                f"{size} on {int(world)} processes: flat's all-reduce after the backward takes "
-                f"{flat['comm_ms'].iloc[0]:.1f} ms; {best['version_label']} {exposed}.",
+                _say("overlap", size=size, world=int(world), flat=flat["comm_ms"].iloc[0], best=said),
                 rows_behind(rows, "comm_ms", "exposed_comm_ms", "hidden_share", key=KEY),
             )
         )
@@ -103,15 +115,12 @@ def hidden_by_ranges(frame: pd.DataFrame) -> list[Finding]:
         ranged = rows[rows["hidden_share_ranges"].notna()]
         if ranged.empty:
             continue
-        shares = ", ".join(
-            f"{r['version_label']} {r['hidden_share_ranges']:.0%} of {r['comm_span_ms']:.1f} ms"
-            for _, r in ranged.iterrows()
-        )
+        shares = [
+            (r["version_label"], r["hidden_share_ranges"], r["comm_span_ms"]) for _, r in ranged.iterrows()
+        ]
         out.append(
             Finding(
-                f"{size} on {int(world)} processes, from the ranges of the backward and of each all-reduce "
-                f"(issue to completion, on each rank's clock): the share of a step's communication time "
-                f"that lay inside the backward is {shares}.",
+                _say("hidden_by_ranges", size=size, world=int(world), shares=shares),
                 rows_behind(ranged, "comm_span_ms", "hidden_share_ranges", key=KEY),
             )
         )
@@ -127,12 +136,17 @@ def buckets(frame: pd.DataFrame) -> list[Finding]:
         if len(bucketed) < 2:
             continue
         best, worst = bucketed.loc[bucketed["step_ms"].idxmin()], bucketed.loc[bucketed["step_ms"].idxmax()]
-        apart = "" if _apart(best, worst) else "; their intervals overlap: not told apart"
         out.append(
             Finding(
-                f"{size} on {int(world)} processes: of the bucket sizes, {best['version_label']} has the "
-                f"quickest median step ({best['step_ms']:.1f} ms) and {worst['version_label']} the slowest "
-                f"({worst['step_ms']:.1f} ms){apart}{_tied(best, bucketed.drop(worst.name))}.",
+                _say(
+                    "buckets",
+                    size=size,
+                    world=int(world),
+                    best={"label": best["version_label"], "ms": best["step_ms"]},
+                    worst={"label": worst["version_label"], "ms": worst["step_ms"]},
+                    apart=_apart(best, worst),
+                    tied_with=_tied(best, bucketed.drop(worst.name)),
+                ),
                 rows_behind(bucketed, "step_ms", "ci_low_ms", "ci_high_ms", key=KEY),
             )
         )

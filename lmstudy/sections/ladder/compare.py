@@ -12,7 +12,7 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.registry import numbered
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.sections.timing.compare import matched as matched_timing
@@ -20,14 +20,26 @@ from lmstudy.sections.timing.compare import matched as matched_timing
 LADDER_KEY = ["size", "context_length", "rung_key"]
 
 
+def _say(macro: str, **values) -> str:
+    return words("ladder", "compare.j2", macro, **values)
+
+
 def ladder_rows(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -> pd.DataFrame:
     """Section 7 (ladder/ladder.csv): each size's rungs, matched by LADDER_KEY, a verdict per measure
     (lmstudy.analyse.compare.tables.judge); each run's share of its own matmul rate beside them."""
-    columns = ["rung", "status", "median_ms", "step_times_ms", "share_of_matmul", "matmul_tflops",
-               *T.GPU_COLUMNS]
+    columns = [
+        "rung",
+        "status",
+        "median_ms",
+        "step_times_ms",
+        "share_of_matmul",
+        "matmul_tflops",
+        *T.GPU_COLUMNS,
+    ]
     parts = [
         run["ladder"][[*LADDER_KEY, *(c for c in columns if c in run["ladder"])]]
-        if not run["ladder"].empty else pd.DataFrame(columns=[*LADDER_KEY, "status"])
+        if not run["ladder"].empty
+        else pd.DataFrame(columns=[*LADDER_KEY, "status"])
         for run in (a, b)
     ]
     joined = T.join(parts[0], parts[1], LADDER_KEY)
@@ -89,19 +101,39 @@ _RUNG_KEY = ("size", "context_length", "rung_key", "rung")
 @finds
 def _rung_ratios(rungs: pd.DataFrame) -> list[Finding]:
     """Runs without a ladder table: per rung (among the timing variants), the median ratio B/A."""
-    return [Finding(f"{rung}: {cells.measure_counts(part)}.",
-                    rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
-                                key=_RUNG_KEY))
-            for rung, part in rungs[rungs["ratio"].notna()].groupby("rung", sort=False)]
+    return [
+        Finding(
+            _say("rung_ratios", rung=rung, counts=cells.measure_counts(part)),
+            rows_behind(
+                part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict", key=_RUNG_KEY
+            ),
+        )
+        for rung, part in rungs[rungs["ratio"].notna()].groupby("rung", sort=False)
+    ]
 
 
 @finds
 def _size_ratios(rungs: pd.DataFrame) -> list[Finding]:
     """The ladder's own table: per size, the median ratio B/A over its rungs."""
-    return [Finding(f"{size}, {len(part)} rungs: {cells.measure_counts(part)}.",
-                    rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
-                                "gpu_ratio", "gpu_verdict", "kernels_verdict", key=_RUNG_KEY))
-            for size, part in rungs[rungs["ratio"].notna()].groupby("size", sort=False)]
+    return [
+        Finding(
+            _say("size_ratios", size=size, rungs=len(part), counts=cells.measure_counts(part)),
+            rows_behind(
+                part,
+                "median_ms_a",
+                "median_ms_b",
+                "ratio",
+                "ci_low",
+                "ci_high",
+                "verdict",
+                "gpu_ratio",
+                "gpu_verdict",
+                "kernels_verdict",
+                key=_RUNG_KEY,
+            ),
+        )
+        for size, part in rungs[rungs["ratio"].notna()].groupby("size", sort=False)
+    ]
 
 
 @finds
@@ -110,11 +142,13 @@ def _rungs_not_compared(rungs: pd.DataFrame) -> list[Finding]:
     missing = rungs[~rungs["verdict"].isin(V.VERDICTS) & rungs["ratio"].isna()]
     if not len(missing):
         return []
-    names = ", ".join(
-        f"{r['size']} {r['rung_key']} ({r['verdict']})" for _, r in missing.head(6).iterrows()
-    )
-    return [Finding(f"{len(missing)} rung(s) not compared: {names}.",
-                    rows_behind(missing, "status_a", "status_b", "verdict", key=_RUNG_KEY))]
+    named = [(r["size"], r["rung_key"], r["verdict"]) for _, r in missing.head(6).iterrows()]
+    return [
+        Finding(
+            _say("rungs_not_compared", rungs=len(missing), named=named),
+            rows_behind(missing, "status_a", "status_b", "verdict", key=_RUNG_KEY),
+        )
+    ]
 
 
 # Its comparison's findings, each with the rows of A and B behind it.
@@ -128,15 +162,27 @@ def _section_ladder(a, b, rows, min_effect: float, noise: V.Noise) -> Section:
     # Runs without the ladder's own table: its rungs among the timing variants, if any.
     rungs = ladder(rows)
     if rungs.empty:
-        return section.add(Text("No size and context has more than one rung of the ladder in either run."))
+        return section.add(Text(_say("no_rungs")))
     section.add(Findings(_rung_ratios(rungs)))
-    section.add(Table("Rungs, B against A", pd.DataFrame({
-        "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
-        "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
-        "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
-        "B/A": rungs["ratio"], "wall verdict": rungs["verdict"],
-        "A × vs fp32": rungs["vs_fp32_a"], "B × vs fp32": rungs["vs_fp32_b"],
-    }).pipe(cells.add_measures, rungs), name="ladder_rungs"))
+    section.add(
+        Table(
+            _say("rungs_title"),
+            pd.DataFrame(
+                {
+                    "size": rungs["size"],
+                    "context": rungs["context_length"],
+                    "rung": rungs["rung"],
+                    "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
+                    "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
+                    "B/A": rungs["ratio"],
+                    "wall verdict": rungs["verdict"],
+                    "A × vs fp32": rungs["vs_fp32_a"],
+                    "B × vs fp32": rungs["vs_fp32_b"],
+                }
+            ).pipe(cells.add_measures, rungs),
+            name="ladder_rungs",
+        )
+    )
     return section
 
 
@@ -144,14 +190,27 @@ def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
     """The ladder section's rungs (ladder/ladder.csv) of both runs: step time B/A with its verdict, and
     each run's share of its own matmul rate (which itself differs from GPU to GPU)."""
     section.add(Findings(gather(_size_ratios(rungs), _rungs_not_compared(rungs))))
-    section.add(Table("Rungs, B against A", pd.DataFrame({
-        "size": rungs["size"], "context": rungs["context_length"], "rung": rungs["rung"],
-        "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
-        "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
-        "B/A": rungs["ratio"], "interval of B/A": rungs.apply(cells.interval, axis=1),
-        "processes A/B": cells.processes(rungs), "wall verdict": rungs["verdict"],
-        "A share of matmul %": rungs["share_a"] * 100, "B share of matmul %": rungs["share_b"] * 100,
-    }).pipe(cells.add_measures, rungs), name="ladder_rungs"))
+    section.add(
+        Table(
+            _say("rungs_title"),
+            pd.DataFrame(
+                {
+                    "size": rungs["size"],
+                    "context": rungs["context_length"],
+                    "rung": rungs["rung"],
+                    "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
+                    "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
+                    "B/A": rungs["ratio"],
+                    "interval of B/A": rungs.apply(cells.interval, axis=1),
+                    "processes A/B": cells.processes(rungs),
+                    "wall verdict": rungs["verdict"],
+                    "A share of matmul %": rungs["share_a"] * 100,
+                    "B share of matmul %": rungs["share_b"] * 100,
+                }
+            ).pipe(cells.add_measures, rungs),
+            name="ladder_rungs",
+        )
+    )
     return section
 
 

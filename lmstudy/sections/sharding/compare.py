@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.render import Section
 from lmstudy.sections.comm.compare import build, verdicts
 from lmstudy.sections.sharding.tables import CONFIG
@@ -17,8 +17,15 @@ def stepped(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def section(runs: ComparedRuns) -> Section:
-    return build(runs, "sharding", "Optimizer-state sharding", stepped, CONFIG, "step_s",
-                 "Step time with AdamW whole or sharded (ms)")
+    return build(
+        runs,
+        "sharding",
+        "Optimizer-state sharding",
+        stepped,
+        CONFIG,
+        "step_s",
+        words("sharding", "compare.j2", "what"),
+    )
 
 
 FINDINGS = (verdicts,)

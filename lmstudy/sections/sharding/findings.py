@@ -1,12 +1,20 @@
-"""The sharding section's findings: each a sentence and the rows it was computed from."""
+"""The sharding section's findings: each a sentence and the rows it was computed from.
+
+The sentences are in findings.j2 beside this file; the functions here choose their numbers and cases.
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from lmstudy.report.contract import words
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.sections.sharding.tables import CONFIG, KEY, memory_table, step_table
 from lmstudy.sections.training_runs import apart
+
+
+def _say(macro: str, **values) -> str:
+    return words("sharding", "findings.j2", macro, **values)
 
 
 @finds
@@ -20,19 +28,22 @@ def state_saved(frame: pd.DataFrame) -> list[Finding]:
         if whole.empty or sharded.empty:
             continue
         whole, sharded = whole.iloc[0], sharded.iloc[0]
-        measured = ""
-        if pd.notna(whole["allocated_mb"]):
-            measured = (
-                f"; the allocator holds {whole['allocated_mb']:.0f} MB after the step whole and "
-                f"{sharded['allocated_mb']:.0f} MB sharded (peak {whole['peak_mb']:.0f} against "
-                f"{sharded['peak_mb']:.0f} MB)"
-            )
+        said = [
+            {"state": r["state_mb"], "allocated": r["allocated_mb"], "peak": r["peak_mb"]}
+            for r in (whole, sharded)
+        ]
         out.append(
             Finding(
-                f"{size} on {int(world)} processes: AdamW's state takes {whole['state_mb']:.1f} MB on "
-                f"every rank whole and at most {sharded['state_mb']:.1f} MB on a rank sharded "
-                f"({sharded['state_mb'] / whole['state_mb']:.0%}; 1/{int(world)} would be "
-                f"{1 / world:.0%}){measured}.",
+                _say(
+                    "state_saved",
+                    size=size,
+                    world=int(world),
+                    whole=said[0],
+                    sharded=said[1],
+                    share=sharded["state_mb"] / whole["state_mb"],
+                    even=1 / world,
+                    measured=pd.notna(whole["allocated_mb"]),
+                ),
                 rows_behind(rows, "state_mb", "allocated_mb", "peak_mb", key=KEY),
             )
         )
@@ -49,21 +60,20 @@ def step_cost(frame: pd.DataFrame) -> list[Finding]:
             continue
         whole = rows.loc[~rows["sharded"].astype(bool)].iloc[0]
         sharded = rows.loc[rows["sharded"].astype(bool)].iloc[0]
-        ratio = sharded["step_ms"] / whole["step_ms"]
-        if apart(sharded, whole) or apart(whole, sharded):
-            verdict = (
-                f"({ratio:.2f}x, their 95% intervals apart): each rank updates only its share and then "
-                "broadcasts it"
-            )
-        else:
-            verdict = (
-                f"({ratio:.2f}x; their 95% intervals, {whole['ci_low_ms']:.1f}–{whole['ci_high_ms']:.1f} and "
-                f"{sharded['ci_low_ms']:.1f}–{sharded['ci_high_ms']:.1f} ms, overlap: not told apart)"
-            )
+        said = [
+            {"ms": r["step_ms"], "low": r["ci_low_ms"], "high": r["ci_high_ms"]} for r in (whole, sharded)
+        ]
         out.append(
             Finding(
-                f"{size} on {int(world)} processes: a step takes {whole['step_ms']:.1f} ms with the state "
-                f"whole and {sharded['step_ms']:.1f} ms sharded {verdict}.",
+                _say(
+                    "step_cost",
+                    size=size,
+                    world=int(world),
+                    whole=said[0],
+                    sharded=said[1],
+                    ratio=sharded["step_ms"] / whole["step_ms"],
+                    apart=apart(sharded, whole) or apart(whole, sharded),
+                ),
                 rows_behind(rows, "step_ms", "ci_low_ms", "ci_high_ms", key=tuple(CONFIG)),
             )
         )
