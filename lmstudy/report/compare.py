@@ -13,7 +13,7 @@ from pathlib import Path
 from lmstudy.analyse.compare import runs as R
 from lmstudy.atomic import write_csv
 from lmstudy.report.compare_cells import verdict_rule
-from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.render import Section, render
 
 
@@ -56,7 +56,7 @@ def render_comparison(contracts: list, results: Path, a_name: str, b_name: str, 
     shutil.rmtree(work, ignore_errors=True)
     sections, header = build(contracts, results, a_name, b_name, work, min_effect, noise)
     header["environment_table"] = header.pop("environments")
-    render(sections, {}, templates, out_dir, f"Comparison: {b_name} (B) against {a_name} (A)",
+    render(sections, {}, templates, out_dir, words("report", "compare.j2", "title", a=a_name, b=b_name),
            f"{a_name}_vs_{b_name}", template="compare", **header)
     shutil.rmtree(work, ignore_errors=True)
     tables_dir = out_dir / "tables"

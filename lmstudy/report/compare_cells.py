@@ -1,5 +1,6 @@
 """Cells and sentences the sections' comparisons of two runs share: configurations, ratios,
-intervals, verdict counts and the rule the verdicts follow."""
+intervals, verdict counts and the rule the verdicts follow. The numbers and the cases are chosen here,
+the wording is in compare.j2 beside it."""
 
 from __future__ import annotations
 
@@ -10,30 +11,26 @@ import pandas as pd
 from lmstudy.analyse import trust
 from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare import verdict as V
+from lmstudy.report.contract import words
 from lmstudy.report.labels import PASS_LABELS
 
 VERDICT_COLORS = {V.FASTER: "tab:green", V.SLOWER: "tab:red", V.SAME: "tab:gray", V.UNDECIDED: "tab:orange",
                   V.ONE_PROCESS: "tab:olive"}
 
 
+def _say(macro: str, **values) -> str:
+    return words("report", "compare.j2", macro, **values)
+
+
 def config_label(row) -> str:
-    return f"{row['size']} ctx {int(row['context_length'])} {PASS_LABELS.get(row['pass'], row['pass'])}" + (
-        f" {row['precision']}" if "precision" in row else ""
-    )
+    return _say("config_label", size=row["size"], context=int(row["context_length"]),
+                step=PASS_LABELS.get(row["pass"], row["pass"]),
+                has_precision="precision" in row, precision=row.get("precision"))
 
 
 def times(ratio: float) -> str:
     """A time ratio B/A in words."""
-    if abs(ratio - 1) < 0.005:
-        return "as fast (1.00×)"
-    return f"{1 / ratio:.2f}× faster" if ratio < 1 else f"{ratio:.2f}× slower"
-
-
-def _than(ratio: float) -> str:
-    words = times(ratio)
-    if "as fast" in words:
-        return "as fast as A's (1.00×)"
-    return f"{words} than A's"
+    return _say("times", same=abs(ratio - 1) < 0.005, faster=ratio < 1, by=1 / ratio if ratio < 1 else ratio)
 
 
 def interval(row) -> object:
@@ -60,41 +57,29 @@ def processes(rows: pd.DataFrame) -> pd.Series:
 def band_words(min_effect: float) -> str:
     """A band in words, e.g. "0.971–1.030 (3%)"."""
     low, high = V.noise_band(min_effect)
-    return f"{low:.3f}–{high:.3f} ({min_effect * 100:g}%)"
+    return _say("band", low=low, high=high, percent=min_effect * 100)
 
 
 def verdict_rule(min_effect: float, gpu_min_effect: float) -> str:
     """The sentence that says once what the verdicts mean, each measure with its own band."""
-    return (
-        f"Verdicts come from the variation between fresh processes: the interval of B/A against the "
-        f"band of its measure, wall time's {band_words(min_effect)} (compare.min_effect) and the GPU's "
-        f"busy time's {band_words(gpu_min_effect)} (compare.gpu_min_effect: GPU time agrees between "
-        f"processes and runs far closer than wall time); same when the interval lies inside the band, "
-        f"faster or slower when it lies wholly outside it, undecided when it straddles an edge; kernels "
-        f"per step are counted exactly: equal or differs. A wall-time interval is a hierarchical bootstrap "
-        f"over processes, then steps, widened to the spread between processes pooled over the section's "
-        f"rows of the same regime (host-bound or not) in both runs (its {V.POOLED_CONFIDENCE:.0%} "
-        f"quantile), or, where they are too few, to Welch's t interval over the row's own processes; "
-        f"\"one process\" where a side was measured in a single process (a run made before repetition), "
-        f"which cannot show the variation between processes. GPU time's interval comes the same way from "
-        f"its per-process values, or, where a side has one value, from how closely GPU time agrees between "
-        f"processes (compare.gpu_agreement)."
-    )
+    return _say("verdict_rule", wall=band_words(min_effect), gpu=band_words(gpu_min_effect),
+                pooled=V.POOLED_CONFIDENCE)
 
 
 def counts(verdicts: pd.Series) -> str:
     counts = verdicts.value_counts(sort=False)
     known = (*V.VERDICTS, *V.KERNEL_VERDICTS)
     order = [v for v in known if v in counts] + [v for v in counts.index if v not in known]
-    return ", ".join(f"{counts[v]} {v}" for v in dict.fromkeys(order))
+    return _say("counts", counted=[(counts[v], v) for v in dict.fromkeys(order)])
 
 
 # A ratio is stated only where its verdict decided: same, faster or slower. An undecided ratio is
 # noise, and a median over noise is noise too.
 DECIDED = (V.FASTER, V.SLOWER, V.SAME)
-# Each measure's verdict and ratio columns (lmstudy.analyse.compare.tables.judge), as a sentence names it.
-MEASURES = (("wall time", "verdict", "ratio"), ("GPU time", "gpu_verdict", "gpu_ratio"),
-            ("kernels per step", "kernels_verdict", None))
+# Each measure's verdict and ratio columns (lmstudy.analyse.compare.tables.judge), by the key compare.j2
+# names it by.
+MEASURES = (("wall", "verdict", "ratio"), ("gpu", "gpu_verdict", "gpu_ratio"),
+            ("kernels", "kernels_verdict", None))
 
 
 def has_gpu(rows: pd.DataFrame) -> bool:
@@ -105,9 +90,8 @@ def has_gpu(rows: pd.DataFrame) -> bool:
 def decided_ratio(part: pd.DataFrame, verdict: str = "verdict", ratio: str = "ratio") -> str:
     """The median ratio over the rows whose verdict decided, or that none is stated."""
     decided = part[part[verdict].isin(DECIDED)]
-    if not len(decided):
-        return "no ratio stated"
-    return f"median B/A {decided[ratio].median():.3f} over the {len(decided)} decided"
+    median = decided[ratio].median() if len(decided) else None
+    return _say("decided_ratio", decided=len(decided), median=median)
 
 
 def measure_counts(part: pd.DataFrame) -> str:
@@ -116,9 +100,8 @@ def measure_counts(part: pd.DataFrame) -> str:
     said = []
     for name, verdict, ratio in MEASURES:
         if verdict in part and (part[verdict] != V.TOO_FEW).any():
-            said.append(f"{name} {counts(part[verdict])}"
-                        + (f" ({decided_ratio(part, verdict, ratio)})" if ratio else ""))
-    return "; ".join(said)
+            said.append((name, counts(part[verdict]), decided_ratio(part, verdict, ratio) if ratio else None))
+    return _say("measure_counts", said=said)
 
 
 def flags(rows: pd.DataFrame) -> pd.Series:

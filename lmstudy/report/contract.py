@@ -64,11 +64,18 @@ class Comparison:
 
 @functools.cache
 def _prose() -> jinja2.Environment:
-    """The sections' wording (lmstudy/sections/<name>/*.j2), as plain text: the report escapes a Text
-    block for HTML and Markdown itself. `fmt` formats a number as Python's format() does
-    ({{ x|fmt(".3g") }}), so that a sentence moved into a template reads the same."""
+    """The sections' wording (lmstudy/sections/<name>/*.j2), and the wording the sections share
+    (lmstudy/report/*.j2, as section "report"), as plain text: the report escapes a Text block for HTML
+    and Markdown itself. `fmt` formats a number as Python's format() does ({{ x|fmt(".3g") }}), so that
+    a sentence moved into a template reads the same."""
+    here = Path(__file__).parent
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent.parent / "sections"),
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.PrefixLoader({"report": jinja2.FileSystemLoader(here)}),
+                jinja2.FileSystemLoader(here.parent / "sections"),
+            ]
+        ),
         undefined=jinja2.StrictUndefined,
     )
     env.filters["fmt"] = format
@@ -77,7 +84,8 @@ def _prose() -> jinja2.Environment:
 
 def words(section: str, template: str, macro: str, **values) -> str:
     """One passage of a section's wording: the macro `macro` of lmstudy/sections/<section>/<template>
-    called with `values`, its lines joined by single spaces (a template wraps freely)."""
+    (lmstudy/report/<template> where `section` is "report") called with `values`, its lines joined by
+    single spaces (a template wraps freely)."""
     called = getattr(_prose().get_template(f"{section}/{template}").module, macro)
     return " ".join(str(called(**values)).split())
 

@@ -1,4 +1,6 @@
-"""Section 6 in the comparison of two runs: eager and compiled step times."""
+"""Section 6 in the comparison of two runs: eager and compiled step times.
+
+The numbers, rows and cases are chosen here; the wording is in compare.j2 beside it."""
 
 from __future__ import annotations
 
@@ -10,12 +12,16 @@ from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.report.render import Findings, Section, Table, Text
 
 COMPILE_KEY = ["size", "context_length", "precision", "attention", "pass", "mode"]
+
+
+def _say(macro: str, **values) -> str:
+    return words("compile", "compare.j2", macro, **values)
 
 
 def compile_rows(a: Run, b: Run, min_effect: float, noise=None) -> pd.DataFrame:
@@ -61,9 +67,8 @@ def _compile_speedups(speedups: pd.DataFrame) -> list[Finding]:
     both = speedups.dropna(subset=["speedup_a", "speedup_b"])
     if not len(both):
         return []
-    return [Finding("torch.compile's speed-up over eager: a median "
-                    f"{both['speedup_a'].median():.2f}× in A, "
-                    f"{both['speedup_b'].median():.2f}× in B ({len(both)} configurations).",
+    return [Finding(_say("speedups", a=both["speedup_a"].median(), b=both["speedup_b"].median(),
+                         configurations=len(both)),
                     rows_behind(both, "speedup_a", "speedup_b", key=[k for k in COMPILE_KEY if k != "mode"]))]
 
 
@@ -72,26 +77,23 @@ FINDINGS = (_compile_speedups,)
 
 
 def _section_compile(a, b, min_effect: float, noise) -> Section:
-    section = Section("compile", numbered("compile", "torch.compile"))
+    section = Section("compile", numbered("compile", _say("title")))
     rows = compile_rows(a, b, min_effect, noise)
     if rows.empty:
-        return section.add(Text(f"Neither run has torch.compile results ({reference('compile')})."))
-    section.add(Text("Eager and compiled medians per size, precision and pass, with verdicts from the "
-                     "variation between processes; compile time is the compiled first step's excess over "
-                     "the median."))
+        return section.add(Text(_say("no_results", where=reference("compile"))))
+    section.add(Text(_say("intro")))
     speedups = compile_speedups(rows)
     section.add(Findings(_compile_speedups(speedups)))
     table = cells.summary_table(rows, {"size": "size", "context_length": "context", "precision": "precision",
                                   "attention": "attention", "pass": "pass", "mode": "mode"})
     table["pass"] = table["pass"].map(PASS_LABELS)
-    section.add(Table("Eager and compiled step times, B against A", table, name="compile_step_times"))
+    section.add(Table(_say("step_times_title"), table, name="compile_step_times"))
     if not speedups.empty:
         shown = speedups.rename(columns={"context_length": "context", "speedup_a": "A speed-up ×",
                                          "speedup_b": "B speed-up ×", "compile_s_a": "A compile s",
                                          "compile_s_b": "B compile s"})
         shown["pass"] = shown["pass"].map(PASS_LABELS)
-        section.add(Table("Speed-up of compiled over eager, and compile time, in each run", shown,
-                          name="compile_speedups"))
+        section.add(Table(_say("speedups_title"), shown, name="compile_speedups"))
     return section
 
 

@@ -1,4 +1,6 @@
-"""Section 2 in the comparison of two runs: GPU time by kernel category and kernel."""
+"""Section 2 in the comparison of two runs: GPU time by kernel category and kernel.
+
+The numbers, rows and cases are chosen here; the wording is in compare.j2 beside it."""
 
 from __future__ import annotations
 
@@ -15,12 +17,16 @@ from lmstudy.analyse.compare import verdict as V  # noqa: E402
 from lmstudy.analyse.compare.runs import Run  # noqa: E402
 from lmstudy.registry import numbered, reference  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
-from lmstudy.report.contract import ComparedRuns  # noqa: E402
+from lmstudy.report.contract import ComparedRuns, words  # noqa: E402
 from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.labels import PASS_LABELS  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
 
 PROFILE_KEY = ["size", "context_length", "pass", "precision"]
+
+
+def _say(macro: str, **values) -> str:
+    return words("nsys", "compare.j2", macro, **values)
 
 
 def _per_step_kernels(run: Run) -> pd.DataFrame:
@@ -142,9 +148,31 @@ def _unmatched_profiles(configs: pd.DataFrame) -> list[Finding]:
     if configs.empty:
         return []
     unmatched = configs[configs["presence"] != ""]
-    return [Finding(f"Profile {cells.config_label(unmatched.iloc[i])}: {unmatched.iloc[i]['presence']}.",
+    return [Finding(_say("unmatched", label=cells.config_label(unmatched.iloc[i]),
+                         presence=unmatched.iloc[i]["presence"]),
                     rows_behind(unmatched.iloc[[i]], "status_a", "status_b", "presence"))
             for i in range(len(unmatched))]
+
+
+def _category_part(category, row, min_effect: float) -> dict:
+    """How one category's time changed from A to B: appeared, the same within `min_effect`, or changed."""
+    if row["ms_a"] == 0:
+        return {"category": category, "case": "appeared", "ms_b": row["ms_b"]}
+    change = row["ms_b"] / row["ms_a"] - 1
+    if abs(change) < min_effect:
+        return {"category": category, "case": "same"}
+    return {"category": category, "case": "changed", "fell": change < 0, "by": abs(change) * 100}
+
+
+def _category_rows(part: pd.DataFrame, sums: pd.DataFrame, pass_name: str) -> pd.DataFrame:
+    """The pairs compared: each category's time in A and in B, summed over the configurations, largest
+    in A first (the sentence names the first four)."""
+    configurations = part[PROFILE_KEY].drop_duplicates()
+    behind = sums.sort_values("ms_a", ascending=False, kind="stable").reset_index()
+    behind = behind.assign(change=behind["ms_b"] / behind["ms_a"].where(behind["ms_a"] > 0) - 1)
+    behind.insert(0, "configurations", len(configurations))
+    behind.insert(0, "pass", pass_name)
+    return behind
 
 
 @finds
@@ -158,28 +186,12 @@ def _category_changes(categories: pd.DataFrame, min_effect: float) -> list[Findi
         part = categories[categories["pass"] == pass_name]
         sums = part.groupby("category", sort=False)[["ms_a", "ms_b"]].sum()
         sums = sums[(sums["ms_a"] > 0) | (sums["ms_b"] > 0)]
-        total_a, total_b = sums["ms_a"].sum(), sums["ms_b"].sum()
-        parts = []
-        for category, row in sums.sort_values("ms_a", ascending=False).head(4).iterrows():
-            if row["ms_a"] == 0:
-                parts.append(f"{category} appeared ({row['ms_b']:.3g} ms)")
-                continue
-            change = row["ms_b"] / row["ms_a"] - 1
-            if abs(change) < min_effect:
-                parts.append(f"{category} time did not change (within {min_effect * 100:g}%)")
-            else:
-                parts.append(f"{category} time {'fell' if change < 0 else 'rose'} {abs(change) * 100:.0f}%")
-        # The pairs compared: each category's time in A and in B, summed over the configurations, largest
-        # in A first (the sentence names the first four).
-        configurations = part[PROFILE_KEY].drop_duplicates()
-        behind = sums.sort_values("ms_a", ascending=False, kind="stable").reset_index()
-        behind = behind.assign(change=behind["ms_b"] / behind["ms_a"].where(behind["ms_a"] > 0) - 1)
-        behind.insert(0, "configurations", len(configurations))
-        behind.insert(0, "pass", pass_name)
+        parts = [_category_part(category, row, min_effect)
+                 for category, row in sums.sort_values("ms_a", ascending=False).head(4).iterrows()]
         items.append(Finding(
-            f"{PASS_LABELS[pass_name].capitalize()}: GPU time per step (summed over the configurations "
-            f"profiled in both) went from {total_a:.3g} ms to {total_b:.3g} ms; " + ", ".join(parts) + ".",
-            behind))
+            _say("category_changes", step=PASS_LABELS[pass_name], total_a=sums["ms_a"].sum(),
+                 total_b=sums["ms_b"].sum(), parts=parts, within=min_effect * 100),
+            _category_rows(part, sums, pass_name)))
     return items
 
 
@@ -192,51 +204,44 @@ def kernel_findings(categories: pd.DataFrame, configs: pd.DataFrame, min_effect:
     return gather(_unmatched_profiles(configs), _category_changes(categories, min_effect))
 
 
-def _section_kernels(a, b, min_effect, figures: Path) -> Section:
-    section = Section("nsys", numbered("nsys", "GPU time by kernel category and kernel"))
-    configs = profiled_configurations(a, b)
-    if configs.empty:
-        return section.add(Text(f"Neither run has profiles ({reference('nsys')})."))
-    categories = kernel_categories(a, b)
-    section.add(Text(
-        "Per configuration profiled in both runs: GPU time per step by kernel category (the rules of "
-        "lmstudy/analyse/nsys/categories.py), and the kernels whose time changed most, appeared or "
-        "disappeared. "
-        "Profiles keep GPU totals over a few steps of one process; kernel time per category agrees within "
-        "1% between processes, so a change inside the minimum-effect band is the same and one beyond it "
-        "is faster or slower (a zero change is always the same)."
-    ))
-    missing = without_kernels(a, b)
-    if missing:
-        names = " and ".join(f"{side} ({(a if side == 'A' else b).name})" for side in missing)
-        has = "have" if len(missing) > 1 else "has"
-        section.add(Text(
-            f"Kernel times are not in this run for {names}: {has} profiles (nsys/runs.csv) but no "
-            "kernel table (nsys/kernels.csv), so no kernel category or kernel is compared."
-        ))
-    section.add(Findings(kernel_findings(categories, configs, min_effect)))
+def _tables(section: Section, a, b, configs: pd.DataFrame, categories: pd.DataFrame, min_effect: float,
+            figures: Path) -> None:
+    """The comparison's tables and figure: profiles in one run only, time by category, top kernels."""
     listing = configs[configs["presence"] != ""]
     if len(listing):
         listing = listing[[*PROFILE_KEY, "presence"]].rename(
             columns={"presence": "state", "context_length": "context"})
         listing["pass"] = listing["pass"].map(PASS_LABELS)
-        section.add(Table("Profiles in one run only, or not ok in one", listing, name="nsys_unmatched"))
+        section.add(Table(_say("unmatched_title"), listing, name="nsys_unmatched"))
     if not categories.empty:
         table = categories.rename(
             columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step"})
         table["pass"] = table["pass"].map(PASS_LABELS)
         table["change %"] = table.pop("change") * 100
-        section.add(Table("GPU time per step by kernel category", table, name="nsys_categories"))
+        section.add(Table(_say("categories_title"), table, name="nsys_categories"))
         if categories_figure(categories, a.name, b.name, figures / "categories.png"):
-            caption = "GPU time per step by kernel category, A beside B."
-            section.add(Figure(figures / "categories.png", caption))
+            section.add(Figure(figures / "categories.png", _say("categories_caption")))
     top = top_kernel_changes(a, b, min_effect=min_effect)
     if not top.empty:
         top = top.rename(columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step",
                                   "delta_ms": "B−A ms/step"})
         top["pass"] = top["pass"].map(PASS_LABELS)
-        caption = "Kernels that changed most per configuration (appeared, disappeared, faster, slower)"
-        section.add(Table(caption, top, name="nsys_top_kernels"))
+        section.add(Table(_say("top_title"), top, name="nsys_top_kernels"))
+
+
+def _section_kernels(a, b, min_effect, figures: Path) -> Section:
+    section = Section("nsys", numbered("nsys", _say("title")))
+    configs = profiled_configurations(a, b)
+    if configs.empty:
+        return section.add(Text(_say("no_profiles", where=reference("nsys"))))
+    categories = kernel_categories(a, b)
+    section.add(Text(_say("intro")))
+    missing = without_kernels(a, b)
+    if missing:
+        section.add(Text(_say("without_kernels",
+                              missing=[(side, (a if side == "A" else b).name) for side in missing])))
+    section.add(Findings(kernel_findings(categories, configs, min_effect)))
+    _tables(section, a, b, configs, categories, min_effect, figures)
     return section
 
 

@@ -1,6 +1,6 @@
 """The kernel profiles section (Nsight Systems): kernel tables, category shares and findings.
 
-The functions that compute its tables (pandas only).
+The functions that compute its tables (pandas only), and how it names what it measured.
 """
 
 from __future__ import annotations
@@ -8,27 +8,19 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.registry import numbered
+from lmstudy.report import contract
 
 
 def words(runs: pd.DataFrame) -> dict[str, str]:
     """How the section names what it measured: Nsight Systems on a GPU, or torch.profiler (on a
-    CPU its operators stand in for kernels, and their time is CPU time, not GPU time)."""
+    CPU its operators stand in for kernels, and their time is CPU time, not GPU time); the wording
+    is in tables.j2 beside it."""
     backends = set(runs["backend"]) if "backend" in runs else set()
-    on_cpu = "gpu" in runs and runs["gpu"].astype(str).str.startswith("cpu").any()
-    nsys = backends == {"nsys"}
-    return {
-        "profiler": "Nsight Systems" if nsys else "torch.profiler",
-        "short": "nsys" if nsys else "the profiler",
-        "column": "nsys" if nsys else "profiler",
-        "time": "CPU time" if on_cpu else "GPU time",
-        "kernel": "operator" if on_cpu else "kernel",
-        "title": numbered(
-            "nsys",
-            "Kernel profiles (Nsight Systems)" if nsys
-            else "Operator profiles on the CPU (torch.profiler)" if on_cpu
-            else "Kernel profiles (torch.profiler)",
-        ),
-    }
+    on_cpu = bool("gpu" in runs and runs["gpu"].astype(str).str.startswith("cpu").any())
+    case = {"nsys": backends == {"nsys"}, "on_cpu": on_cpu}
+    said = {key: contract.words("nsys", "tables.j2", key, **case)
+            for key in ("profiler", "short", "column", "time", "kernel")}
+    return {**said, "title": numbered("nsys", contract.words("nsys", "tables.j2", "title", **case))}
 
 
 def _with_status(table: pd.DataFrame, column: str = "nsys") -> pd.DataFrame:
