@@ -13,6 +13,11 @@ COMPARE_TEMPLATES = sorted(
     # compare.* and what it includes (sections.*, style.*): all but the study's own report.*
     if not p.name.startswith("report.")
 )
+# The comparison's wording: each section's templates (lmstudy/sections/<name>/*.j2, compare.j2 among
+# them) and those the sections' comparisons share (lmstudy/report/*.j2): an edit rerenders it.
+COMPARE_WORDING = sorted(
+    [*SECTION_TEMPLATES, *(str(p) for p in (BASE / "lmstudy/report").glob("*.j2"))]
+)
 
 
 # Cheap joins of finished results: run where Snakemake runs, never sent to a cluster.
@@ -23,6 +28,7 @@ localrules:
 rule compare:
     input:
         templates=COMPARE_TEMPLATES,
+        wording=COMPARE_WORDING,
         style=FIGURE_STYLE,
     output:
         html=f"{COMPARE_DIR}/index.html",
