@@ -26,8 +26,9 @@ def compared_products(contracts: list) -> dict[str, str]:
     return products
 
 
-def build(contracts: list, results: Path, a_name: str, b_name: str, figures: Path,
-          min_effect: float, noise=None) -> tuple[list[Section], dict]:
+def build(
+    contracts: list, results: Path, a_name: str, b_name: str, figures: Path, min_effect: float, noise=None
+) -> tuple[list[Section], dict]:
     """The comparison's sections (of `contracts`, lmstudy.sections.contracts, those that declare
     how two runs compare) and its header (environments, differences, warnings)."""
     products = compared_products(contracts)
@@ -47,8 +48,16 @@ def build(contracts: list, results: Path, a_name: str, b_name: str, figures: Pat
     return sections, header
 
 
-def render_comparison(contracts: list, results: Path, a_name: str, b_name: str, templates: Path,
-                      out_dir: Path, min_effect: float, noise=None) -> None:
+def render_comparison(
+    contracts: list,
+    results: Path,
+    a_name: str,
+    b_name: str,
+    templates: Path,
+    out_dir: Path,
+    min_effect: float,
+    noise=None,
+) -> None:
     """Write out_dir/index.html, report.md, tables/*.csv and figures/*.png."""
     for stale in ("tables", "figures"):
         shutil.rmtree(out_dir / stale, ignore_errors=True)
@@ -56,8 +65,16 @@ def render_comparison(contracts: list, results: Path, a_name: str, b_name: str, 
     shutil.rmtree(work, ignore_errors=True)
     sections, header = build(contracts, results, a_name, b_name, work, min_effect, noise)
     header["environment_table"] = header.pop("environments")
-    render(sections, {}, templates, out_dir, words("report", "compare.j2", "title", a=a_name, b=b_name),
-           f"{a_name}_vs_{b_name}", template="compare", **header)
+    render(
+        sections,
+        {},
+        templates,
+        out_dir,
+        words("report", "compare.j2", "title", a=a_name, b=b_name),
+        f"{a_name}_vs_{b_name}",
+        template="compare",
+        **header,
+    )
     shutil.rmtree(work, ignore_errors=True)
     tables_dir = out_dir / "tables"
     tables_dir.mkdir(parents=True, exist_ok=True)

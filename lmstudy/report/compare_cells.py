@@ -14,8 +14,13 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.report.contract import words
 from lmstudy.report.labels import PASS_LABELS
 
-VERDICT_COLORS = {V.FASTER: "tab:green", V.SLOWER: "tab:red", V.SAME: "tab:gray", V.UNDECIDED: "tab:orange",
-                  V.ONE_PROCESS: "tab:olive"}
+VERDICT_COLORS = {
+    V.FASTER: "tab:green",
+    V.SLOWER: "tab:red",
+    V.SAME: "tab:gray",
+    V.UNDECIDED: "tab:orange",
+    V.ONE_PROCESS: "tab:olive",
+}
 
 
 def _say(macro: str, **values) -> str:
@@ -23,9 +28,14 @@ def _say(macro: str, **values) -> str:
 
 
 def config_label(row) -> str:
-    return _say("config_label", size=row["size"], context=int(row["context_length"]),
-                step=PASS_LABELS.get(row["pass"], row["pass"]),
-                has_precision="precision" in row, precision=row.get("precision"))
+    return _say(
+        "config_label",
+        size=row["size"],
+        context=int(row["context_length"]),
+        step=PASS_LABELS.get(row["pass"], row["pass"]),
+        has_precision="precision" in row,
+        precision=row.get("precision"),
+    )
 
 
 def times(ratio: float) -> str:
@@ -48,10 +58,14 @@ def shown(values: pd.Series, status: pd.Series) -> pd.Series:
 
 def processes(rows: pd.DataFrame) -> pd.Series:
     """How many fresh processes measured each side, as "2/3"."""
-    return pd.Series([
-        f"{int(x)}/{int(y)}" if pd.notna(x) and pd.notna(y) and (x or y) else ""
-        for x, y in zip(rows.get("processes_a", []), rows.get("processes_b", []), strict=True)
-    ], index=rows.index, dtype=object)
+    return pd.Series(
+        [
+            f"{int(x)}/{int(y)}" if pd.notna(x) and pd.notna(y) and (x or y) else ""
+            for x, y in zip(rows.get("processes_a", []), rows.get("processes_b", []), strict=True)
+        ],
+        index=rows.index,
+        dtype=object,
+    )
 
 
 def band_words(min_effect: float) -> str:
@@ -62,8 +76,12 @@ def band_words(min_effect: float) -> str:
 
 def verdict_rule(min_effect: float, gpu_min_effect: float) -> str:
     """The sentence that says once what the verdicts mean, each measure with its own band."""
-    return _say("verdict_rule", wall=band_words(min_effect), gpu=band_words(gpu_min_effect),
-                pooled=V.POOLED_CONFIDENCE)
+    return _say(
+        "verdict_rule",
+        wall=band_words(min_effect),
+        gpu=band_words(gpu_min_effect),
+        pooled=V.POOLED_CONFIDENCE,
+    )
 
 
 def counts(verdicts: pd.Series) -> str:
@@ -78,8 +96,11 @@ def counts(verdicts: pd.Series) -> str:
 DECIDED = (V.FASTER, V.SLOWER, V.SAME)
 # Each measure's verdict and ratio columns (lmstudy.analyse.compare.tables.judge), by the key compare.j2
 # names it by.
-MEASURES = (("wall", "verdict", "ratio"), ("gpu", "gpu_verdict", "gpu_ratio"),
-            ("kernels", "kernels_verdict", None))
+MEASURES = (
+    ("wall", "verdict", "ratio"),
+    ("gpu", "gpu_verdict", "gpu_ratio"),
+    ("kernels", "kernels_verdict", None),
+)
 
 
 def has_gpu(rows: pd.DataFrame) -> bool:
@@ -106,11 +127,18 @@ def measure_counts(part: pd.DataFrame) -> str:
 
 def flags(rows: pd.DataFrame) -> pd.Series:
     """Each side's marks (lmstudy.analyse.trust: † host-bound, ‡ noisy) as "A/B", e.g. "†/†‡"."""
+
     def marks(row, side):
         return trust.marks({flag: row.get(f"{flag}_{side}", False) for flag in trust.FLAG_MARKS})
 
-    return pd.Series([f"{marks(r, 'a')}/{marks(r, 'b')}" if marks(r, "a") or marks(r, "b") else ""
-                      for _, r in rows.iterrows()], index=rows.index, dtype=object)
+    return pd.Series(
+        [
+            f"{marks(r, 'a')}/{marks(r, 'b')}" if marks(r, "a") or marks(r, "b") else ""
+            for _, r in rows.iterrows()
+        ],
+        index=rows.index,
+        dtype=object,
+    )
 
 
 def gpu_interval(row) -> object:
@@ -120,9 +148,14 @@ def gpu_interval(row) -> object:
 
 
 def kernel_counts(rows: pd.DataFrame) -> pd.Series:
-    return pd.Series([f"{int(a)}/{int(b)}" if pd.notna(a) and pd.notna(b) else ""
-                      for a, b in zip(rows["kernels_a"], rows["kernels_b"], strict=True)],
-                     index=rows.index, dtype=object)
+    return pd.Series(
+        [
+            f"{int(a)}/{int(b)}" if pd.notna(a) and pd.notna(b) else ""
+            for a, b in zip(rows["kernels_a"], rows["kernels_b"], strict=True)
+        ],
+        index=rows.index,
+        dtype=object,
+    )
 
 
 def add_measures(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:

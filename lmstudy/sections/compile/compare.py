@@ -31,13 +31,15 @@ def compile_rows(a: Run, b: Run, min_effect: float, noise=None) -> pd.DataFrame:
     joined = T.join_table(a, b, "compile", COMPILE_KEY, keep)
     if joined.empty:
         return joined
-    rows = T.sample_comparisons(joined, COMPILE_KEY, (("", "median_ms", "step_times_ms", ""),), min_effect,
-                                noise)
+    rows = T.sample_comparisons(
+        joined, COMPILE_KEY, (("", "median_ms", "step_times_ms", ""),), min_effect, noise
+    )
     for side in ("a", "b"):
         column = f"first_step_excess_s_{side}"
         rows[f"compile_s_{side}"] = (
             joined[column].where((joined["mode"] == "compiled") & (joined[f"status_{side}"] == "ok"))
-            if column in joined else math.nan
+            if column in joined
+            else math.nan
         )
     return rows
 
@@ -49,8 +51,9 @@ def compile_speedups(rows: pd.DataFrame) -> pd.DataFrame:
     key = [k for k in COMPILE_KEY if k != "mode"]
     out = {}
     for side in ("a", "b"):
-        wide = rows.pivot_table(index=key, columns="mode", values=f"median_ms_{side}", aggfunc="first",
-                                observed=True)
+        wide = rows.pivot_table(
+            index=key, columns="mode", values=f"median_ms_{side}", aggfunc="first", observed=True
+        )
         if {"eager", "compiled"} <= set(wide.columns):
             out[f"speedup_{side}"] = wide["eager"] / wide["compiled"]
         compile_s = rows[rows["mode"] == "compiled"].set_index(key)[f"compile_s_{side}"]
@@ -67,9 +70,17 @@ def _compile_speedups(speedups: pd.DataFrame) -> list[Finding]:
     both = speedups.dropna(subset=["speedup_a", "speedup_b"])
     if not len(both):
         return []
-    return [Finding(_say("speedups", a=both["speedup_a"].median(), b=both["speedup_b"].median(),
-                         configurations=len(both)),
-                    rows_behind(both, "speedup_a", "speedup_b", key=[k for k in COMPILE_KEY if k != "mode"]))]
+    return [
+        Finding(
+            _say(
+                "speedups",
+                a=both["speedup_a"].median(),
+                b=both["speedup_b"].median(),
+                configurations=len(both),
+            ),
+            rows_behind(both, "speedup_a", "speedup_b", key=[k for k in COMPILE_KEY if k != "mode"]),
+        )
+    ]
 
 
 # Its comparison's findings, each with the rows of A and B behind it.
@@ -84,14 +95,29 @@ def _section_compile(a, b, min_effect: float, noise) -> Section:
     section.add(Text(_say("intro")))
     speedups = compile_speedups(rows)
     section.add(Findings(_compile_speedups(speedups)))
-    table = cells.summary_table(rows, {"size": "size", "context_length": "context", "precision": "precision",
-                                  "attention": "attention", "pass": "pass", "mode": "mode"})
+    table = cells.summary_table(
+        rows,
+        {
+            "size": "size",
+            "context_length": "context",
+            "precision": "precision",
+            "attention": "attention",
+            "pass": "pass",
+            "mode": "mode",
+        },
+    )
     table["pass"] = table["pass"].map(PASS_LABELS)
     section.add(Table(_say("step_times_title"), table, name="compile_step_times"))
     if not speedups.empty:
-        shown = speedups.rename(columns={"context_length": "context", "speedup_a": "A speed-up ×",
-                                         "speedup_b": "B speed-up ×", "compile_s_a": "A compile s",
-                                         "compile_s_b": "B compile s"})
+        shown = speedups.rename(
+            columns={
+                "context_length": "context",
+                "speedup_a": "A speed-up ×",
+                "speedup_b": "B speed-up ×",
+                "compile_s_a": "A compile s",
+                "compile_s_b": "B compile s",
+            }
+        )
         shown["pass"] = shown["pass"].map(PASS_LABELS)
         section.add(Table(_say("speedups_title"), shown, name="compile_speedups"))
     return section

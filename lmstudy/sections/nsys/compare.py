@@ -59,7 +59,8 @@ def profiled_configurations(a: Run, b: Run) -> pd.DataFrame:
 def without_kernels(a: Run, b: Run) -> list[str]:
     """The runs (A, B) that have profiles (nsys/runs.csv) but no kernel table (nsys/kernels.csv)."""
     return [
-        side for side, run in (("A", a), ("B", b))
+        side
+        for side, run in (("A", a), ("B", b))
         if not run["profiles"].empty and _per_step_kernels(run).empty
     ]
 
@@ -148,10 +149,17 @@ def _unmatched_profiles(configs: pd.DataFrame) -> list[Finding]:
     if configs.empty:
         return []
     unmatched = configs[configs["presence"] != ""]
-    return [Finding(_say("unmatched", label=cells.config_label(unmatched.iloc[i]),
-                         presence=unmatched.iloc[i]["presence"]),
-                    rows_behind(unmatched.iloc[[i]], "status_a", "status_b", "presence"))
-            for i in range(len(unmatched))]
+    return [
+        Finding(
+            _say(
+                "unmatched",
+                label=cells.config_label(unmatched.iloc[i]),
+                presence=unmatched.iloc[i]["presence"],
+            ),
+            rows_behind(unmatched.iloc[[i]], "status_a", "status_b", "presence"),
+        )
+        for i in range(len(unmatched))
+    ]
 
 
 def _category_part(category, row, min_effect: float) -> dict:
@@ -186,12 +194,23 @@ def _category_changes(categories: pd.DataFrame, min_effect: float) -> list[Findi
         part = categories[categories["pass"] == pass_name]
         sums = part.groupby("category", sort=False)[["ms_a", "ms_b"]].sum()
         sums = sums[(sums["ms_a"] > 0) | (sums["ms_b"] > 0)]
-        parts = [_category_part(category, row, min_effect)
-                 for category, row in sums.sort_values("ms_a", ascending=False).head(4).iterrows()]
-        items.append(Finding(
-            _say("category_changes", step=PASS_LABELS[pass_name], total_a=sums["ms_a"].sum(),
-                 total_b=sums["ms_b"].sum(), parts=parts, within=min_effect * 100),
-            _category_rows(part, sums, pass_name)))
+        parts = [
+            _category_part(category, row, min_effect)
+            for category, row in sums.sort_values("ms_a", ascending=False).head(4).iterrows()
+        ]
+        items.append(
+            Finding(
+                _say(
+                    "category_changes",
+                    step=PASS_LABELS[pass_name],
+                    total_a=sums["ms_a"].sum(),
+                    total_b=sums["ms_b"].sum(),
+                    parts=parts,
+                    within=min_effect * 100,
+                ),
+                _category_rows(part, sums, pass_name),
+            )
+        )
     return items
 
 
@@ -204,18 +223,21 @@ def kernel_findings(categories: pd.DataFrame, configs: pd.DataFrame, min_effect:
     return gather(_unmatched_profiles(configs), _category_changes(categories, min_effect))
 
 
-def _tables(section: Section, a, b, configs: pd.DataFrame, categories: pd.DataFrame, min_effect: float,
-            figures: Path) -> None:
+def _tables(
+    section: Section, a, b, configs: pd.DataFrame, categories: pd.DataFrame, min_effect: float, figures: Path
+) -> None:
     """The comparison's tables and figure: profiles in one run only, time by category, top kernels."""
     listing = configs[configs["presence"] != ""]
     if len(listing):
         listing = listing[[*PROFILE_KEY, "presence"]].rename(
-            columns={"presence": "state", "context_length": "context"})
+            columns={"presence": "state", "context_length": "context"}
+        )
         listing["pass"] = listing["pass"].map(PASS_LABELS)
         section.add(Table(_say("unmatched_title"), listing, name="nsys_unmatched"))
     if not categories.empty:
         table = categories.rename(
-            columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step"})
+            columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step"}
+        )
         table["pass"] = table["pass"].map(PASS_LABELS)
         table["change %"] = table.pop("change") * 100
         section.add(Table(_say("categories_title"), table, name="nsys_categories"))
@@ -223,8 +245,14 @@ def _tables(section: Section, a, b, configs: pd.DataFrame, categories: pd.DataFr
             section.add(Figure(figures / "categories.png", _say("categories_caption")))
     top = top_kernel_changes(a, b, min_effect=min_effect)
     if not top.empty:
-        top = top.rename(columns={"context_length": "context", "ms_a": "A ms/step", "ms_b": "B ms/step",
-                                  "delta_ms": "B−A ms/step"})
+        top = top.rename(
+            columns={
+                "context_length": "context",
+                "ms_a": "A ms/step",
+                "ms_b": "B ms/step",
+                "delta_ms": "B−A ms/step",
+            }
+        )
         top["pass"] = top["pass"].map(PASS_LABELS)
         section.add(Table(_say("top_title"), top, name="nsys_top_kernels"))
 
@@ -238,8 +266,11 @@ def _section_kernels(a, b, min_effect, figures: Path) -> Section:
     section.add(Text(_say("intro")))
     missing = without_kernels(a, b)
     if missing:
-        section.add(Text(_say("without_kernels",
-                              missing=[(side, (a if side == "A" else b).name) for side in missing])))
+        section.add(
+            Text(
+                _say("without_kernels", missing=[(side, (a if side == "A" else b).name) for side in missing])
+            )
+        )
     section.add(Findings(kernel_findings(categories, configs, min_effect)))
     _tables(section, a, b, configs, categories, min_effect, figures)
     return section

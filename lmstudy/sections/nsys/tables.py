@@ -18,8 +18,10 @@ def words(runs: pd.DataFrame) -> dict[str, str]:
     backends = set(runs["backend"]) if "backend" in runs else set()
     on_cpu = bool("gpu" in runs and runs["gpu"].astype(str).str.startswith("cpu").any())
     case = {"nsys": backends == {"nsys"}, "on_cpu": on_cpu}
-    said = {key: contract.words("nsys", "tables.j2", key, **case)
-            for key in ("profiler", "short", "column", "time", "kernel")}
+    said = {
+        key: contract.words("nsys", "tables.j2", key, **case)
+        for key in ("profiler", "short", "column", "time", "kernel")
+    }
     return {**said, "title": numbered("nsys", contract.words("nsys", "tables.j2", "title", **case))}
 
 
