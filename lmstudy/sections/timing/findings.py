@@ -16,6 +16,7 @@ import pandas as pd
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
 from lmstudy.report.answers import count, processes_text, span
+from lmstudy.report.contract import words
 from lmstudy.report.coverage import column, recorded, with_columns
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.labels import PASS_LABELS, cold_start_costs, peak_words
@@ -27,12 +28,14 @@ from lmstudy.sections.timing.tables import (
 )
 
 
-def _label(row) -> str:
-    return f"{row['size']} ctx {row['context_length']} {PASS_LABELS[row['pass']]} {row['precision']}"
+def _say(macro: str, **values) -> str:
+    return words("timing", "findings.j2", macro, **values)
 
 
-def _left_out(total: int, kept: int, why: str = "host-bound or noisy") -> str:
-    return f"; {total - kept} of {total} left out as {why}" if total > kept else ""
+def _label(row) -> dict:
+    """A timing row's configuration, as findings.j2's label() writes it."""
+    return {"size": row["size"], "context": row["context_length"], "step": PASS_LABELS[row["pass"]],
+            "precision": row["precision"]}
 
 
 def _left_out_rows(considered: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
@@ -47,12 +50,12 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
     oom = rows[rows["status"] == "OOM"]
     items = []
     for size, part in oom.groupby("size", observed=True):
-        contexts = ", ".join(str(c) for c in sorted(part["context_length"].unique()))
-        passes = ", ".join(PASS_LABELS[p] for p in part["pass"].unique())
-        precisions = ", ".join(sorted(part["precision"].unique()))
         items.append(Finding(
-            f"{size} ran out of memory in {count(len(part), 'configuration')}: context {contexts}; "
-            f"{passes}; {precisions}.", rows_behind(part, "status")))
+            _say("oom", size=size, configurations=count(len(part), "configuration"),
+                 contexts=sorted(part["context_length"].unique()),
+                 steps=[PASS_LABELS[p] for p in part["pass"].unique()],
+                 precisions=sorted(part["precision"].unique())),
+            rows_behind(part, "status")))
     return items
 
 
@@ -63,16 +66,14 @@ def _flags(stable: pd.DataFrame) -> list[Finding]:
     stable = with_columns(stable, ("processes", "gpu_busy_share"))
     host = stable["host_bound"].fillna(False).astype(bool)
     noisy = column(stable, "noisy", False).fillna(False).astype(bool)
-    text = (
-        f"Of {len(stable)} steady-state rows, {int(host.sum())} are host-bound (†) and {int(noisy.sum())} "
-        f"noisy (‡) (each configuration measured in {processes_text(stable['processes'])})"
-    )
+    worst = None
     if host.any() and stable["gpu_busy_share"].notna().any():
-        worst = stable.loc[stable["gpu_busy_share"].idxmin()]
-        text += (f"; the GPU is busy least in {_label(worst)}, {worst['gpu_busy_share'] * 100:.0f}% of "
-                 f"its {worst['median_ms']:.3g} ms step")
+        row = stable.loc[stable["gpu_busy_share"].idxmin()]
+        worst = {**_label(row), "share": row["gpu_busy_share"], "ms": row["median_ms"]}
+    text = _say("flags", rows=len(stable), host=int(host.sum()), noisy=int(noisy.sum()),
+                processes=processes_text(stable["processes"]), worst=worst)
     behind = rows_behind(stable, "processes", "host_bound", "noisy", "median_ms", "gpu_busy_share")
-    return [Finding(text + ".", behind)]
+    return [Finding(text, behind)]
 
 
 @finds
@@ -83,34 +84,27 @@ def _mfu(stable: pd.DataFrame) -> list[Finding]:
     if rated.empty:
         return []
     rated = rated.assign(**_gpu_rates(rated))
-    parts, best_rows = [], []
-    for precision, part in rated.groupby("precision", observed=True):
-        if _on_gpu(part):
-            # Host-bound or noisy cells: the wall-time MFU measures the host and moves between runs;
-            # the rate while the GPU is busy does not, so it ranks them.
-            best = part.loc[part["gpu_mfu"].idxmax()]
-            parts.append(
-                f"{precision} {best['gpu_mfu'] * 100:.1f}% {peak_words(part.loc[[best.name]])} over the "
-                f"GPU's busy time ({best['gpu_tflops']:.1f} TFLOP/s, {_label(best)}; its wall-time MFU, "
-                f"{best['mfu'] * 100:.1f}%, not ranked: host-bound or noisy cells)"
-            )
-        else:
-            best = part.loc[part["mfu"].idxmax()]
-            parts.append(
-                f"{precision} {best['mfu'] * 100:.1f}% {peak_words(part.loc[[best.name]])} "
-                f"({best['achieved_tflops']:.1f} TFLOP/s, {_label(best)})"
-            )
+    said, best_rows = [], []
+    for _, part in rated.groupby("precision", observed=True):
+        # Host-bound or noisy cells: the wall-time MFU measures the host and moves between runs; the
+        # rate while the GPU is busy does not, so it ranks them.
+        on_gpu = _on_gpu(part)
+        best = part.loc[part["gpu_mfu" if on_gpu else "mfu"].idxmax()]
+        said.append({**_rates(best), "on_gpu": on_gpu, "peak": peak_words(part.loc[[best.name]])})
         best_rows.append(best.name)
     on_gpu = _on_gpu(rated)
     fastest = rated.loc[rated["gpu_tflops" if on_gpu else "achieved_tflops"].idxmax()]
-    rate = (f"{fastest['gpu_tflops']:.1f} TFLOP/s over the GPU's busy time ({_label(fastest)})" if on_gpu
-            else f"{fastest['achieved_tflops']:.1f} TFLOP/s ({_label(fastest)})")
     behind = rated.loc[list(dict.fromkeys([*best_rows, fastest.name]))]
     return [Finding(
-        "The highest MFU, each precision over its own datasheet peak: " + "; ".join(parts) + ". "
-        f"The highest achieved rate is {rate}.",
+        _say("mfu", best=said, fastest=_rates(fastest), on_gpu=on_gpu),
         rows_behind(behind, "median_ms", "achieved_tflops", "peak_tflops", "mfu", "mfu_peak", "tf32_matmul",
                     "gpu_busy_ms", "gpu_tflops", "gpu_mfu", "host_bound", "noisy"))]
+
+
+def _rates(row) -> dict:
+    """A row's MFU and rate, in wall time and over the GPU's busy time, with its configuration."""
+    return {**_label(row), "mfu": row["mfu"], "gpu_mfu": row["gpu_mfu"], "tflops": row["achieved_tflops"],
+            "gpu_tflops": row["gpu_tflops"]}
 
 
 def _gpu_rates(rows: pd.DataFrame) -> dict:
@@ -137,32 +131,19 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
         kept = sure[sure["pass"] == pass_name]
         # What the GPU gains, beside the wall time: the busy time does not depend on the host.
         gpu = part["gpu_speedup"].dropna() if "gpu_speedup" in part else pd.Series(dtype=float)
-        on_gpu = (f"; on the GPU (busy time) bf16 is {span(gpu.min(), gpu.max())}× as fast as fp32 in "
-                  f"{'the' if len(gpu) == 1 else 'all'} {count(len(gpu), 'configuration')}"
-                  ) if len(gpu) else ""
+        on_gpu = {"span": span(gpu.min(), gpu.max()), "configurations": count(len(gpu), "configuration"),
+                  "one": len(gpu) == 1} if len(gpu) else None
+        step = PASS_LABELS[pass_name].capitalize()
         if kept.empty:
-            items.append(Finding(
-                f"{PASS_LABELS[pass_name].capitalize()}: no wall-time bf16 speed-up is ranked: "
-                + (f"the {count(len(part), 'configuration')} is" if len(part) == 1 else
-                   f"all {len(part)} configurations are")
-                + f" host-bound or noisy in fp32 or bf16{on_gpu}.", part))
+            items.append(Finding(_say("speedups_unranked", step=step, configurations=len(part), gpu=on_gpu),
+                                 part))
             continue
-        lo, hi = kept.loc[kept["speedup"].idxmin()], kept.loc[kept["speedup"].idxmax()]
-        low = f"{lo['speedup']:.2f}× ({lo['size']} ctx {lo['context_length']})"
-        high = f"{hi['speedup']:.2f}× ({hi['size']} ctx {hi['context_length']})"
-        where = ("in the one configuration" if len(kept) == 1 else "in the configurations") + \
-            " neither host-bound nor noisy"
-        text = (
-            f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast's wall-time speed-up over fp32 is "
-            f"{low if low == high else f'{low} to {high}'}"
-            + (" (below 1×: slower than fp32)" if lo["speedup"] < 1 else "")
-            + f" {where}" + _left_out(len(part), len(kept))
-        )
-        if "speedup_high" in kept:
-            slower = kept[kept["speedup_high"] < 1]
-            if len(slower):
-                text += f"; bf16 is slower beyond the intervals in {len(slower)} of them"
-        items.append(Finding(text + on_gpu + ".", with_used(part, kept)))
+        ends = [kept.loc[kept["speedup"].idxmin()], kept.loc[kept["speedup"].idxmax()]]
+        low, high = ({"speedup": e["speedup"], "size": e["size"], "context": e["context_length"]}
+                     for e in ends)
+        slower = int((kept["speedup_high"] < 1).sum()) if "speedup_high" in kept else 0
+        items.append(Finding(_say("speedups", step=step, low=low, high=high, kept=len(kept), total=len(part),
+                                  slower=slower, gpu=on_gpu), with_used(part, kept)))
     return items
 
 
@@ -182,11 +163,11 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
     behind = both[["first_step_ms_cold", "median_ms_warm", "mean_ms_cold", "mean_ms_warm", "cv_cold",
                    "cv_warm", "timed_steps_cold"]].assign(first_over_steady=ratio, mean_inflation=inflation)
     return [Finding(
-        f"Without warm-up the first step takes {ratio.median():.1f}× the steady median "
-        f"(median over {count(len(both), 'configuration')}, up to {ratio.max():.1f}×): "
-        f"{cold_start_costs(ok)} are paid there. It inflates the "
-        f"mean of {int(both['timed_steps_cold'].iloc[0])} timed steps by {inflation.median() * 100:.0f}% "
-        f"and raises the CV from {both['cv_warm'].median():.3f} to {both['cv_cold'].median():.3f}.", behind)]
+        _say("cold_start", median=ratio.median(), configurations=count(len(both), "configuration"),
+             largest=ratio.max(), costs=cold_start_costs(ok), steps=int(both["timed_steps_cold"].iloc[0]),
+             inflation=inflation.median(), cv_warm=both["cv_warm"].median(),
+             cv_cold=both["cv_cold"].median()),
+        behind)]
 
 
 @finds
@@ -205,20 +186,13 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
             continue
         ratios = early["early_over_steady"]
         median = statistics.median(ratios)
-        verdict = ("enough" if median <= 1 + max_spread else "not enough") + (
-            f" (within {max_spread:.0%} of steady)" if abs(median - 1) <= max_spread
-            else f" (more than {max_spread:.0%} slower than steady)" if median > 1
-            else f"; the steps after it are more than {max_spread:.0%} faster than steady, so what slows is "
-                 "the steady window, not the first steps")
+        side = "within" if abs(median - 1) <= max_spread else "slower" if median > 1 else "faster"
         behind = rows.loc[early.index, [c for c in KEY if c in rows]].assign(
             used=True, processes=early["processes"], early_over_steady=ratios)
         items.append(Finding(
-            (f"Step {top}" if w + 1 == top else f"Steps {w + 1} to {top}")
-            + f" (after {w} warm-up step{'s' if w > 1 else ''}) take{'s' if w + 1 == top else ''} a median "
-            f"{median:.3f}× the steady window's median (steps {top + 1} on; at most {ratios.max():.3f}×) "
-            f"over {count(len(ratios), 'configuration')} neither host-bound nor noisy"
-            + _left_out(len(stable), len(rows)) + f": {w} warm-up step{'s are' if w > 1 else ' is'} "
-            f"{verdict}.",
+            _say("warmup_enough", warmups=w, top=top, median=median, largest=ratios.max(),
+                 configurations=count(len(ratios), "configuration"), total=len(stable), kept=len(rows),
+                 enough=median <= 1 + max_spread, side=side, max_spread=max_spread),
             pd.concat([behind, _left_out_rows(stable, rows)], ignore_index=True).assign(
                 warmup_steps=w, steady_from_step=top + 1)))
     return items
@@ -235,21 +209,16 @@ def _context_scaling(stable: pd.DataFrame) -> list[Finding]:
         if len(part) < 2:
             continue
         lo, hi = part.iloc[0], part.iloc[-1]
-        tokens = hi["context_length"] / lo["context_length"]
-        parts = []
+        gpu = wall = None
         if pd.notna(lo.get("gpu_busy_ms")) and pd.notna(hi.get("gpu_busy_ms")) and lo["gpu_busy_ms"] > 0:
-            parts.append(f"GPU busy time grows {hi['gpu_busy_ms'] / lo['gpu_busy_ms']:.1f}×")
-        ends_trusted = len(trusted(part.iloc[[0, -1]])) == 2
-        if ends_trusted:
-            # the verb once: "GPU busy time grows 4.0×, the step's wall time 4.0×"
-            grows = "" if parts else "grows "
-            parts.append(f"the step's wall time {grows}{hi['median_ms'] / lo['median_ms']:.1f}×")
-        elif parts:
-            parts.append("its wall time is not compared (an end is host-bound or noisy)")
-        if parts:
+            gpu = hi["gpu_busy_ms"] / lo["gpu_busy_ms"]
+        if len(trusted(part.iloc[[0, -1]])) == 2:
+            wall = hi["median_ms"] / lo["median_ms"]
+        if gpu is not None or wall is not None:
             items.append(Finding(
-                f"{size}, training step ({precision}): from context {lo['context_length']} to "
-                f"{hi['context_length']} ({tokens:.0f}× the tokens) " + ", ".join(parts) + ".",
+                _say("context_scaling", size=size, precision=precision, low=lo["context_length"],
+                     high=hi["context_length"], tokens=hi["context_length"] / lo["context_length"], gpu=gpu,
+                     wall=wall),
                 rows_behind(part.iloc[[0, -1]], "median_ms", "gpu_busy_ms", "host_bound", "noisy")))
     return items
 
@@ -261,17 +230,12 @@ def _backward(frame: pd.DataFrame) -> list[Finding]:
         return []
     kept = trusted(backward)
     if kept.empty:
-        return [Finding(f"The backward pass is not compared with the forward: all {len(backward)} "
-                        "configurations are host-bound or noisy.", backward)]
+        return [Finding(_say("backward_unranked", configurations=len(backward)), backward)]
     ratio = kept["backward_over_forward"]
     spread = span(ratio.min(), ratio.max())
     return [Finding(
-        "The backward pass (forward+backward minus forward, per configuration in its table) takes "
-        + (f"a median {ratio.median():.2f}× the forward time (range {spread}×)" if "–" in spread
-           else f"{ratio.median():.2f}× the forward time")
-        + f" over {count(len(kept), 'configuration')} neither host-bound nor noisy"
-        + _left_out(len(backward), len(kept))
-        + "; about 2× is what the matrix products predict (two products per forward one).",
+        _say("backward", median=ratio.median(), spread=spread, ranged="–" in spread,
+             configurations=count(len(kept), "configuration"), total=len(backward), kept=len(kept)),
         with_used(backward, kept))]
 
 
@@ -282,17 +246,11 @@ def _physics(stable: pd.DataFrame) -> list[Finding]:
     if violations.empty:
         return []
     beyond = violations[violations["beyond_intervals"]]
-    example = violations.iloc[0]
-    text = (
-        f"Noise, not physics: in {count(len(violations), 'cell')} a pass measured faster than a pass it "
-        "contains "
-        f"(e.g. {example['size']} ctx {example['context_length']} {example['precision']}: "
-        f"{PASS_LABELS[example['pass']]} {example['median_ms']:.3g} ms against "
-        f"{PASS_LABELS[example['contains']]} {example['contained_median_ms']:.3g} ms)"
-    )
-    text += (f"; {len(beyond)} of them beyond both intervals: those rows measured the host, not the model"
-             if len(beyond) else "; every one within the intervals")
-    return [Finding(text + ".", violations)]
+    first = violations.iloc[0]
+    example = {**_label(first), "ms": first["median_ms"], "contains": PASS_LABELS[first["contains"]],
+               "contained_ms": first["contained_median_ms"]}
+    text = _say("physics", cells=count(len(violations), "cell"), example=example, beyond=len(beyond))
+    return [Finding(text, violations)]
 
 
 # Declared in the section's contract: each writes one kind of finding with the rows behind it.
