@@ -20,12 +20,16 @@ from lmstudy.analyse.tables import steady_rows  # noqa: E402
 from lmstudy.registry import numbered  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
 from lmstudy.report.answers import count  # noqa: E402
-from lmstudy.report.contract import ComparedRuns  # noqa: E402
+from lmstudy.report.contract import ComparedRuns, words  # noqa: E402
 from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.labels import PASS_LABELS  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
 
 TIMING_KEY = ["size", "context_length", "pass", "precision", "variant"]
+
+
+def _say(macro: str, **values) -> str:
+    return words("timing", "compare.j2", macro, **values)
 
 
 def timing(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None,
@@ -107,17 +111,17 @@ def _compared(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
 
 
-def _extremes(part: pd.DataFrame, verdict: str, ratio: str, words: str) -> str:
-    """The largest gain and loss among the rows the measure called faster or slower (none: "")."""
-    text = ""
+def _extremes(part: pd.DataFrame, verdict: str, ratio: str) -> dict:
+    """The largest gain and loss among the rows the measure called faster or slower (none: None), as
+    compare.j2's pass_ratios() says them."""
     faster, slower = part[part[verdict] == V.FASTER], part[part[verdict] == V.SLOWER]
-    if len(faster):
-        best = faster.loc[faster[ratio].idxmin()]
-        text += f"; the largest gain{words} is {cells.config_label(best)} ({cells.times(best[ratio])})"
-    if len(slower):
-        worst = slower.loc[slower[ratio].idxmax()]
-        text += f"; the largest loss{words} is {cells.config_label(worst)} ({cells.times(worst[ratio])})"
-    return text
+
+    def said(row) -> dict:
+        return {"label": cells.config_label(row), "times": cells.times(row[ratio])}
+
+    return {"gpu": verdict == "gpu_verdict",
+            "gain": said(faster.loc[faster[ratio].idxmin()]) if len(faster) else None,
+            "loss": said(slower.loc[slower[ratio].idxmax()]) if len(slower) else None}
 
 
 _MEASURE_COLUMNS = ("gpu_ms_a", "gpu_ms_b", "gpu_ratio", "gpu_ci_low", "gpu_ci_high", "gpu_verdict",
@@ -134,12 +138,12 @@ def _pass_ratios(rows: pd.DataFrame) -> list[Finding]:
     study = study[study["variant"] == "naive"]
     for pass_name in [p for p in PASS_LABELS if p in set(study["pass"])]:
         part = study[study["pass"] == pass_name]
-        text = (f"{PASS_LABELS[pass_name]}, {len(part)} configuration{'s' if len(part) != 1 else ''}: "
-                f"{cells.measure_counts(part)}")
-        text += _extremes(part, "verdict", "ratio", "")
+        extremes = [_extremes(part, "verdict", "ratio")]
         if cells.has_gpu(part):
-            text += _extremes(part, "gpu_verdict", "gpu_ratio", " of GPU time")
-        items.append(Finding(text + ".", rows_behind(part, *_PAIR_COLUMNS, *_MEASURE_COLUMNS)))
+            extremes.append(_extremes(part, "gpu_verdict", "gpu_ratio"))
+        text = _say("pass_ratios", step=PASS_LABELS[pass_name], configurations=len(part),
+                    counts=cells.measure_counts(part), extremes=extremes)
+        items.append(Finding(text, rows_behind(part, *_PAIR_COLUMNS, *_MEASURE_COLUMNS)))
     return items
 
 
@@ -152,11 +156,11 @@ def _precision_ratios(rows: pd.DataFrame) -> list[Finding]:
     if study["precision"].nunique() <= 1:
         return []
     decided = study[study["verdict"].isin(cells.DECIDED)]
-    said = [f"{p} {cells.decided_ratio(part)}" for p, part in study.groupby("precision")]
+    said = [(p, cells.decided_ratio(part)) for p, part in study.groupby("precision")]
     behind = rows_behind(study, *_PAIR_COLUMNS).assign(
         decided=study["verdict"].isin(cells.DECIDED),
         median_of_precision=decided.groupby("precision")["ratio"].transform("median"))
-    return [Finding("By precision, wall time: " + "; ".join(said) + ".", behind)]
+    return [Finding(_say("precision_ratios", ratios=said), behind)]
 
 
 @finds
@@ -166,10 +170,10 @@ def _only_in_one_run(rows: pd.DataFrame) -> list[Finding]:
     for label in ("A", "B"):
         only = rows[rows["verdict"] == f"only in {label}"]
         if len(only):
-            names = ", ".join(f"{cells.config_label(r)} {r['variant']}" for _, r in only.head(6).iterrows())
-            more = f" and {len(only) - 6} more" if len(only) > 6 else ""
+            names = [(cells.config_label(r), r["variant"]) for _, r in only.head(6).iterrows()]
             items.append(Finding(
-                f"{count(len(only), 'configuration')} measured only in {label}: {names}{more}.",
+                _say("only_in_one_run", configurations=count(len(only), "configuration"), run=label,
+                     names=names, more=max(len(only) - 6, 0)),
                 rows_behind(only, "status_a", "status_b", "verdict")))
     return items
 
@@ -181,9 +185,9 @@ def _out_of_memory_in_one(rows: pd.DataFrame) -> list[Finding]:
     items = []
     for i in range(len(oom)):
         row = oom.iloc[i]
-        where = row["verdict"][4:]
-        items.append(Finding(f"{cells.config_label(row)} {row['variant']} ran out of memory {where} only.",
-                             rows_behind(oom.iloc[[i]], "status_a", "status_b", "verdict")))
+        text = _say("out_of_memory_in_one", configuration=cells.config_label(row), variant=row["variant"],
+                    where=row["verdict"][4:])
+        items.append(Finding(text, rows_behind(oom.iloc[[i]], "status_a", "status_b", "verdict")))
     return items
 
 
@@ -198,13 +202,8 @@ def _tokens_per_second(rows: pd.DataFrame) -> list[Finding]:
         return []
     behind = rows_behind(compared, "tokens_per_s_a", "tokens_per_s_b", "tokens_ratio", "verdict", "note")
     behind = behind.assign(used=compared.index.isin(faster_tokens.index))
-    if not len(faster_tokens):
-        return [Finding("With different batch sizes, tokens/s is the fair measure; no configuration's "
-                        "step time decided, so no ratio of it is stated.", behind)]
-    return [Finding(
-        f"With different batch sizes, tokens/s is the fair measure: B's is a median "
-        f"{faster_tokens.median():.2f}× A's over the {len(faster_tokens)} configurations whose step time "
-        f"decided.", behind)]
+    median = faster_tokens.median() if len(faster_tokens) else None
+    return [Finding(_say("tokens_per_second", median=median, configurations=len(faster_tokens)), behind)]
 
 
 @finds
@@ -280,27 +279,18 @@ def ratio_figure(rows: pd.DataFrame, min_effect: float, out: Path) -> bool:
 def _section_timing(rows, min_effect, figures: Path, gpu_min_effect: float) -> Section:
     section = Section("timing", numbered("timing", "End-to-end timing"))
     if rows.empty:
-        return section.add(Text("Neither run has timing rows."))
-    section.add(Text(
-        "Each run's steady state (its largest warm-up), matched by size, context length, pass, precision "
-        "and variant. Three measures of a step, each with its verdict: wall time (B/A the ratio of the "
-        "medians over processes, below 1: B is faster, with its interval), the GPU's busy time per step "
-        "and the kernels it launches per step (equal or not), where the runs measured them; the flags of "
-        "each side († host-bound, ‡ noisy) and a reading of the three in one line. A host-bound row's wall "
-        "time measures the host, so its GPU time says what the GPU does. "
-        + cells.verdict_rule(min_effect, gpu_min_effect) + " (lmstudy/analyse/compare/tables.py)"
-    ))
+        return section.add(Text(_say("no_rows")))
+    section.add(Text(_say("opening", rule=cells.verdict_rule(min_effect, gpu_min_effect))))
     section.add(Findings(timing_findings(rows, min_effect, gpu_min_effect)))
     study = rows[rows["variant"] == "naive"]
-    section.add(Table("Step time, tokens/s, MFU and peak memory, B against A (the study's model)",
-                      timing_table(study, variant_column=False), name="timing_step_time"))
+    section.add(Table(_say("step_time_title"), timing_table(study, variant_column=False),
+                      name="timing_step_time"))
     others = rows[rows["variant"] != "naive"]
     if len(others):
-        section.add(Table("The other variants (SDPA, compiled)", timing_table(others, variant_column=True),
+        section.add(Table(_say("other_variants_title"), timing_table(others, variant_column=True),
                           name="timing_other_variants"))
     if ratio_figure(rows, min_effect, figures / "ratio.png"):
-        section.add(Figure(figures / "ratio.png",
-                           "Step time B/A per configuration with its interval; grey: the noise band."))
+        section.add(Figure(figures / "ratio.png", _say("ratio_caption")))
     return section
 
 
