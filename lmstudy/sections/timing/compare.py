@@ -32,12 +32,22 @@ def _say(macro: str, **values) -> str:
     return words("timing", "compare.j2", macro, **values)
 
 
-def timing(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None,
-           unfair_sizes: frozenset = frozenset()) -> pd.DataFrame:
+def timing(
+    a: Run, b: Run, min_effect: float, noise: V.Noise | None = None, unfair_sizes: frozenset = frozenset()
+) -> pd.DataFrame:
     """Section 1 (and the variants beyond naive): each run's steady state, matched by TIMING_KEY,
     with a verdict per measure (lmstudy.analyse.compare.tables.judge)."""
-    columns = ["status", "median_ms", "step_times_ms", "tokens_per_s", "mfu", "peak_allocated_bytes",
-               "batch_size", "params", *T.GPU_COLUMNS]
+    columns = [
+        "status",
+        "median_ms",
+        "step_times_ms",
+        "tokens_per_s",
+        "mfu",
+        "peak_allocated_bytes",
+        "batch_size",
+        "params",
+        *T.GPU_COLUMNS,
+    ]
     parts = []
     for run in (a, b):
         frame = run["timing"]
@@ -102,8 +112,18 @@ def timing_table(rows: pd.DataFrame, variant_column: bool) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-_PAIR_COLUMNS = ("status_a", "status_b", "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high",
-                 "processes_a", "processes_b", "verdict")
+_PAIR_COLUMNS = (
+    "status_a",
+    "status_b",
+    "median_ms_a",
+    "median_ms_b",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "processes_a",
+    "processes_b",
+    "verdict",
+)
 
 
 def _compared(rows: pd.DataFrame) -> pd.DataFrame:
@@ -119,14 +139,29 @@ def _extremes(part: pd.DataFrame, verdict: str, ratio: str) -> dict:
     def said(row) -> dict:
         return {"label": cells.config_label(row), "times": cells.times(row[ratio])}
 
-    return {"gpu": verdict == "gpu_verdict",
-            "gain": said(faster.loc[faster[ratio].idxmin()]) if len(faster) else None,
-            "loss": said(slower.loc[slower[ratio].idxmax()]) if len(slower) else None}
+    return {
+        "gpu": verdict == "gpu_verdict",
+        "gain": said(faster.loc[faster[ratio].idxmin()]) if len(faster) else None,
+        "loss": said(slower.loc[slower[ratio].idxmax()]) if len(slower) else None,
+    }
 
 
-_MEASURE_COLUMNS = ("gpu_ms_a", "gpu_ms_b", "gpu_ratio", "gpu_ci_low", "gpu_ci_high", "gpu_verdict",
-                    "kernels_a", "kernels_b", "kernels_verdict", "host_bound_a", "host_bound_b", "noisy_a",
-                    "noisy_b", "reading")
+_MEASURE_COLUMNS = (
+    "gpu_ms_a",
+    "gpu_ms_b",
+    "gpu_ratio",
+    "gpu_ci_low",
+    "gpu_ci_high",
+    "gpu_verdict",
+    "kernels_a",
+    "kernels_b",
+    "kernels_verdict",
+    "host_bound_a",
+    "host_bound_b",
+    "noisy_a",
+    "noisy_b",
+    "reading",
+)
 
 
 @finds
@@ -141,8 +176,13 @@ def _pass_ratios(rows: pd.DataFrame) -> list[Finding]:
         extremes = [_extremes(part, "verdict", "ratio")]
         if cells.has_gpu(part):
             extremes.append(_extremes(part, "gpu_verdict", "gpu_ratio"))
-        text = _say("pass_ratios", step=PASS_LABELS[pass_name], configurations=len(part),
-                    counts=cells.measure_counts(part), extremes=extremes)
+        text = _say(
+            "pass_ratios",
+            step=PASS_LABELS[pass_name],
+            configurations=len(part),
+            counts=cells.measure_counts(part),
+            extremes=extremes,
+        )
         items.append(Finding(text, rows_behind(part, *_PAIR_COLUMNS, *_MEASURE_COLUMNS)))
     return items
 
@@ -159,7 +199,8 @@ def _precision_ratios(rows: pd.DataFrame) -> list[Finding]:
     said = [(p, cells.decided_ratio(part)) for p, part in study.groupby("precision")]
     behind = rows_behind(study, *_PAIR_COLUMNS).assign(
         decided=study["verdict"].isin(cells.DECIDED),
-        median_of_precision=decided.groupby("precision")["ratio"].transform("median"))
+        median_of_precision=decided.groupby("precision")["ratio"].transform("median"),
+    )
     return [Finding(_say("precision_ratios", ratios=said), behind)]
 
 
@@ -171,10 +212,18 @@ def _only_in_one_run(rows: pd.DataFrame) -> list[Finding]:
         only = rows[rows["verdict"] == f"only in {label}"]
         if len(only):
             names = [(cells.config_label(r), r["variant"]) for _, r in only.head(6).iterrows()]
-            items.append(Finding(
-                _say("only_in_one_run", configurations=count(len(only), "configuration"), run=label,
-                     names=names, more=max(len(only) - 6, 0)),
-                rows_behind(only, "status_a", "status_b", "verdict")))
+            items.append(
+                Finding(
+                    _say(
+                        "only_in_one_run",
+                        configurations=count(len(only), "configuration"),
+                        run=label,
+                        names=names,
+                        more=max(len(only) - 6, 0),
+                    ),
+                    rows_behind(only, "status_a", "status_b", "verdict"),
+                )
+            )
     return items
 
 
@@ -185,8 +234,12 @@ def _out_of_memory_in_one(rows: pd.DataFrame) -> list[Finding]:
     items = []
     for i in range(len(oom)):
         row = oom.iloc[i]
-        text = _say("out_of_memory_in_one", configuration=cells.config_label(row), variant=row["variant"],
-                    where=row["verdict"][4:])
+        text = _say(
+            "out_of_memory_in_one",
+            configuration=cells.config_label(row),
+            variant=row["variant"],
+            where=row["verdict"][4:],
+        )
         items.append(Finding(text, rows_behind(oom.iloc[[i]], "status_a", "status_b", "verdict")))
     return items
 
@@ -209,16 +262,30 @@ def _tokens_per_second(rows: pd.DataFrame) -> list[Finding]:
 @finds
 def _verdict_rule(min_effect: float, gpu_min_effect: float) -> list[Finding]:
     """What the verdicts mean, once: each measure's noise band, as its minimum effect draws it."""
-    band = pd.DataFrame([{"measure": measure, "min_effect": effect, "band_low": V.noise_band(effect)[0],
-                          "band_high": V.noise_band(effect)[1]}
-                         for measure, effect in (("wall time", min_effect), ("GPU time", gpu_min_effect))])
+    band = pd.DataFrame(
+        [
+            {
+                "measure": measure,
+                "min_effect": effect,
+                "band_low": V.noise_band(effect)[0],
+                "band_high": V.noise_band(effect)[1],
+            }
+            for measure, effect in (("wall time", min_effect), ("GPU time", gpu_min_effect))
+        ]
+    )
     return [Finding(cells.verdict_rule(min_effect, gpu_min_effect), band)]
 
 
 # Declared in the section's contract (its comparison): each writes one kind of finding with the rows
 # of A and B behind it.
-FINDINGS = (_pass_ratios, _precision_ratios, _only_in_one_run, _out_of_memory_in_one, _tokens_per_second,
-            _verdict_rule)
+FINDINGS = (
+    _pass_ratios,
+    _precision_ratios,
+    _only_in_one_run,
+    _out_of_memory_in_one,
+    _tokens_per_second,
+    _verdict_rule,
+)
 
 
 def timing_findings(rows: pd.DataFrame, min_effect: float, gpu_min_effect: float) -> list[Finding]:
@@ -240,8 +307,13 @@ def ratio_figure(rows: pd.DataFrame, min_effect: float, out: Path) -> bool:
         return False
     passes = [p for p in PASS_LABELS if p in set(rows["pass"])]
     precisions = sorted(set(rows["precision"]), key=lambda p: (p != "fp32", p))
-    fig, axes = plt.subplots(len(precisions), len(passes), squeeze=False, sharey=True,
-                             figsize=(4.2 * len(passes), 3.2 * len(precisions) + 0.4))
+    fig, axes = plt.subplots(
+        len(precisions),
+        len(passes),
+        squeeze=False,
+        sharey=True,
+        figsize=(4.2 * len(passes), 3.2 * len(precisions) + 0.4),
+    )
     low, high = V.noise_band(min_effect)
     for r, precision in enumerate(precisions):
         for c, pass_name in enumerate(passes):
@@ -254,9 +326,11 @@ def ratio_figure(rows: pd.DataFrame, min_effect: float, out: Path) -> bool:
                 if pd.notna(row["ci_low"]):
                     ax.plot([i, i], [row["ci_low"], row["ci_high"]], color=color, lw=1.5)
                 ax.plot([i], [row["ratio"]], "o", color=color, label=row["verdict"])
-            ax.set_xticks(range(len(part)), [f"{s}\n{int(x)}" for s, x in
-                                             zip(part["size"], part["context_length"], strict=True)],
-                          fontsize=7)
+            ax.set_xticks(
+                range(len(part)),
+                [f"{s}\n{int(x)}" for s, x in zip(part["size"], part["context_length"], strict=True)],
+                fontsize=7,
+            )
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -283,12 +357,18 @@ def _section_timing(rows, min_effect, figures: Path, gpu_min_effect: float) -> S
     section.add(Text(_say("opening", rule=cells.verdict_rule(min_effect, gpu_min_effect))))
     section.add(Findings(timing_findings(rows, min_effect, gpu_min_effect)))
     study = rows[rows["variant"] == "naive"]
-    section.add(Table(_say("step_time_title"), timing_table(study, variant_column=False),
-                      name="timing_step_time"))
+    section.add(
+        Table(_say("step_time_title"), timing_table(study, variant_column=False), name="timing_step_time")
+    )
     others = rows[rows["variant"] != "naive"]
     if len(others):
-        section.add(Table(_say("other_variants_title"), timing_table(others, variant_column=True),
-                          name="timing_other_variants"))
+        section.add(
+            Table(
+                _say("other_variants_title"),
+                timing_table(others, variant_column=True),
+                name="timing_other_variants",
+            )
+        )
     if ratio_figure(rows, min_effect, figures / "ratio.png"):
         section.add(Figure(figures / "ratio.png", _say("ratio_caption")))
     return section

@@ -34,8 +34,12 @@ def _say(macro: str, **values) -> str:
 
 def _label(row) -> dict:
     """A timing row's configuration, as findings.j2's label() writes it."""
-    return {"size": row["size"], "context": row["context_length"], "step": PASS_LABELS[row["pass"]],
-            "precision": row["precision"]}
+    return {
+        "size": row["size"],
+        "context": row["context_length"],
+        "step": PASS_LABELS[row["pass"]],
+        "precision": row["precision"],
+    }
 
 
 def _left_out_rows(considered: pd.DataFrame, used: pd.DataFrame) -> pd.DataFrame:
@@ -50,12 +54,19 @@ def _oom(frame: pd.DataFrame) -> list[Finding]:
     oom = rows[rows["status"] == "OOM"]
     items = []
     for size, part in oom.groupby("size", observed=True):
-        items.append(Finding(
-            _say("oom", size=size, configurations=count(len(part), "configuration"),
-                 contexts=sorted(part["context_length"].unique()),
-                 steps=[PASS_LABELS[p] for p in part["pass"].unique()],
-                 precisions=sorted(part["precision"].unique())),
-            rows_behind(part, "status")))
+        items.append(
+            Finding(
+                _say(
+                    "oom",
+                    size=size,
+                    configurations=count(len(part), "configuration"),
+                    contexts=sorted(part["context_length"].unique()),
+                    steps=[PASS_LABELS[p] for p in part["pass"].unique()],
+                    precisions=sorted(part["precision"].unique()),
+                ),
+                rows_behind(part, "status"),
+            )
+        )
     return items
 
 
@@ -70,8 +81,14 @@ def _flags(stable: pd.DataFrame) -> list[Finding]:
     if host.any() and stable["gpu_busy_share"].notna().any():
         row = stable.loc[stable["gpu_busy_share"].idxmin()]
         worst = {**_label(row), "share": row["gpu_busy_share"], "ms": row["median_ms"]}
-    text = _say("flags", rows=len(stable), host=int(host.sum()), noisy=int(noisy.sum()),
-                processes=processes_text(stable["processes"]), worst=worst)
+    text = _say(
+        "flags",
+        rows=len(stable),
+        host=int(host.sum()),
+        noisy=int(noisy.sum()),
+        processes=processes_text(stable["processes"]),
+        worst=worst,
+    )
     behind = rows_behind(stable, "processes", "host_bound", "noisy", "median_ms", "gpu_busy_share")
     return [Finding(text, behind)]
 
@@ -95,16 +112,36 @@ def _mfu(stable: pd.DataFrame) -> list[Finding]:
     on_gpu = _on_gpu(rated)
     fastest = rated.loc[rated["gpu_tflops" if on_gpu else "achieved_tflops"].idxmax()]
     behind = rated.loc[list(dict.fromkeys([*best_rows, fastest.name]))]
-    return [Finding(
-        _say("mfu", best=said, fastest=_rates(fastest), on_gpu=on_gpu),
-        rows_behind(behind, "median_ms", "achieved_tflops", "peak_tflops", "mfu", "mfu_peak", "tf32_matmul",
-                    "gpu_busy_ms", "gpu_tflops", "gpu_mfu", "host_bound", "noisy"))]
+    return [
+        Finding(
+            _say("mfu", best=said, fastest=_rates(fastest), on_gpu=on_gpu),
+            rows_behind(
+                behind,
+                "median_ms",
+                "achieved_tflops",
+                "peak_tflops",
+                "mfu",
+                "mfu_peak",
+                "tf32_matmul",
+                "gpu_busy_ms",
+                "gpu_tflops",
+                "gpu_mfu",
+                "host_bound",
+                "noisy",
+            ),
+        )
+    ]
 
 
 def _rates(row) -> dict:
     """A row's MFU and rate, in wall time and over the GPU's busy time, with its configuration."""
-    return {**_label(row), "mfu": row["mfu"], "gpu_mfu": row["gpu_mfu"], "tflops": row["achieved_tflops"],
-            "gpu_tflops": row["gpu_tflops"]}
+    return {
+        **_label(row),
+        "mfu": row["mfu"],
+        "gpu_mfu": row["gpu_mfu"],
+        "tflops": row["achieved_tflops"],
+        "gpu_tflops": row["gpu_tflops"],
+    }
 
 
 def _gpu_rates(rows: pd.DataFrame) -> dict:
@@ -131,19 +168,41 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
         kept = sure[sure["pass"] == pass_name]
         # What the GPU gains, beside the wall time: the busy time does not depend on the host.
         gpu = part["gpu_speedup"].dropna() if "gpu_speedup" in part else pd.Series(dtype=float)
-        on_gpu = {"span": span(gpu.min(), gpu.max()), "configurations": count(len(gpu), "configuration"),
-                  "one": len(gpu) == 1} if len(gpu) else None
+        on_gpu = (
+            {
+                "span": span(gpu.min(), gpu.max()),
+                "configurations": count(len(gpu), "configuration"),
+                "one": len(gpu) == 1,
+            }
+            if len(gpu)
+            else None
+        )
         step = PASS_LABELS[pass_name].capitalize()
         if kept.empty:
-            items.append(Finding(_say("speedups_unranked", step=step, configurations=len(part), gpu=on_gpu),
-                                 part))
+            items.append(
+                Finding(_say("speedups_unranked", step=step, configurations=len(part), gpu=on_gpu), part)
+            )
             continue
         ends = [kept.loc[kept["speedup"].idxmin()], kept.loc[kept["speedup"].idxmax()]]
-        low, high = ({"speedup": e["speedup"], "size": e["size"], "context": e["context_length"]}
-                     for e in ends)
+        low, high = (
+            {"speedup": e["speedup"], "size": e["size"], "context": e["context_length"]} for e in ends
+        )
         slower = int((kept["speedup_high"] < 1).sum()) if "speedup_high" in kept else 0
-        items.append(Finding(_say("speedups", step=step, low=low, high=high, kept=len(kept), total=len(part),
-                                  slower=slower, gpu=on_gpu), with_used(part, kept)))
+        items.append(
+            Finding(
+                _say(
+                    "speedups",
+                    step=step,
+                    low=low,
+                    high=high,
+                    kept=len(kept),
+                    total=len(part),
+                    slower=slower,
+                    gpu=on_gpu,
+                ),
+                with_used(part, kept),
+            )
+        )
     return items
 
 
@@ -160,14 +219,33 @@ def _cold_start(ok: pd.DataFrame, stable: pd.DataFrame) -> list[Finding]:
         return []
     ratio = both["first_step_ms_cold"] / both["median_ms_warm"]
     inflation = both["mean_ms_cold"] / both["mean_ms_warm"] - 1
-    behind = both[["first_step_ms_cold", "median_ms_warm", "mean_ms_cold", "mean_ms_warm", "cv_cold",
-                   "cv_warm", "timed_steps_cold"]].assign(first_over_steady=ratio, mean_inflation=inflation)
-    return [Finding(
-        _say("cold_start", median=ratio.median(), configurations=count(len(both), "configuration"),
-             largest=ratio.max(), costs=cold_start_costs(ok), steps=int(both["timed_steps_cold"].iloc[0]),
-             inflation=inflation.median(), cv_warm=both["cv_warm"].median(),
-             cv_cold=both["cv_cold"].median()),
-        behind)]
+    behind = both[
+        [
+            "first_step_ms_cold",
+            "median_ms_warm",
+            "mean_ms_cold",
+            "mean_ms_warm",
+            "cv_cold",
+            "cv_warm",
+            "timed_steps_cold",
+        ]
+    ].assign(first_over_steady=ratio, mean_inflation=inflation)
+    return [
+        Finding(
+            _say(
+                "cold_start",
+                median=ratio.median(),
+                configurations=count(len(both), "configuration"),
+                largest=ratio.max(),
+                costs=cold_start_costs(ok),
+                steps=int(both["timed_steps_cold"].iloc[0]),
+                inflation=inflation.median(),
+                cv_warm=both["cv_warm"].median(),
+                cv_cold=both["cv_cold"].median(),
+            ),
+            behind,
+        )
+    ]
 
 
 @finds
@@ -188,13 +266,28 @@ def _warmup_enough(ok: pd.DataFrame, stable: pd.DataFrame, max_spread: float) ->
         median = statistics.median(ratios)
         side = "within" if abs(median - 1) <= max_spread else "slower" if median > 1 else "faster"
         behind = rows.loc[early.index, [c for c in KEY if c in rows]].assign(
-            used=True, processes=early["processes"], early_over_steady=ratios)
-        items.append(Finding(
-            _say("warmup_enough", warmups=w, top=top, median=median, largest=ratios.max(),
-                 configurations=count(len(ratios), "configuration"), total=len(stable), kept=len(rows),
-                 enough=median <= 1 + max_spread, side=side, max_spread=max_spread),
-            pd.concat([behind, _left_out_rows(stable, rows)], ignore_index=True).assign(
-                warmup_steps=w, steady_from_step=top + 1)))
+            used=True, processes=early["processes"], early_over_steady=ratios
+        )
+        items.append(
+            Finding(
+                _say(
+                    "warmup_enough",
+                    warmups=w,
+                    top=top,
+                    median=median,
+                    largest=ratios.max(),
+                    configurations=count(len(ratios), "configuration"),
+                    total=len(stable),
+                    kept=len(rows),
+                    enough=median <= 1 + max_spread,
+                    side=side,
+                    max_spread=max_spread,
+                ),
+                pd.concat([behind, _left_out_rows(stable, rows)], ignore_index=True).assign(
+                    warmup_steps=w, steady_from_step=top + 1
+                ),
+            )
+        )
     return items
 
 
@@ -215,11 +308,21 @@ def _context_scaling(stable: pd.DataFrame) -> list[Finding]:
         if len(trusted(part.iloc[[0, -1]])) == 2:
             wall = hi["median_ms"] / lo["median_ms"]
         if gpu is not None or wall is not None:
-            items.append(Finding(
-                _say("context_scaling", size=size, precision=precision, low=lo["context_length"],
-                     high=hi["context_length"], tokens=hi["context_length"] / lo["context_length"], gpu=gpu,
-                     wall=wall),
-                rows_behind(part.iloc[[0, -1]], "median_ms", "gpu_busy_ms", "host_bound", "noisy")))
+            items.append(
+                Finding(
+                    _say(
+                        "context_scaling",
+                        size=size,
+                        precision=precision,
+                        low=lo["context_length"],
+                        high=hi["context_length"],
+                        tokens=hi["context_length"] / lo["context_length"],
+                        gpu=gpu,
+                        wall=wall,
+                    ),
+                    rows_behind(part.iloc[[0, -1]], "median_ms", "gpu_busy_ms", "host_bound", "noisy"),
+                )
+            )
     return items
 
 
@@ -233,10 +336,20 @@ def _backward(frame: pd.DataFrame) -> list[Finding]:
         return [Finding(_say("backward_unranked", configurations=len(backward)), backward)]
     ratio = kept["backward_over_forward"]
     spread = span(ratio.min(), ratio.max())
-    return [Finding(
-        _say("backward", median=ratio.median(), spread=spread, ranged="–" in spread,
-             configurations=count(len(kept), "configuration"), total=len(backward), kept=len(kept)),
-        with_used(backward, kept))]
+    return [
+        Finding(
+            _say(
+                "backward",
+                median=ratio.median(),
+                spread=spread,
+                ranged="–" in spread,
+                configurations=count(len(kept), "configuration"),
+                total=len(backward),
+                kept=len(kept),
+            ),
+            with_used(backward, kept),
+        )
+    ]
 
 
 @finds
@@ -247,8 +360,12 @@ def _physics(stable: pd.DataFrame) -> list[Finding]:
         return []
     beyond = violations[violations["beyond_intervals"]]
     first = violations.iloc[0]
-    example = {**_label(first), "ms": first["median_ms"], "contains": PASS_LABELS[first["contains"]],
-               "contained_ms": first["contained_median_ms"]}
+    example = {
+        **_label(first),
+        "ms": first["median_ms"],
+        "contains": PASS_LABELS[first["contains"]],
+        "contained_ms": first["contained_median_ms"],
+    }
     text = _say("physics", cells=count(len(violations), "cell"), example=example, beyond=len(beyond))
     return [Finding(text, violations)]
 
