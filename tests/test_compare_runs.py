@@ -59,6 +59,19 @@ def test_a_configuration_out_of_memory_in_one_run_is_a_row_that_says_so():
     assert list(rows["verdict"]) == ["OOM in B"] and list(rows["note"]) == ["other dimensions"]
 
 
+@pytest.mark.parametrize(("status_a", "status_b", "said"), [
+    ("ok", "OOM", "ran out of memory in B only."),
+    ("OOM", "ok", "ran out of memory in A only."),
+    ("error", "OOM", None),  # neither run measured it: not an out-of-memory in one run only
+])
+def test_an_out_of_memory_in_one_run_only_is_said_of_that_run(status_a, status_b, said):
+    from lmstudy.sections.timing.compare import _out_of_memory_in_one
+
+    rows = timing(run("a", status=status_a), run("b", status=status_b), MIN_EFFECT)
+    texts = [str(f) for f in _out_of_memory_in_one(rows)]
+    assert texts == ([] if said is None else [texts[0]]) and (said is None or texts[0].endswith(said)), texts
+
+
 def _with_ladder(run_: R.Run, samples: dict[str, list[float] | str]) -> R.Run:
     """`run_` with a ladder table (section 7): rung key -> its step samples (ms), or a status."""
     rows = []

@@ -229,8 +229,8 @@ def _only_in_one_run(rows: pd.DataFrame) -> list[Finding]:
 
 @finds
 def _out_of_memory_in_one(rows: pd.DataFrame) -> list[Finding]:
-    """Each configuration that ran out of memory in one run only."""
-    oom = rows[rows["verdict"].str.contains("OOM in A$|OOM in B$", regex=True)]
+    """Each configuration that ran out of memory in one run only (the other measured it)."""
+    oom = rows[rows["verdict"].isin(["OOM in A", "OOM in B"])]
     items = []
     for i in range(len(oom)):
         row = oom.iloc[i]
@@ -238,7 +238,7 @@ def _out_of_memory_in_one(rows: pd.DataFrame) -> list[Finding]:
             "out_of_memory_in_one",
             configuration=cells.config_label(row),
             variant=row["variant"],
-            where=row["verdict"][4:],
+            where=row["verdict"].removeprefix("OOM "),
         )
         items.append(Finding(text, rows_behind(oom.iloc[[i]], "status_a", "status_b", "verdict")))
     return items
