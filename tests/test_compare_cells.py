@@ -59,3 +59,10 @@ def test_a_configuration_names_its_precision_where_it_has_one():
 
 def test_the_comparisons_title_names_b_against_a():
     assert words("report", "compare.j2", "title", a="qb", b="qe") == "Comparison: qe (B) against qb (A)"
+
+
+def test_the_comparison_says_how_a_compiled_row_is_judged():
+    from lmstudy.report.compare_cells import compiled_rule
+
+    said = compiled_rule(0.13)
+    assert "one compilation a run" in said and "1 ± 13%" in said and "compare.compiled_agreement" in said

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lmstudy.analyse.compare import runs as R
 from lmstudy.atomic import write_csv
-from lmstudy.report.compare_cells import verdict_rule
+from lmstudy.report.compare_cells import compiled_rule, verdict_rule
 from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.render import Section, render
 
@@ -43,7 +43,8 @@ def build(
         "warnings": R.warnings(a, b),
         "min_effect": min_effect,
         "gpu_min_effect": runs.noise.gpu_min_effect,
-        "verdict_rule": verdict_rule(min_effect, runs.noise.gpu_min_effect),
+        "verdict_rule": verdict_rule(min_effect, runs.noise.gpu_min_effect) + " "
+        + compiled_rule(runs.noise.compiled_agreement),
     }
     return sections, header
 

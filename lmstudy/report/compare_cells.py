@@ -84,6 +84,11 @@ def verdict_rule(min_effect: float, gpu_min_effect: float) -> str:
     )
 
 
+def compiled_rule(agreement: float) -> str:
+    """The sentence that says how a row measured under torch.compile is judged (one compilation a run)."""
+    return _say("compiled_rule", agreement=agreement)
+
+
 def counts(verdicts: pd.Series) -> str:
     counts = verdicts.value_counts(sort=False)
     known = (*V.VERDICTS, *V.KERNEL_VERDICTS)
