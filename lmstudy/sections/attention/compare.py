@@ -9,11 +9,15 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 
 ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
+
+
+def _say(macro: str, **values) -> str:
+    return words("attention", "compare.j2", macro, **values)
 
 
 def attention(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -> pd.DataFrame:
@@ -21,8 +25,13 @@ def attention(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -
     verdict per measure (a part's GPU columns are named after it: forward_gpu_busy_ms, ...)."""
     parts = [(d, f"{d}_median_ms", f"{d}_times_ms", f"{d}_") for d in ("forward", "backward")]
     gpu = [f"{prefix}{c}" for *_, prefix in parts for c in T.GPU_COLUMNS]
-    joined = T.join_table(a, b, "attention", ATTENTION_KEY,
-                          [c for _, median, samples, _ in parts for c in (median, samples)] + gpu)
+    joined = T.join_table(
+        a,
+        b,
+        "attention",
+        ATTENTION_KEY,
+        [c for _, median, samples, _ in parts for c in (median, samples)] + gpu,
+    )
     if joined.empty:
         return joined
     return T.sample_comparisons(joined, ATTENTION_KEY, parts, min_effect, noise)
@@ -38,8 +47,12 @@ def attention_speedups(a: Run, b: Run) -> pd.DataFrame:
         ok = frame[frame["status"] == "ok"].assign(
             total=lambda f: f["forward_median_ms"] + f["backward_median_ms"]
         )
-        wide = ok.pivot_table(index=["precision", "head_dim", "seq_len"], columns="implementation",
-                              values="total", aggfunc="first")
+        wide = ok.pivot_table(
+            index=["precision", "head_dim", "seq_len"],
+            columns="implementation",
+            values="total",
+            aggfunc="first",
+        )
         part = pd.DataFrame(index=wide.index)
         for other in ("sdpa", "naive-compile"):
             if "naive" in wide and other in wide:
@@ -57,10 +70,27 @@ _ROWS_KEY = (*ATTENTION_KEY, "part")
 def _part_ratios(rows: pd.DataFrame) -> list[Finding]:
     """Per part (forward, backward): the median ratio B/A over the rows compared, with their verdicts."""
     compared = rows[rows["verdict"].isin(V.VERDICTS) & rows["ratio"].notna()]
-    return [Finding(f"Attention {part_name}, {len(part)} configurations: {cells.measure_counts(part)}.",
-                    rows_behind(part, "median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict",
-                                "gpu_ratio", "gpu_verdict", "kernels_verdict", key=_ROWS_KEY))
-            for part_name, part in compared.groupby("part", sort=False)]
+    return [
+        Finding(
+            _say(
+                "part_ratios", part=part_name, configurations=len(part), measures=cells.measure_counts(part)
+            ),
+            rows_behind(
+                part,
+                "median_ms_a",
+                "median_ms_b",
+                "ratio",
+                "ci_low",
+                "ci_high",
+                "verdict",
+                "gpu_ratio",
+                "gpu_verdict",
+                "kernels_verdict",
+                key=_ROWS_KEY,
+            ),
+        )
+        for part_name, part in compared.groupby("part", sort=False)
+    ]
 
 
 @finds
@@ -69,8 +99,12 @@ def _not_compared(rows: pd.DataFrame) -> list[Finding]:
     unmatched = rows[~rows["verdict"].isin(V.VERDICTS)]
     if not len(unmatched):
         return []
-    return [Finding(f"Not compared: {cells.counts(unmatched['verdict'])} (rows forward and backward).",
-                    rows_behind(unmatched, "median_ms_a", "median_ms_b", "verdict", key=_ROWS_KEY))]
+    return [
+        Finding(
+            _say("not_compared", why=cells.counts(unmatched["verdict"])),
+            rows_behind(unmatched, "median_ms_a", "median_ms_b", "verdict", key=_ROWS_KEY),
+        )
+    ]
 
 
 # Its comparison's findings, each with the rows of A and B behind it.
@@ -81,24 +115,38 @@ def _section_attention(a, b, min_effect: float, noise: V.Noise) -> Section:
     section = Section("attention", numbered("attention", "Attention"))
     rows = attention(a, b, min_effect, noise)
     if rows.empty:
-        return section.add(Text(f"Neither run has attention results ({reference('attention')})."))
-    section.add(Text(
-        "Forward and backward medians per implementation, precision, head size and sequence length, "
-        "with a verdict per measure (wall time; GPU time and kernels per step where the runs measured "
-        "them) from the variation between processes (rows of runs that kept no per-process samples say "
-        "\"one process\"), each side's flags and a reading."
-    ))
+        return section.add(Text(_say("neither", where=reference("attention"))))
+    section.add(Text(_say("opening")))
     section.add(Findings(gather(_part_ratios(rows), _not_compared(rows))))
-    section.add(Table("Attention step times, B against A", cells.summary_table(rows, {
-        "implementation": "implementation", "precision": "precision", "head_dim": "d", "seq_len": "seq",
-        "part": "part"}), name="attention_step_times"))
+    section.add(
+        Table(
+            _say("step_times_title"),
+            cells.summary_table(
+                rows,
+                {
+                    "implementation": "implementation",
+                    "precision": "precision",
+                    "head_dim": "d",
+                    "seq_len": "seq",
+                    "part": "part",
+                },
+            ),
+            name="attention_step_times",
+        )
+    )
     speedups = attention_speedups(a, b)
     if not speedups.empty:
-        speedups = speedups.rename(columns={
-            "head_dim": "d", "seq_len": "seq", "sdpa_a": "A SDPA ×", "sdpa_b": "B SDPA ×",
-            "naive-compile_a": "A compiled ×", "naive-compile_b": "B compiled ×"})
-        section.add(Table("Speed-ups over naive eager attention (forward+backward), in each run", speedups,
-                          name="attention_speedups"))
+        speedups = speedups.rename(
+            columns={
+                "head_dim": "d",
+                "seq_len": "seq",
+                "sdpa_a": "A SDPA ×",
+                "sdpa_b": "B SDPA ×",
+                "naive-compile_a": "A compiled ×",
+                "naive-compile_b": "B compiled ×",
+            }
+        )
+        section.add(Table(_say("speedups_title"), speedups, name="attention_speedups"))
     return section
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.answers import between, count
+from lmstudy.report.answers import between, count, percent
+from lmstudy.report.contract import words
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.labels import faster
 from lmstudy.sections.attention.tables import (
@@ -31,21 +32,32 @@ KEY = ("implementation", "precision", "batch_size", "head_dim", "seq_len")
 IMPLEMENTATION_OF = {label: impl for impl, label in LABELS.items()}
 
 
+def _say(macro: str, **values) -> str:
+    return words("attention", "findings.j2", macro, **values)
+
+
 @finds
 def _oom(frame: pd.DataFrame) -> list[Finding]:
     """Per implementation, how many configurations ran out of memory and the smallest; its rows beside."""
     oom = frame[frame["status"] == "OOM"]
     if not len(oom):
-        return [Finding(f"No configuration ran out of memory ({len(frame)} measured).",
-                        rows_behind(frame, "status", key=KEY))]
+        return [Finding(_say("no_oom", measured=len(frame)), rows_behind(frame, "status", key=KEY))]
     items = []
     for impl, part in oom.groupby("implementation", observed=True):
         first = part.sort_values(["seq_len", "head_dim"]).iloc[0]
-        items.append(Finding(
-            f"{LABELS[impl]} ran out of memory in {len(part)} of "
-            f"{int((frame['implementation'] == impl).sum())} configurations, "
-            f"the smallest at {_config(first)} ({first['precision']}).",
-            rows_behind(frame[frame["implementation"] == impl], "status", key=KEY)))
+        items.append(
+            Finding(
+                _say(
+                    "oom",
+                    implementation=LABELS[impl],
+                    ran_out=len(part),
+                    measured=int((frame["implementation"] == impl).sum()),
+                    config=_config(first),
+                    precision=first["precision"],
+                ),
+                rows_behind(frame[frame["implementation"] == impl], "status", key=KEY),
+            )
+        )
     return items
 
 
@@ -55,17 +67,26 @@ def _backends(frame: pd.DataFrame) -> list[Finding]:
     sdpa = ok[ok["implementation"] == "sdpa"]
     items = []
     for precision, part in sdpa.groupby("precision"):
-        backends = ", ".join(sorted(set(part["sdpa_backend"].dropna().astype(str))))
-        items.append(Finding(f"SDPA in {precision} dispatched to the {backends} backend.",
-                             rows_behind(part, "sdpa_backend", key=KEY)))
+        backends = sorted(set(part["sdpa_backend"].dropna().astype(str)))
+        items.append(
+            Finding(
+                _say("backends", precision=precision, backends=backends),
+                rows_behind(part, "sdpa_backend", key=KEY),
+            )
+        )
     return items
 
 
 def _total_times(frame: pd.DataFrame, slow: str, fast: str) -> pd.DataFrame:
     """Forward+backward ms of `slow` and `fast` per precision x d x seq: the two sides of ratio_frame."""
     ok = frame[frame["status"] == "ok"]
-    wide = ok.pivot_table(index=["precision", "head_dim", "seq_len"], columns="implementation",
-                          values="total_ms", aggfunc="first", observed=True)
+    wide = ok.pivot_table(
+        index=["precision", "head_dim", "seq_len"],
+        columns="implementation",
+        values="total_ms",
+        aggfunc="first",
+        observed=True,
+    )
     return pd.DataFrame({f"{slow}_total_ms": wide[slow], f"{fast}_total_ms": wide[fast]}).reset_index()
 
 
@@ -80,34 +101,67 @@ def _speedups(frame: pd.DataFrame) -> list[Finding]:
         times = _total_times(frame, slow, fast)
         for precision, part in ratios.groupby("precision"):
             behind = part.merge(times, on=["precision", "head_dim", "seq_len"], how="left").rename(
-                columns={"forward": "forward_speedup", "backward": "backward_speedup",
-                         "total": "total_speedup"})
-            behind = behind[[c for c in behind.columns if c in (
-                "precision", "head_dim", "seq_len", f"{slow}_total_ms", f"{fast}_total_ms",
-                "forward_speedup", "backward_speedup", "total_speedup")
-                or c.endswith(("_low", "_high", "_apart"))]]
-            # Ranked only where the two sides' intervals do not overlap; the rest is said to be noise.
-            told = part[part["total_apart"]] if "total_apart" in part else part
-            if told.empty:
-                items.append(Finding(
-                    f"With {what} ({precision}) forward+backward is not told apart from naive eager "
-                    f"attention in any of the {count(len(part), 'configuration')}: their intervals overlap.",
-                    behind))
-                continue
-            top = told.loc[told["total"].idxmax()]
-            longest = told[told["seq_len"] == told["seq_len"].max()].iloc[0]
-            left = len(part) - len(told)
-            items.append(Finding(
-                f"With {what} ({precision}) forward+backward is "
-                + (f"{faster(told['total'].median())} than naive eager attention (median over "
-                   f"{count(len(told), 'configuration')} told apart; at best {ratio_words(top, 'total')}, "
-                   f"{_config(top)})" if len(told) > 1 else
-                   f"{ratio_words(top, 'total')} than naive eager attention ({_config(top)})")
-                + (f"; {left} of {len(part)} not told apart (their intervals overlap)" if left else "")
-                + f"; at the longest sequence told apart ({int(longest['seq_len'])}): forward "
-                f"{ratio_words(longest, 'forward')}, backward {ratio_words(longest, 'backward')}.",
-                behind))
+                columns={
+                    "forward": "forward_speedup",
+                    "backward": "backward_speedup",
+                    "total": "total_speedup",
+                }
+            )
+            behind = behind[
+                [
+                    c
+                    for c in behind.columns
+                    if c
+                    in (
+                        "precision",
+                        "head_dim",
+                        "seq_len",
+                        f"{slow}_total_ms",
+                        f"{fast}_total_ms",
+                        "forward_speedup",
+                        "backward_speedup",
+                        "total_speedup",
+                    )
+                    or c.endswith(("_low", "_high", "_apart"))
+                ]
+            ]
+            items.append(_speedup(what, precision, part, behind))
     return items
+
+
+def _speedup(what: str, precision: str, part: pd.DataFrame, behind: pd.DataFrame) -> Finding:
+    """One implementation's speed-up over naive eager in one precision: ranked only where the two sides'
+    intervals do not overlap; the rest is said to be noise."""
+    told = part[part["total_apart"]] if "total_apart" in part else part
+    if told.empty:
+        return Finding(
+            _say(
+                "not_told_apart",
+                what=what,
+                precision=precision,
+                configurations=count(len(part), "configuration"),
+            ),
+            behind,
+        )
+    top = told.loc[told["total"].idxmax()]
+    longest = told[told["seq_len"] == told["seq_len"].max()].iloc[0]
+    return Finding(
+        _say(
+            "speedups",
+            what=what,
+            precision=precision,
+            median=faster(told["total"].median()) if len(told) > 1 else None,
+            told=count(len(told), "configuration"),
+            top=ratio_words(top, "total"),
+            top_config=_config(top),
+            left_out=len(part) - len(told),
+            compared=len(part),
+            longest=int(longest["seq_len"]),
+            forward=ratio_words(longest, "forward"),
+            backward=ratio_words(longest, "backward"),
+        ),
+        behind,
+    )
 
 
 @finds
@@ -115,11 +169,16 @@ def _compile_time(frame: pd.DataFrame) -> list[Finding]:
     compiled = compile_table(frame)
     if compiled.empty or not compiled["compile s"].notna().any():
         return []
-    return [Finding(
-        f"Compiling naive attention costs {compiled['compile s'].median():.1f} s per shape "
-        f"(median; {between(compiled['compile s'].min(), compiled['compile s'].max(), '.1f', ' s')}), "
-        "paid on the first call.",
-        compiled.dropna(subset=["compile s"])[["precision", "d", "seq", "compile s"]])]
+    return [
+        Finding(
+            _say(
+                "compile_time",
+                median=compiled["compile s"].median(),
+                spread=between(compiled["compile s"].min(), compiled["compile s"].max(), ".1f", " s"),
+            ),
+            compiled.dropna(subset=["compile s"])[["precision", "d", "seq", "compile s"]],
+        )
+    ]
 
 
 def findings(frame: pd.DataFrame) -> list[Finding]:
@@ -168,10 +227,12 @@ def _workspace(frame: pd.DataFrame, constant: float, source: str) -> list[Findin
     if not source.startswith("the cuBLAS"):
         return []
     pairs = workspace_pairs(frame)
-    return [Finding(
-        f"Naive attention's memory carries a constant {constant / MIB:.1f} MiB: {source} (median over "
-        "the configurations both ran), allocated once by the first matmul. SDPA's fused kernel calls "
-        "no cuBLAS.", pairs.assign(difference_MiB=pairs["difference_bytes"] / MIB))]
+    return [
+        Finding(
+            _say("workspace", constant_mib=constant / MIB, source=source),
+            pairs.assign(difference_MiB=pairs["difference_bytes"] / MIB),
+        )
+    ]
 
 
 @finds
@@ -181,16 +242,21 @@ def _memory_fits(measured: pd.DataFrame, fits: pd.DataFrame) -> list[Finding]:
     for _, fit in fits.iterrows():
         if fit["implementation"] == LABELS["naive-compile"] or fit["d"] != fits["d"].max():
             continue
-        points = measured[(measured["implementation"] == IMPLEMENTATION_OF[fit["implementation"]])
-                          & (measured["precision"] == fit["precision"]) & (measured["head_dim"] == fit["d"])]
-        items.append(Finding(
-            f"{fit['implementation']} ({fit['precision']}, d={fit['d']}): the memory in use before the "
-            f"backward is a constant {fit['constant MiB']:.1f} MiB plus a part that grows as "
-            f"seq^{fit['exponent of the growing part']:.2f} (fitted over seq {fit['seq from']} to "
-            f"{fit['seq to']}, largest misfit {fit['largest misfit %']:.1f}%).",
-            rows_behind(points.sort_values("seq_len"), "memory_before_backward_bytes", key=KEY).assign(
-                constant_MiB=fit["constant MiB"], exponent=fit["exponent of the growing part"],
-                largest_misfit_pct=fit["largest misfit %"])))
+        points = measured[
+            (measured["implementation"] == IMPLEMENTATION_OF[fit["implementation"]])
+            & (measured["precision"] == fit["precision"])
+            & (measured["head_dim"] == fit["d"])
+        ]
+        items.append(
+            Finding(
+                _say("memory_fit", fit=fit),
+                rows_behind(points.sort_values("seq_len"), "memory_before_backward_bytes", key=KEY).assign(
+                    constant_MiB=fit["constant MiB"],
+                    exponent=fit["exponent of the growing part"],
+                    largest_misfit_pct=fit["largest misfit %"],
+                ),
+            )
+        )
     return items
 
 
@@ -200,27 +266,33 @@ def _accounting(measured: pd.DataFrame, constant: float, source: str) -> list[Fi
     naive = measured[measured["implementation"] == "naive"]
     if not len(naive):
         return []
-    from lmstudy.report.answers import percent
-
     growing = naive["memory_before_backward_bytes"] - constant
     before = growing / naive["predicted_before_backward_bytes"] - 1
-    behind = rows_behind(naive, "memory_before_backward_bytes", "predicted_before_backward_bytes",
-                         key=KEY).assign(constant_bytes=constant, before_backward_error=before)
+    behind = rows_behind(
+        naive, "memory_before_backward_bytes", "predicted_before_backward_bytes", key=KEY
+    ).assign(constant_bytes=constant, before_backward_error=before)
     what = "cuBLAS workspace" if source.startswith("the cuBLAS") else "fitted constant"
-    named = f" less the {constant / MIB:.1f} MiB {what}" if source else ""
-    text = (
-        f"The accounting from shapes and dtypes predicts naive attention's memory in use before the "
-        f"backward{named} within {percent(before.abs().max())}"
-    )
+    peak_error = None
     if {"peak_bytes", "predicted_peak_bytes"} <= set(naive.columns):
         peak = (naive["peak_bytes"] - constant) / naive["predicted_peak_bytes"] - 1
-        behind = behind.assign(peak_bytes=naive["peak_bytes"],
-                               predicted_peak_bytes=naive["predicted_peak_bytes"], peak_error=peak)
-        text += (
-            f", and its peak within {percent(peak.abs().max())} (every seq x seq tensor alive at "
-            "the peak counted)"
+        behind = behind.assign(
+            peak_bytes=naive["peak_bytes"],
+            predicted_peak_bytes=naive["predicted_peak_bytes"],
+            peak_error=peak,
         )
-    return [Finding(text + f", in all {len(naive)} configurations that ran.", behind)]
+        peak_error = percent(peak.abs().max())
+    return [
+        Finding(
+            _say(
+                "accounting",
+                less={"mib": constant / MIB, "what": what} if source else None,
+                before=percent(before.abs().max()),
+                peak=peak_error,
+                configurations=len(naive),
+            ),
+            behind,
+        )
+    ]
 
 
 @finds
@@ -230,7 +302,10 @@ def _what_removes_n_squared(measured: pd.DataFrame) -> list[Finding]:
     both = measured[measured["implementation"].isin(["naive", "sdpa"])]
     values = [c for c in ("memory_before_backward_bytes", "peak_bytes") if c in both]
     wide = both.pivot_table(
-        index=["precision", "head_dim", "seq_len"], columns="implementation", observed=True, aggfunc="first",
+        index=["precision", "head_dim", "seq_len"],
+        columns="implementation",
+        observed=True,
+        aggfunc="first",
         values=values,
     ).dropna()
     if wide.empty or ("memory_before_backward_bytes", "sdpa") not in wide:
@@ -242,26 +317,38 @@ def _what_removes_n_squared(measured: pd.DataFrame) -> list[Finding]:
         row = part.xs(seq, level="seq_len").iloc[0]
         naive = row[("memory_before_backward_bytes", "naive")]
         sdpa = row[("memory_before_backward_bytes", "sdpa")]
-        behind = {"precision": precision, "head_dim": int(d), "seq_len": int(seq),
-                  "naive_before_backward_bytes": naive, "sdpa_before_backward_bytes": sdpa,
-                  "before_backward_naive_over_sdpa": naive / sdpa}
-        text = (
-            "What removes the seq x seq memory: SDPA's fused kernel never stores the scores or the softmax "
-            f"output (it recomputes them in the backward). At seq {int(seq)}, d={int(d)} ({precision}) "
-            "it holds "
-            f"{sdpa / MIB:.1f} MiB before the backward against naive's {naive / MIB:.1f} MiB, "
-            f"{naive / sdpa:.0f}× less"
-        )
+        behind = {
+            "precision": precision,
+            "head_dim": int(d),
+            "seq_len": int(seq),
+            "naive_before_backward_bytes": naive,
+            "sdpa_before_backward_bytes": sdpa,
+            "before_backward_naive_over_sdpa": naive / sdpa,
+        }
+        peak = None
         if ("peak_bytes", "sdpa") in row and row[("peak_bytes", "sdpa")] > 0:
             naive_peak, sdpa_peak = row[("peak_bytes", "naive")], row[("peak_bytes", "sdpa")]
-            behind.update(naive_peak_bytes=naive_peak, sdpa_peak_bytes=sdpa_peak,
-                          peak_naive_over_sdpa=naive_peak / sdpa_peak)
-            text += (
-                f"; its peak is {sdpa_peak / MIB:.1f} MiB against "
-                f"{naive_peak / MIB:.1f} MiB, "
-                f"{naive_peak / sdpa_peak:.0f}× less"
+            behind.update(
+                naive_peak_bytes=naive_peak,
+                sdpa_peak_bytes=sdpa_peak,
+                peak_naive_over_sdpa=naive_peak / sdpa_peak,
             )
-        items.append(Finding(text + ".", behind))
+            peak = {"sdpa": sdpa_peak / MIB, "naive": naive_peak / MIB, "times": naive_peak / sdpa_peak}
+        items.append(
+            Finding(
+                _say(
+                    "what_removes_n_squared",
+                    seq=int(seq),
+                    d=int(d),
+                    precision=precision,
+                    sdpa=sdpa / MIB,
+                    naive=naive / MIB,
+                    times=naive / sdpa,
+                    peak=peak,
+                ),
+                behind,
+            )
+        )
     return items
 
 
@@ -269,8 +356,11 @@ def _what_removes_n_squared(measured: pd.DataFrame) -> list[Finding]:
 def _oom_threshold(measured: pd.DataFrame, constant: float) -> list[Finding]:
     """From which sequence length naive attention outgrows the device, by the accounting: its inputs."""
     naive = measured[measured["implementation"] == "naive"]
-    memory = (measured["device_memory_bytes"].dropna() if "device_memory_bytes" in measured
-              else pd.Series(dtype=float))
+    memory = (
+        measured["device_memory_bytes"].dropna()
+        if "device_memory_bytes" in measured
+        else pd.Series(dtype=float)
+    )
     if not (len(naive) and len(memory)):
         return []
     d = int(naive["head_dim"].max())
@@ -280,23 +370,47 @@ def _oom_threshold(measured: pd.DataFrame, constant: float) -> list[Finding]:
 
     for precision in sorted(naive["precision"].unique()):
         seq = oom_threshold(batch, d, precision, memory.iloc[0], constant)
-        behind = {"precision": precision, "batch_size": batch, "head_dim": d,
-                  "device_memory_bytes": memory.iloc[0], "constant_bytes": constant,
-                  "outgrown_from_seq_len": seq}
+        behind = {
+            "precision": precision,
+            "batch_size": batch,
+            "head_dim": d,
+            "device_memory_bytes": memory.iloc[0],
+            "constant_bytes": constant,
+            "outgrown_from_seq_len": seq,
+        }
         # The course's GPU is an 80 GB one: where a smaller GPU than this one runs out, say that too.
-        smaller = {name: oom_threshold(batch, d, precision, capacity, constant)
-                   for name, capacity in SMALLER_GPUS.items() if capacity < memory.iloc[0] * 0.95}
+        smaller = {
+            name: oom_threshold(batch, d, precision, capacity, constant)
+            for name, capacity in SMALLER_GPUS.items()
+            if capacity < memory.iloc[0] * 0.95
+        }
         behind.update({f"outgrown_on_{name.replace(' ', '')}_from_seq_len": s for name, s in smaller.items()})
-        items.append(Finding(
-            f"By that accounting (and the constant) naive {precision} attention at batch {batch}, d={d} "
-            f"outgrows the {memory.iloc[0] / GIB:.0f} GiB available from sequence length {seq} "
-            "(power of two) on"
-            + "".join(f"; a GPU of {name} ({SMALLER_GPUS[name] / GIB:.1f} GiB) from {s}"
-                      for name, s in smaller.items()) + ".",
-            behind))
+        items.append(
+            Finding(
+                _say(
+                    "oom_threshold",
+                    precision=precision,
+                    batch=batch,
+                    d=d,
+                    memory_gib=memory.iloc[0] / GIB,
+                    seq=seq,
+                    smaller=[(name, SMALLER_GPUS[name] / GIB, s) for name, s in smaller.items()],
+                ),
+                behind,
+            )
+        )
     return items
 
 
 # Declared in the section's contract: each writes one kind of finding with the rows behind it.
-FINDINGS = (_oom, _backends, _speedups, _workspace, _memory_fits, _accounting, _what_removes_n_squared,
-            _oom_threshold, _compile_time)
+FINDINGS = (
+    _oom,
+    _backends,
+    _speedups,
+    _workspace,
+    _memory_fits,
+    _accounting,
+    _what_removes_n_squared,
+    _oom_threshold,
+    _compile_time,
+)

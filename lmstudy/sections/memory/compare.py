@@ -10,7 +10,7 @@ from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns
+from lmstudy.report.contract import ComparedRuns, words
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.report.render import Findings, Section, Table, Text
@@ -18,9 +18,20 @@ from lmstudy.report.render import Findings, Section, Table, Text
 MEMORY_KEY = ["size", "context_length", "pass", "precision"]
 
 
+def _say(macro: str, **values) -> str:
+    return words("memory", "compare.j2", macro, **values)
+
+
 MEMORY_KINDS = (
-    "parameters", "gradients", "optimizer_state", "autocast_cache", "activations", "temporaries", "other",
-    "before_recording", "allocator_rounding",
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "autocast_cache",
+    "activations",
+    "temporaries",
+    "other",
+    "before_recording",
+    "allocator_rounding",
 )
 
 
@@ -61,14 +72,24 @@ def _peak_ratio(peaks: pd.DataFrame) -> list[Finding]:
     """B's peak over A's, over the snapshots in both runs; where none is in both, what each run had."""
     measured = peaks[peaks["presence"] == ""]
     if not len(measured):
-        counted = cells.counts(peaks["presence"])
-        return [Finding(f"No configuration has a snapshot in both runs ({counted}).",
-                        rows_behind(peaks, "status_a", "status_b", "presence"))]
-    return [Finding(
-        f"B's peak is a median {measured['ratio'].median():.3f}× A's over {len(measured)} "
-        f"snapshot{'s' if len(measured) != 1 else ''} "
-        f"(from {measured['ratio'].min():.3f}× to {measured['ratio'].max():.3f}×).",
-        rows_behind(measured, "peak_gib_a", "peak_gib_b", "ratio"))]
+        return [
+            Finding(
+                _say("no_snapshot_in_both", states=cells.counts(peaks["presence"])),
+                rows_behind(peaks, "status_a", "status_b", "presence"),
+            )
+        ]
+    return [
+        Finding(
+            _say(
+                "peak_ratio",
+                median=measured["ratio"].median(),
+                snapshots=len(measured),
+                lowest=measured["ratio"].min(),
+                highest=measured["ratio"].max(),
+            ),
+            rows_behind(measured, "peak_gib_a", "peak_gib_b", "ratio"),
+        )
+    ]
 
 
 # Its comparison's findings, each with the rows of A and B behind it.
@@ -79,21 +100,27 @@ def _section_memory(a, b) -> Section:
     section = Section("memory", numbered("memory", "Memory peaks"))
     peaks, kinds = memory(a, b)
     if peaks.empty:
-        return section.add(Text(f"Neither run has memory snapshots ({reference('memory')})."))
+        return section.add(Text(_say("neither", where=reference("memory"))))
     section.add(Findings(_peak_ratio(peaks)))
-    table = pd.DataFrame({
-        "size": peaks["size"], "context": peaks["context_length"], "pass": peaks["pass"].map(PASS_LABELS),
-        "precision": peaks["precision"],
-        "A peak GiB": cells.shown(peaks["peak_gib_a"], peaks["status_a"]),
-        "B peak GiB": cells.shown(peaks["peak_gib_b"], peaks["status_b"]),
-        "B/A": peaks["ratio"], "state": peaks["presence"].replace("", "both measured"),
-    })
-    section.add(Table("Peak allocated memory per snapshot", table, name="memory_peaks"))
+    table = pd.DataFrame(
+        {
+            "size": peaks["size"],
+            "context": peaks["context_length"],
+            "pass": peaks["pass"].map(PASS_LABELS),
+            "precision": peaks["precision"],
+            "A peak GiB": cells.shown(peaks["peak_gib_a"], peaks["status_a"]),
+            "B peak GiB": cells.shown(peaks["peak_gib_b"], peaks["status_b"]),
+            "B/A": peaks["ratio"],
+            "state": peaks["presence"].replace("", "both measured"),
+        }
+    )
+    section.add(Table(_say("peaks_title"), table, name="memory_peaks"))
     if not kinds.empty:
-        shown = kinds.rename(columns={"context_length": "context", "gib_a": "A GiB", "gib_b": "B GiB",
-                                      "change_gib": "B−A GiB"})
+        shown = kinds.rename(
+            columns={"context_length": "context", "gib_a": "A GiB", "gib_b": "B GiB", "change_gib": "B−A GiB"}
+        )
         shown["pass"] = shown["pass"].map(PASS_LABELS)
-        section.add(Table("Memory at the peak by kind", shown, name="memory_kinds"))
+        section.add(Table(_say("kinds_title"), shown, name="memory_kinds"))
     return section
 
 

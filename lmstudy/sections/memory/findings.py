@@ -10,9 +10,14 @@ import pandas as pd
 
 from lmstudy.analyse.memory.kinds import KINDS
 from lmstudy.report.answers import of_all, percent, span
+from lmstudy.report.contract import words
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.sections.memory.tables import GIB, KIND_LABELS, _label, measured
+
+
+def _say(macro: str, **values) -> str:
+    return words("memory", "findings.j2", macro, **values)
 
 
 @finds
@@ -22,13 +27,12 @@ def _allocator_agreement(rows: pd.DataFrame) -> list[Finding]:
     if agree.empty:
         return []
     worst = agree.loc[agree["peak_vs_allocator"].abs().idxmax()]
-    text = (
-        f"The snapshot's peak equals torch.cuda.max_memory_allocated() to the byte in all {len(agree)} "
-        "snapshots."
-        if worst["peak_vs_allocator"] == 0
-        else f"The snapshot's peak agrees with torch.cuda.max_memory_allocated() within "
-        f"{percent(worst['peak_vs_allocator'])} in all {len(agree)} snapshots "
-        f"(largest difference: {_label(worst)})."
+    equal = worst["peak_vs_allocator"] == 0
+    text = _say(
+        "allocator_agreement",
+        snapshots=len(agree),
+        difference=None if equal else percent(worst["peak_vs_allocator"]),
+        worst=_label(worst),
     )
     behind = rows_behind(agree, "status", "peak_bytes", "max_memory_allocated", "peak_vs_allocator")
     return [Finding(text, behind)]
@@ -41,15 +45,15 @@ def _out_of_memory(frame: pd.DataFrame) -> list[Finding]:
     oom = frame[frame["status"] == "OOM"]
     for i in range(len(oom)):
         row = oom.iloc[i]
-        peak = (
-            f"; {row['peak_bytes'] / GIB:.1f} GiB were allocated when it failed"
-            if pd.notna(row.get("peak_bytes"))
-            else ""
-        )
+        allocated = row["peak_bytes"] / GIB if pd.notna(row.get("peak_bytes")) else None
         behind = rows_behind(oom.iloc[[i]], "status", "stage", "peak_bytes")
         if "peak_bytes" in behind:
             behind = behind.assign(peak_gib=behind["peak_bytes"] / GIB)
-        items.append(Finding(f"{_label(row)} ran out of memory during {row['stage']}{peak}.", behind))
+        items.append(
+            Finding(
+                _say("out_of_memory", label=_label(row), stage=row["stage"], allocated_gib=allocated), behind
+            )
+        )
     return items
 
 
@@ -64,12 +68,24 @@ def _training_over_forward(ok: pd.DataFrame) -> list[Finding]:
     ratio = (wide["train_step"] / wide["forward"]).dropna()
     if not len(ratio):
         return []
-    behind = pd.DataFrame({"forward_peak_bytes": wide["forward"], "train_step_peak_bytes": wide["train_step"],
-                           "train_step_over_forward": wide["train_step"] / wide["forward"]}).loc[ratio.index]
-    return [Finding(
-        f"A training step's peak is {span(ratio.min(), ratio.max(), '.1f')}× the forward pass's"
-        + (f" (median {ratio.median():.1f}× over {len(ratio)} configurations)." if len(ratio) > 1 else "."),
-        rows_behind(behind, "forward_peak_bytes", "train_step_peak_bytes", "train_step_over_forward"))]
+    behind = pd.DataFrame(
+        {
+            "forward_peak_bytes": wide["forward"],
+            "train_step_peak_bytes": wide["train_step"],
+            "train_step_over_forward": wide["train_step"] / wide["forward"],
+        }
+    ).loc[ratio.index]
+    return [
+        Finding(
+            _say(
+                "training_over_forward",
+                spread=span(ratio.min(), ratio.max(), ".1f"),
+                median=ratio.median() if len(ratio) > 1 else None,
+                configurations=len(ratio),
+            ),
+            rows_behind(behind, "forward_peak_bytes", "train_step_peak_bytes", "train_step_over_forward"),
+        )
+    ]
 
 
 @finds
@@ -89,22 +105,32 @@ def _bf16_against_fp32(ok: pd.DataFrame) -> list[Finding]:
         if not len(ratio):
             continue
         median = ratio.median()
-        verb = (
-            "leaves the peak unchanged at"
-            if abs(median - 1) < 0.005
-            else ("raises" if median > 1 else "lowers") + " the peak to"
+        change = "unchanged" if abs(median - 1) < 0.005 else "raises" if median > 1 else "lowers"
+        behind = pd.DataFrame(
+            {
+                "fp32_peak_bytes": part["fp32"],
+                "bf16_peak_bytes": part["bf16"],
+                "bf16_over_fp32": part["bf16"] / part["fp32"],
+            }
+        ).loc[ratio.index]
+        items.append(
+            Finding(
+                _say(
+                    "bf16_against_fp32",
+                    step=PASS_LABELS[pass_name].capitalize(),
+                    change=change,
+                    median=median,
+                    spread=span(ratio.min(), ratio.max()),
+                    configurations=len(ratio),
+                ),
+                rows_behind(
+                    behind.assign(**{"pass": pass_name}),
+                    "fp32_peak_bytes",
+                    "bf16_peak_bytes",
+                    "bf16_over_fp32",
+                ),
+            )
         )
-        spread = span(ratio.min(), ratio.max())
-        behind = pd.DataFrame({"fp32_peak_bytes": part["fp32"], "bf16_peak_bytes": part["bf16"],
-                               "bf16_over_fp32": part["bf16"] / part["fp32"]}).loc[ratio.index]
-        items.append(Finding(
-            f"{PASS_LABELS[pass_name].capitalize()}: bf16 autocast {verb} a median "
-            f"{median:.2f}× the fp32 peak"
-            + (f" (range {spread}×)" if "–" in spread else f" ({len(ratio)} configuration"
-               f"{'s' if len(ratio) > 1 else ''})")
-            + ".",
-            rows_behind(behind.assign(**{"pass": pass_name}), "fp32_peak_bytes", "bf16_peak_bytes",
-                        "bf16_over_fp32")))
     return items
 
 
@@ -120,16 +146,24 @@ def _context_growth(ok: pd.DataFrame) -> list[Finding]:
         first, last = f"{lo['peak_bytes'] / GIB:.2f}", f"{hi['peak_bytes'] / GIB:.2f}"
         ends = rows_behind(part.iloc[[0, -1]], "peak_bytes")
         behind = ends.assign(peak_gib=ends["peak_bytes"] / GIB, change_gib=(ends["peak_bytes"] / GIB).diff())
-        where = (
-            f"{size} {PASS_LABELS[pass_name]} {precision}: from context {lo['context_length']} to "
-            f"{hi['context_length']} the peak"
+        # A range of one value is said once.
+        change = None if first == last else (hi["peak_bytes"] - lo["peak_bytes"]) / GIB
+        items.append(
+            Finding(
+                _say(
+                    "context_growth",
+                    size=size,
+                    step=PASS_LABELS[pass_name],
+                    precision=precision,
+                    shortest=lo["context_length"],
+                    longest=hi["context_length"],
+                    first=first,
+                    last=last,
+                    change=change,
+                ),
+                behind,
+            )
         )
-        if first == last:  # a range of one value is said once
-            items.append(Finding(f"{where} stays at {first} GiB.", behind))
-            continue
-        change = (hi["peak_bytes"] - lo["peak_bytes"]) / GIB
-        verb = "grows" if change > 0 else "shrinks"
-        items.append(Finding(f"{where} {verb} from {first} to {last} GiB ({change:+.2f} GiB).", behind))
     return items
 
 
@@ -150,14 +184,22 @@ def _autocast_copies(ok: pd.DataFrame) -> list[Finding]:
     kept = cache[cache > 0] / GIB
     over_parameters = (cache / _bytes(ok, "parameters"))[cache > 0]
     behind = rows_behind(with_cache).assign(
-        autocast_cache_bytes=cache[cache > 0], parameters_bytes=_bytes(ok, "parameters")[cache > 0],
-        autocast_cache_gib=kept, copies_over_parameters=over_parameters)
-    return [Finding(
-        f"bf16 autocast keeps {span(kept.min(), kept.max(), unit=' GiB')} "
-        f"of bf16 weight copies at the peak ({len(with_cache)} snapshots), "
-        f"{over_parameters.median():.2f}× the fp32 parameters' bytes "
-        "(2 bytes per matmul weight, the embedding excepted): constant in the context length, and "
-        "not activations.", behind)]
+        autocast_cache_bytes=cache[cache > 0],
+        parameters_bytes=_bytes(ok, "parameters")[cache > 0],
+        autocast_cache_gib=kept,
+        copies_over_parameters=over_parameters,
+    )
+    return [
+        Finding(
+            _say(
+                "autocast_copies",
+                kept=span(kept.min(), kept.max(), unit=" GiB"),
+                snapshots=len(with_cache),
+                over_parameters=over_parameters.median(),
+            ),
+            behind,
+        )
+    ]
 
 
 @finds
@@ -174,13 +216,24 @@ def _activations_without_copies(ok: pd.DataFrame) -> list[Finding]:
     ratio = (wide["bf16"] / wide["fp32"]).replace([float("inf")], float("nan")).dropna()
     if not len(ratio):
         return []
-    behind = pd.DataFrame({"fp32_activations_bytes": wide["fp32"], "bf16_activations_bytes": wide["bf16"],
-                           "bf16_over_fp32": ratio}).loc[ratio.index]
-    return [Finding(
-        f"Without those copies, bf16's activations at the peak are "
-        f"{span(ratio.min(), ratio.max(), unit='×')} fp32's (median {ratio.median():.2f}×, "
-        f"{len(ratio)} configurations).",
-        rows_behind(behind, "fp32_activations_bytes", "bf16_activations_bytes", "bf16_over_fp32"))]
+    behind = pd.DataFrame(
+        {
+            "fp32_activations_bytes": wide["fp32"],
+            "bf16_activations_bytes": wide["bf16"],
+            "bf16_over_fp32": ratio,
+        }
+    ).loc[ratio.index]
+    return [
+        Finding(
+            _say(
+                "activations_without_copies",
+                spread=span(ratio.min(), ratio.max(), unit="×"),
+                median=ratio.median(),
+                configurations=len(ratio),
+            ),
+            rows_behind(behind, "fp32_activations_bytes", "bf16_activations_bytes", "bf16_over_fp32"),
+        )
+    ]
 
 
 @finds
@@ -193,12 +246,21 @@ def _optimizer_state(ok: pd.DataFrame) -> list[Finding]:
     parameters = _bytes(ok, "parameters")[state > 0]
     ratio = state[state > 0] / parameters
     behind = rows_behind(train).assign(
-        optimizer_state_bytes=state[state > 0], parameters_bytes=parameters,
-        optimizer_state_gib=state[state > 0] / GIB, state_over_parameters=ratio)
-    return [Finding(
-        f"Optimizer state at the peak is {span(ratio.min(), ratio.max(), unit='×')} the parameters' "
-        f"bytes ({span(state[state > 0].min() / GIB, state[state > 0].max() / GIB, unit=' GiB')}): "
-        "AdamW's exp_avg and exp_avg_sq, one fp32 value each per parameter.", behind)]
+        optimizer_state_bytes=state[state > 0],
+        parameters_bytes=parameters,
+        optimizer_state_gib=state[state > 0] / GIB,
+        state_over_parameters=ratio,
+    )
+    return [
+        Finding(
+            _say(
+                "optimizer_state",
+                spread=span(ratio.min(), ratio.max(), unit="×"),
+                gib=span(state[state > 0].min() / GIB, state[state > 0].max() / GIB, unit=" GiB"),
+            ),
+            behind,
+        )
+    ]
 
 
 @finds
@@ -214,15 +276,30 @@ def _forward_phase_peak(ok: pd.DataFrame) -> list[Finding]:
             continue
         lo, hi = part.iloc[0], part.iloc[-1]
         first, last = f"{lo['peak_bytes'] / GIB:.2f}", f"{hi['peak_bytes'] / GIB:.2f}"
-        step = f"stays at {first} GiB" if first == last else f"goes from {first} to {last} GiB"
         behind = rows_behind(part, "forward_phase_peak_bytes", "peak_bytes", "peak_phase")
-        behind = behind.assign(forward_phase_peak_gib=behind["forward_phase_peak_bytes"] / GIB,
-                               peak_gib=behind["peak_bytes"] / GIB)
-        items.append(Finding(
-            f"{size} training step {precision}: the forward phase peaks at "
-            f"{lo['forward_phase_peak_bytes'] / GIB:.2f} GiB at context {lo['context_length']} and "
-            f"{hi['forward_phase_peak_bytes'] / GIB:.2f} GiB at {hi['context_length']}, while the step's "
-            f"peak ({', '.join(sorted(set(part['peak_phase'].astype(str))))} phase) {step}.", behind))
+        behind = behind.assign(
+            forward_phase_peak_gib=behind["forward_phase_peak_bytes"] / GIB,
+            peak_gib=behind["peak_bytes"] / GIB,
+        )
+        ends = [
+            {"context": row["context_length"], "forward_gib": row["forward_phase_peak_bytes"] / GIB}
+            for row in (lo, hi)
+        ]
+        items.append(
+            Finding(
+                _say(
+                    "forward_phase_peak",
+                    size=size,
+                    precision=precision,
+                    shortest=ends[0],
+                    longest=ends[1],
+                    phases=", ".join(sorted(set(part["peak_phase"].astype(str)))),
+                    first=first,
+                    last=last,
+                ),
+                behind,
+            )
+        )
     return items
 
 
@@ -236,12 +313,18 @@ def _optimizer_temporaries(ok: pd.DataFrame) -> list[Finding]:
     temporaries, parameters = _bytes(in_optimizer, "temporaries"), _bytes(in_optimizer, "parameters")
     share = temporaries / parameters
     behind = rows_behind(in_optimizer, "peak_phase").assign(
-        temporaries_bytes=temporaries, parameters_bytes=parameters, temporaries_over_parameters=share)
-    return [Finding(
-        f"Where the training step peaks in the optimizer phase ({len(in_optimizer)} snapshots), "
-        f"temporaries of {span(share.min(), share.max(), unit='×')} the parameters' bytes sit on top of "
-        "parameters, gradients and AdamW's state: the foreach AdamW update's intermediate results "
-        "(lists of parameter-sized tensors, e.g. the square root of exp_avg_sq).", behind)]
+        temporaries_bytes=temporaries, parameters_bytes=parameters, temporaries_over_parameters=share
+    )
+    return [
+        Finding(
+            _say(
+                "optimizer_temporaries",
+                snapshots=len(in_optimizer),
+                spread=span(share.min(), share.max(), unit="×"),
+            ),
+            behind,
+        )
+    ]
 
 
 def _kind_findings(ok: pd.DataFrame) -> list[Finding]:
@@ -266,19 +349,29 @@ def _largest_training_peak(ok: pd.DataFrame) -> list[Finding]:
     shares = {k: row.get(f"{k}_bytes", 0) or 0 for k in KINDS}
     ranked = sorted(((v, k) for k, v in shares.items() if v), reverse=True)
     top = ranked[:3]
-    parts = ", ".join(
-        f"{KIND_LABELS[k]} {v / GIB:.2f} GiB ({v / row['peak_bytes'] * 100:.0f}%)" for v, k in top
-    )
+    kinds = [(KIND_LABELS[k], v / GIB, v / row["peak_bytes"] * 100) for v, k in top]
     # One row per kind at that peak, largest first: the sentence names the first three.
-    behind = pd.DataFrame([
-        {**{c: row[c] for c in ("size", "context_length", "pass", "precision", "peak_phase", "peak_bytes")},
-         "kind": k, "label": KIND_LABELS[k], "bytes": v, "gib": v / GIB,
-         "share_of_peak": v / row["peak_bytes"]}
-        for v, k in ranked
-    ])
-    return [Finding(
-        f"At the largest training-step peak ({_label(row)}, in the {row['peak_phase']} "
-        f"phase) memory is {parts}.", behind)]
+    behind = pd.DataFrame(
+        [
+            {
+                **{
+                    c: row[c]
+                    for c in ("size", "context_length", "pass", "precision", "peak_phase", "peak_bytes")
+                },
+                "kind": k,
+                "label": KIND_LABELS[k],
+                "bytes": v,
+                "gib": v / GIB,
+                "share_of_peak": v / row["peak_bytes"],
+            }
+            for v, k in ranked
+        ]
+    )
+    return [
+        Finding(
+            _say("largest_training_peak", label=_label(row), phase=row["peak_phase"], kinds=kinds), behind
+        )
+    ]
 
 
 @finds
@@ -288,14 +381,18 @@ def _peak_phases(ok: pd.DataFrame) -> list[Finding]:
     if not len(train):
         return []
     phases = train["peak_phase"].value_counts()
-    if len(phases) == 1:  # one phase in every configuration: no "in 1 of 1"
-        return [Finding(f"The training step peaks in the {phases.index[0]} phase in "
-                        f"{of_all(len(train), len(train), 'configuration')}.",
-                        rows_behind(train, "peak_phase", "peak_bytes"))]
-    return [Finding(
-        "The training step peaks in the "
-        + ", ".join(f"{phase} phase in {n} of {len(train)}" for phase, n in phases.items())
-        + " configurations.", rows_behind(train, "peak_phase", "peak_bytes"))]
+    # One phase in every configuration: no "in 1 of 1".
+    return [
+        Finding(
+            _say(
+                "peak_phases",
+                phases=list(phases.items()),
+                steps=len(train),
+                all=of_all(len(train), len(train), "configuration"),
+            ),
+            rows_behind(train, "peak_phase", "peak_bytes"),
+        )
+    ]
 
 
 @finds
@@ -308,18 +405,30 @@ def _activations_against_residual(ok: pd.DataFrame) -> list[Finding]:
     if not ratio.max() >= 1:
         return []
     behind = rows_behind(train, "activations_bytes", "residual_stream_bytes").assign(
-        activations_over_residual=ratio)
-    return [Finding(
-        f"Activations from forward still live at a training step's peak are "
-        f"{span(ratio.min(), ratio.max(), '.0f', '×')} one residual-stream activation "
-        f"(batch × context × d_model × bytes).", behind)]
+        activations_over_residual=ratio
+    )
+    return [
+        Finding(
+            _say("activations_against_residual", spread=span(ratio.min(), ratio.max(), ".0f", "×")), behind
+        )
+    ]
 
 
 # Declared in the section's contract: each writes one kind of finding with the rows behind it.
 FINDINGS = (
-    _allocator_agreement, _out_of_memory, _training_over_forward, _bf16_against_fp32, _context_growth,
-    _autocast_copies, _activations_without_copies, _optimizer_state, _forward_phase_peak,
-    _optimizer_temporaries, _largest_training_peak, _peak_phases, _activations_against_residual,
+    _allocator_agreement,
+    _out_of_memory,
+    _training_over_forward,
+    _bf16_against_fp32,
+    _context_growth,
+    _autocast_copies,
+    _activations_without_copies,
+    _optimizer_state,
+    _forward_phase_peak,
+    _optimizer_temporaries,
+    _largest_training_peak,
+    _peak_phases,
+    _activations_against_residual,
 )
 
 
