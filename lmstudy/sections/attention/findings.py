@@ -67,10 +67,12 @@ def _backends(frame: pd.DataFrame) -> list[Finding]:
     sdpa = ok[ok["implementation"] == "sdpa"]
     items = []
     for precision, part in sdpa.groupby("precision"):
-        backends = sorted(set(part["sdpa_backend"].dropna().astype(str)))
+        # The backends placed after the words are joined: none recorded (a run from before the column)
+        # leaves the old sentence's two spaces, as it always said.
+        backends = ", ".join(sorted(set(part["sdpa_backend"].dropna().astype(str))))
         items.append(
             Finding(
-                _say("backends", precision=precision, backends=backends),
+                _say("backends", precision=precision, backends="\x00").replace("\x00", backends),
                 rows_behind(part, "sdpa_backend", key=KEY),
             )
         )
