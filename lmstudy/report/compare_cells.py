@@ -43,6 +43,12 @@ def times(ratio: float) -> str:
     return _say("times", same=abs(ratio - 1) < 0.005, faster=ratio < 1, by=1 / ratio if ratio < 1 else ratio)
 
 
+# A judged row's columns behind a finding that states its ratio: each side's median, wall time's ratio,
+# interval and verdict, GPU time's ratio and verdict, the kernels' verdict.
+JUDGED_COLUMNS = ("median_ms_a", "median_ms_b", "ratio", "ci_low", "ci_high", "verdict", "gpu_ratio",
+                  "gpu_verdict", "kernels_verdict")
+
+
 def interval(row) -> object:
     if pd.isna(row["ci_low"]):
         return math.nan

@@ -77,15 +77,7 @@ def _part_ratios(rows: pd.DataFrame) -> list[Finding]:
             ),
             rows_behind(
                 part,
-                "median_ms_a",
-                "median_ms_b",
-                "ratio",
-                "ci_low",
-                "ci_high",
-                "verdict",
-                "gpu_ratio",
-                "gpu_verdict",
-                "kernels_verdict",
+                *cells.JUDGED_COLUMNS,
                 key=_ROWS_KEY,
             ),
         )

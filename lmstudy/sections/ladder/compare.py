@@ -120,15 +120,7 @@ def _size_ratios(rungs: pd.DataFrame) -> list[Finding]:
             _say("size_ratios", size=size, rungs=len(part), counts=cells.measure_counts(part)),
             rows_behind(
                 part,
-                "median_ms_a",
-                "median_ms_b",
-                "ratio",
-                "ci_low",
-                "ci_high",
-                "verdict",
-                "gpu_ratio",
-                "gpu_verdict",
-                "kernels_verdict",
+                *cells.JUDGED_COLUMNS,
                 key=_RUNG_KEY,
             ),
         )
@@ -169,12 +161,7 @@ def _section_ladder(a, b, rows, min_effect: float, noise: V.Noise) -> Section:
             _say("rungs_title"),
             pd.DataFrame(
                 {
-                    "size": rungs["size"],
-                    "context": rungs["context_length"],
-                    "rung": rungs["rung"],
-                    "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
-                    "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
-                    "B/A": rungs["ratio"],
+                    **_rung_cells(rungs),
                     "wall verdict": rungs["verdict"],
                     "A × vs fp32": rungs["vs_fp32_a"],
                     "B × vs fp32": rungs["vs_fp32_b"],
@@ -186,6 +173,18 @@ def _section_ladder(a, b, rows, min_effect: float, noise: V.Noise) -> Section:
     return section
 
 
+def _rung_cells(rungs: pd.DataFrame) -> dict:
+    """The columns both of the ladder's tables open with: the rung, each run's median, B/A."""
+    return {
+        "size": rungs["size"],
+        "context": rungs["context_length"],
+        "rung": rungs["rung"],
+        "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
+        "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
+        "B/A": rungs["ratio"],
+    }
+
+
 def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
     """The ladder section's rungs (ladder/ladder.csv) of both runs: step time B/A with its verdict, and
     each run's share of its own matmul rate (which itself differs from GPU to GPU)."""
@@ -195,12 +194,7 @@ def _section_ladder_table(section: Section, rungs: pd.DataFrame) -> Section:
             _say("rungs_title"),
             pd.DataFrame(
                 {
-                    "size": rungs["size"],
-                    "context": rungs["context_length"],
-                    "rung": rungs["rung"],
-                    "A median ms": cells.shown(rungs["median_ms_a"], rungs["status_a"]),
-                    "B median ms": cells.shown(rungs["median_ms_b"], rungs["status_b"]),
-                    "B/A": rungs["ratio"],
+                    **_rung_cells(rungs),
                     "interval of B/A": rungs.apply(cells.interval, axis=1),
                     "processes A/B": cells.processes(rungs),
                     "wall verdict": rungs["verdict"],
