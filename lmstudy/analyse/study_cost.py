@@ -179,7 +179,7 @@ def shared_host(results: Path, jobs: pd.DataFrame) -> str:
     else:
         parts.append("not known: no other run's job records lie beside this one")
     if "foreign_processes" in mine:
-        foreign = mine["foreign_processes"].fillna("").astype(str).str.strip()
+        foreign = mine["foreign_processes"].astype(object).fillna("").astype(str).str.strip()
         busy = int((foreign != "").sum())
         if busy:
             parts.append(f"other processes held the GPU during {busy} of {len(mine)}")

@@ -142,8 +142,8 @@ def largest_table(results: Path, row, top: int = 5) -> pd.DataFrame:
     if "code" in frame:
         # The operation itself, the line of code that made the block: what a reader looks for.
         table["operation (the code at that line)"] = frame["code"].astype(object).fillna("")
-    table["made by (innermost user frames)"] = column(frame, "stack")
-    return table.fillna({"made by (innermost user frames)": no_frame})
+    table["made by (innermost user frames)"] = column(frame, "stack").astype(object).fillna(no_frame)
+    return table
 
 
 PHASE_ORDER = ("forward", "backward", "optimizer")
