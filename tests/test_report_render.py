@@ -324,3 +324,20 @@ def test_a_csv_name_does_not_end_mid_phrase_and_siblings_alike_are_told_by_their
                 Finding("SDPA is 3.01× faster than naive at seq 16384.", rows("fp32")),
                 Finding("Compiled naive attention is 2.28× faster than eager.", rows("bf16"))]
     assert _what_they_hold(siblings) == ["sdpa_is_15_5_bf16", "fp32", "compiled_naive_attention_bf16"]
+
+
+def test_a_sections_module_speaks_through_the_template_beside_it():
+    import importlib
+
+    from lmstudy.report.contract import wording, words
+
+    speaking = [p for p in sorted((REPO / "lmstudy/sections").glob("*/*.py")) if "_say = " in p.read_text()]
+    assert len(speaking) > 20
+    for path in speaking:
+        module = importlib.import_module(f"lmstudy.sections.{path.parent.name}.{path.stem}")
+        assert module._say.args == (path.parent.name, f"{path.stem}.j2"), path
+        assert path.with_suffix(".j2").exists(), path
+    say = wording("lmstudy.sections.timing.findings")
+    assert say("left_out", total=5, kept=3) == words("timing", "findings.j2", "left_out", total=5, kept=3)
+    with pytest.raises(ValueError, match="not a section's module"):
+        wording("lmstudy.report.compare_cells")

@@ -90,6 +90,16 @@ def words(section: str, template: str, macro: str, **values) -> str:
     return " ".join(str(called(**values)).split())
 
 
+def wording(module: str) -> Callable[..., str]:
+    """`words` of the template beside a section's module, named by the module's `__name__`:
+    lmstudy.sections.<section>.<name> speaks through lmstudy/sections/<section>/<name>.j2, so that a
+    module cannot name another file's wording by mistake. Called as `_say(macro, **values)`."""
+    *package, section, name = module.split(".")
+    if package != ["lmstudy", "sections"]:
+        raise ValueError(f"{module} is not a section's module (lmstudy.sections.<section>.<name>)")
+    return functools.partial(words, section, f"{name}.j2")
+
+
 def _frame_is_empty(data) -> bool:
     return data.empty
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.report.answers import Answer, count, of_all, span
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.sections.attention.tables import MIB, ratio_frame
 
 Q = {
@@ -22,8 +22,7 @@ Q = {
 }
 
 
-def _say(macro: str, **values) -> str:
-    return words("attention", "answers.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _point(row: pd.Series) -> dict:

@@ -9,15 +9,14 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns, words
+from lmstudy.report.contract import ComparedRuns, wording
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 
 ATTENTION_KEY = ["implementation", "precision", "head_dim", "seq_len"]
 
 
-def _say(macro: str, **values) -> str:
-    return words("attention", "compare.j2", macro, **values)
+_say = wording(__name__)
 
 
 def attention(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -> pd.DataFrame:

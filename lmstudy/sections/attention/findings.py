@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.report.answers import between, count, percent
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.labels import faster
 from lmstudy.sections.attention.tables import (
@@ -32,8 +32,7 @@ KEY = ("implementation", "precision", "batch_size", "head_dim", "seq_len")
 IMPLEMENTATION_OF = {label: impl for impl, label in LABELS.items()}
 
 
-def _say(macro: str, **values) -> str:
-    return words("attention", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 @finds

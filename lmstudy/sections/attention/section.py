@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import Comparison, SectionContract, words
+from lmstudy.report.contract import Comparison, SectionContract, wording
 from lmstudy.report.coverage import with_columns
 from lmstudy.report.render import Figure, Section, Table, Text
 from lmstudy.sections.attention import answers as attention_answers
@@ -82,8 +82,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
-def _say(macro: str, **values) -> str:
-    return words("attention", "section.j2", macro, **values)
+_say = wording(__name__)
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:

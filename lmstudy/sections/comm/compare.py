@@ -14,14 +14,12 @@ import pandas as pd
 from lmstudy.analyse.compare import verdict as V
 from lmstudy.registry import numbered
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns, words
+from lmstudy.report.contract import ComparedRuns, wording
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.sections.comm.tables import CONFIG
 
-
-def _say(macro: str, **values) -> str:
-    return words("comm", "compare.j2", macro, **values)
+_say = wording(__name__)
 
 
 def rank_samples(frame: pd.DataFrame, key: list[str], seconds: str) -> dict[tuple, list[list[float]]]:

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.sections.comm.tables import CONFIG, bandwidth_table
 
 KEY = tuple(CONFIG)
 
 
-def _say(macro: str, **values) -> str:
-    return words("comm", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _tensor(row) -> dict:

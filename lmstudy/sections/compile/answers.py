@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.report.answers import Answer, count, span
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.labels import PASS_LABELS
 
 QUESTION = (
@@ -28,8 +28,7 @@ def covering(cell: pd.Series) -> str:
     return span(cell["covering_low"], cell["covering_high"], ".3g")
 
 
-def _say(macro: str, **values) -> str:
-    return words("compile", "answers.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _disagree_by(cell: pd.Series) -> float | None:

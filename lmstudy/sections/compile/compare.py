@@ -12,7 +12,7 @@ from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns, words
+from lmstudy.report.contract import ComparedRuns, wording
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.report.render import Findings, Section, Table, Text
@@ -20,8 +20,7 @@ from lmstudy.report.render import Findings, Section, Table, Text
 COMPILE_KEY = ["size", "context_length", "precision", "attention", "pass", "mode"]
 
 
-def _say(macro: str, **values) -> str:
-    return words("compile", "compare.j2", macro, **values)
+_say = wording(__name__)
 
 
 def compile_rows(a: Run, b: Run, min_effect: float, noise=None) -> pd.DataFrame:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lmstudy.report.answers import of_all
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.labels import PASS_LABELS, faster
 from lmstudy.sections.compile.across import KEY as ACROSS_KEY
@@ -21,8 +21,7 @@ COMPARED = ("eager_ms", "eager_ci_low_ms", "eager_ci_high_ms", "compiled_ms", "c
             "compiled_ci_high_ms", "speedup")
 
 
-def _say(macro: str, **values) -> str:
-    return words("compile", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 @finds

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import Comparison, SectionContract, words
+from lmstudy.report.contract import Comparison, SectionContract, wording
 from lmstudy.report.coverage import first_count, name_absent
 from lmstudy.report.labels import order_sizes
 from lmstudy.report.render import Figure, Section, Table
@@ -60,8 +60,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(comp, out_dir)
 
 
-def _say(macro: str, **values) -> str:
-    return words("compile", "section.j2", macro, **values)
+_say = wording(__name__)
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:

@@ -10,7 +10,7 @@ import time
 import pandas as pd
 
 from lmstudy.analyse.study_cost import PHASE_COLUMNS, REPETITION_COLUMNS, gpu_identity, most_at_once
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.coverage import column, recorded
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.sections.cost.tables import _leased, _shares, _text, by_section, phase_names, waited_column
@@ -19,8 +19,7 @@ from lmstudy.sections.cost.tables import _leased, _shares, _text, by_section, ph
 KEY = ("section", "rule", "job")
 
 
-def _say(macro: str, **values) -> str:
-    return words("cost", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _clock(seconds: float) -> str:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse.study_cost import LEASE_COLUMNS, PHASE_COLUMNS, REPETITION_COLUMNS
 from lmstudy.phases import PHASES
-from lmstudy.report.contract import SectionContract, words
+from lmstudy.report.contract import SectionContract, wording, words
 from lmstudy.report.coverage import lacks, with_columns
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.cost.figures import draw_figures
@@ -83,8 +83,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
-def _say(macro: str, **values) -> str:
-    return words("cost", "section.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _phase_label(frame: pd.DataFrame, column: str) -> str:

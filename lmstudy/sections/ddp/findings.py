@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.sections.ddp.tables import KEY, step_table
 from lmstudy.sections.training_runs import apart
 
-
-def _say(macro: str, **values) -> str:
-    return words("ddp", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _groups(frame: pd.DataFrame):

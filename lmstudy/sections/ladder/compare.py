@@ -12,7 +12,7 @@ from lmstudy.analyse.compare import verdict as V
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.registry import numbered
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns, words
+from lmstudy.report.contract import ComparedRuns, wording
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.sections.timing.compare import matched as matched_timing
@@ -20,8 +20,7 @@ from lmstudy.sections.timing.compare import matched as matched_timing
 LADDER_KEY = ["size", "context_length", "rung_key"]
 
 
-def _say(macro: str, **values) -> str:
-    return words("ladder", "compare.j2", macro, **values)
+_say = wording(__name__)
 
 
 def ladder_rows(a: Run, b: Run, min_effect: float, noise: V.Noise | None = None) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from lmstudy import hardware
 from lmstudy.analyse.ladder_table import ceilings
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.labels import faster
 from lmstudy.sections.ladder.tables import (
@@ -25,8 +25,7 @@ from lmstudy.sections.ladder.tables import (
 KEY = ("size", "rung_key", "rung")
 
 
-def _say(macro: str, **values) -> str:
-    return words("ladder", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 def findings(ladder: pd.DataFrame, matmul: pd.DataFrame | None = None) -> list[Finding]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.analyse.ladder_table import SETTLED_WITHIN, ceilings
-from lmstudy.report.contract import Comparison, SectionContract, words
+from lmstudy.report.contract import Comparison, SectionContract, wording
 from lmstudy.report.coverage import first_count, name_absent
 from lmstudy.report.labels import mfu_note
 from lmstudy.report.render import Figure, Section, Table
@@ -106,8 +106,7 @@ def _how(ladder: pd.DataFrame, matmul: pd.DataFrame) -> str:
 RECORDED = ("warmup_steps", "timed_steps")
 
 
-def _say(macro: str, **values) -> str:
-    return words("ladder", "section.j2", macro, **values)
+_say = wording(__name__)
 
 
 def body(section: Section, data: dict[str, pd.DataFrame], results: Path, figures: Path) -> None:

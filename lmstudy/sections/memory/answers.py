@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse import result_files
 from lmstudy.report.answers import Answer
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.coverage import own_models
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.sections.memory.tables import GIB, phase_peak_table, residual_rows
@@ -26,8 +26,7 @@ def _gib(value: float) -> str:
     return f"{value / GIB:.3g} GiB" if value >= 2**26 else f"{value / 2**20:.3g} MiB"
 
 
-def _say(macro: str, **values) -> str:
-    return words("memory", "answers.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _not_answered(question: str, why: str) -> Answer:

@@ -10,7 +10,7 @@ from lmstudy.analyse.compare import tables as T
 from lmstudy.analyse.compare.runs import Run
 from lmstudy.registry import numbered, reference
 from lmstudy.report import compare_cells as cells
-from lmstudy.report.contract import ComparedRuns, words
+from lmstudy.report.contract import ComparedRuns, wording
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.report.render import Findings, Section, Table, Text
@@ -18,8 +18,7 @@ from lmstudy.report.render import Findings, Section, Table, Text
 MEMORY_KEY = ["size", "context_length", "pass", "precision"]
 
 
-def _say(macro: str, **values) -> str:
-    return words("memory", "compare.j2", macro, **values)
+_say = wording(__name__)
 
 
 MEMORY_KINDS = (

@@ -10,14 +10,12 @@ import pandas as pd
 
 from lmstudy.analyse.memory.kinds import KINDS
 from lmstudy.report.answers import of_all, percent, span
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.finding import Finding, finds, gather, rows_behind
 from lmstudy.report.labels import PASS_LABELS
 from lmstudy.sections.memory.tables import GIB, KIND_LABELS, _label, measured
 
-
-def _say(macro: str, **values) -> str:
-    return words("memory", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 @finds

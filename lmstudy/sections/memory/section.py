@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmstudy.report.answers import Answer, Answers
-from lmstudy.report.contract import Comparison, SectionContract, words
+from lmstudy.report.contract import Comparison, SectionContract, wording
 from lmstudy.report.coverage import with_columns
 from lmstudy.report.labels import PASS_LABELS, order_sizes
 from lmstudy.report.render import Figure, Section, Table, Text
@@ -73,8 +73,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(results, frame, out_dir)
 
 
-def _say(macro: str, **values) -> str:
-    return words("memory", "section.j2", macro, **values)
+_say = wording(__name__)
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:

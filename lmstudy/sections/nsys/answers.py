@@ -27,8 +27,7 @@ Q = {
 }
 
 
-def _say(macro: str, **values) -> str:
-    return contract.words("nsys", "answers.j2", macro, **values)
+_say = contract.wording(__name__)
 
 
 def _unanswered(question: str, why: str) -> Answer:

@@ -17,7 +17,7 @@ from lmstudy.analyse.compare import verdict as V  # noqa: E402
 from lmstudy.analyse.compare.runs import Run  # noqa: E402
 from lmstudy.registry import numbered, reference  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
-from lmstudy.report.contract import ComparedRuns, words  # noqa: E402
+from lmstudy.report.contract import ComparedRuns, wording  # noqa: E402
 from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.labels import PASS_LABELS  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
@@ -25,8 +25,7 @@ from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa
 PROFILE_KEY = ["size", "context_length", "pass", "precision"]
 
 
-def _say(macro: str, **values) -> str:
-    return words("nsys", "compare.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _per_step_kernels(run: Run) -> pd.DataFrame:

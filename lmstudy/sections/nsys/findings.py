@@ -20,8 +20,7 @@ def _span(low: float, high: float, fmt: str = ".0f") -> str:
     return f"{low:{fmt}}" if f"{low:{fmt}}" == f"{high:{fmt}}" else f"{low:{fmt}}–{high:{fmt}}"
 
 
-def _say(macro: str, **values) -> str:
-    return contract.words("nsys", "findings.j2", macro, **values)
+_say = contract.wording(__name__)
 
 
 @finds

@@ -65,8 +65,7 @@ def backend_record(results: Path) -> dict:
     return result_files.read_json(path) if path.exists() else {}
 
 
-def _say(macro: str, **values) -> str:
-    return contract.words("nsys", "section.j2", macro, **values)
+_say = contract.wording(__name__)
 
 
 def _kept_profiles(results: Path, runs: pd.DataFrame) -> str:

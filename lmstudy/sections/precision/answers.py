@@ -8,7 +8,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows
 from lmstudy.report.answers import Answer, count, percent, span
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.coverage import column
 from lmstudy.report.labels import PASS_LABELS, on_cpu
 from lmstudy.sections.timing import answers as timing_answers
@@ -21,8 +21,7 @@ AS_MODEL = "(fp32 inside, as the study model)"
 AS_MODEL_SHOWN = "fp32 inside, input and output rounded (the study model's RMSNorm on a low-precision input)"
 
 
-def _say(macro: str, **values) -> str:
-    return words("precision", "answers.j2", macro, **values)
+_say = wording(__name__)
 
 
 def accumulation_answer(frame: pd.DataFrame) -> Answer:

@@ -11,15 +11,13 @@ import re
 import pandas as pd
 
 from lmstudy.analyse.trust import trusted
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.coverage import first_count
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.labels import PASS_LABELS, on_cpu
 from lmstudy.sections.precision.tables import PRECISIONS, collapsed_dtypes
 
-
-def _say(macro: str, **values) -> str:
-    return words("precision", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 @finds

@@ -9,7 +9,7 @@ import pandas as pd
 from lmstudy.analyse import result_files
 from lmstudy.model_choice import BUILTIN_NAME
 from lmstudy.report.answers import Answers
-from lmstudy.report.contract import SectionContract, words
+from lmstudy.report.contract import SectionContract, wording
 from lmstudy.report.render import Findings, Section, Table, Text
 from lmstudy.sections.precision import answers as precision_answers
 from lmstudy.sections.precision.findings import (
@@ -57,8 +57,7 @@ def load_norms(results: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _say(macro: str, **values) -> str:
-    return words("precision", "section.j2", macro, **values)
+_say = wording(__name__)
 
 
 def norm_activations(norms: pd.DataFrame, *measured: pd.DataFrame) -> tuple[str, str]:

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.finding import Finding, finds, rows_behind
 from lmstudy.sections.sharding.tables import CONFIG, KEY, memory_table, step_table
 from lmstudy.sections.training_runs import apart
 
-
-def _say(macro: str, **values) -> str:
-    return words("sharding", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 @finds

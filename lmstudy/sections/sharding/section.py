@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lmstudy.report.contract import Comparison, SectionContract, words
+from lmstudy.report.contract import Comparison, SectionContract, wording
 from lmstudy.report.finding import gather
 from lmstudy.report.render import Figure, Section, Table
 from lmstudy.sections.sharding import compare as sharding_compare
@@ -22,8 +22,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
         draw_figures(frame, out_dir)
 
 
-def _say(macro: str, **values) -> str:
-    return words("sharding", "section.j2", macro, **values)
+_say = wording(__name__)
 
 
 def body(section: Section, frame: pd.DataFrame, results: Path, figures: Path) -> None:

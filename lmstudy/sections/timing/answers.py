@@ -15,7 +15,7 @@ import pandas as pd
 from lmstudy.analyse.computed import computes_table
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.report.answers import Answer, count, of_all, percent, significant, span
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.labels import PASS_LABELS, cold_start_costs, in_size_order
 
 # The GPUs a student most often has, by the memory torch.cuda reports for them (total_memory): an
@@ -45,8 +45,7 @@ def trusted(rows: pd.DataFrame) -> pd.Series:
     return ~(_flag(rows, "host_bound") | _flag(rows, "noisy"))
 
 
-def _say(macro: str, **values) -> str:
-    return words("timing", "answers.j2", macro, **values)
+_say = wording(__name__)
 
 
 Q = {

@@ -20,7 +20,7 @@ from lmstudy.analyse.tables import steady_rows  # noqa: E402
 from lmstudy.registry import numbered  # noqa: E402
 from lmstudy.report import compare_cells as cells  # noqa: E402
 from lmstudy.report.answers import count  # noqa: E402
-from lmstudy.report.contract import ComparedRuns, words  # noqa: E402
+from lmstudy.report.contract import ComparedRuns, wording  # noqa: E402
 from lmstudy.report.finding import Finding, finds, gather, rows_behind  # noqa: E402
 from lmstudy.report.labels import PASS_LABELS  # noqa: E402
 from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa: E402
@@ -28,8 +28,7 @@ from lmstudy.report.render import Figure, Findings, Section, Table, Text  # noqa
 TIMING_KEY = ["size", "context_length", "pass", "precision", "variant"]
 
 
-def _say(macro: str, **values) -> str:
-    return words("timing", "compare.j2", macro, **values)
+_say = wording(__name__)
 
 
 def timing(

@@ -16,7 +16,7 @@ import pandas as pd
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.analyse.trust import physics_violations, trusted
 from lmstudy.report.answers import count, processes_text, span
-from lmstudy.report.contract import words
+from lmstudy.report.contract import wording
 from lmstudy.report.coverage import column, recorded, with_columns
 from lmstudy.report.finding import Finding, finds, gather, rows_behind, with_used
 from lmstudy.report.labels import PASS_LABELS, cold_start_costs, peak_words
@@ -27,9 +27,7 @@ from lmstudy.sections.timing.tables import (
     speedup_frame,
 )
 
-
-def _say(macro: str, **values) -> str:
-    return words("timing", "findings.j2", macro, **values)
+_say = wording(__name__)
 
 
 def _label(row) -> dict:

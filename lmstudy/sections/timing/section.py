@@ -8,7 +8,7 @@ import pandas as pd
 
 from lmstudy.analyse.tables import steady_rows, steady_warmup
 from lmstudy.report.answers import processes_text
-from lmstudy.report.contract import Comparison, SectionContract, words
+from lmstudy.report.contract import Comparison, SectionContract, wording
 from lmstudy.report.coverage import column, first_count, name_absent
 from lmstudy.report.labels import PASS_LABELS, mfu_note, on_cpu, order_sizes
 from lmstudy.report.render import Figure, Section, Table, Text
@@ -100,8 +100,7 @@ def make_figures(results: Path, out_dir: Path) -> None:
     draw_figures(frame, out_dir)
 
 
-def _say(macro: str, **values) -> str:
-    return words("timing", "section.j2", macro, **values)
+_say = wording(__name__)
 
 
 def body(section: Section, every_variant: pd.DataFrame, results: Path, figures: Path) -> None:
