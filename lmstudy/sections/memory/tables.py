@@ -42,15 +42,6 @@ def _label(row) -> str:
     return f"{row['size']} ctx {row['context_length']} {PASS_LABELS[row['pass']]} {row['precision']}"
 
 
-def _gib_or_status(frame: pd.DataFrame, column: str) -> pd.Series:
-    if column not in frame:
-        return frame["status"].astype(object)
-    values = (frame[column] / GIB).astype(object)
-    return values.where(frame["status"] == "ok", frame["status"] + " (" + values.astype(str) + ")").where(
-        frame[column].notna(), frame["status"]
-    )
-
-
 @computes_table
 def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(
